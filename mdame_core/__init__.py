@@ -1,0 +1,1 @@
+"""MD-AME core: settings, the PostgreSQL state store client, migrations and the CLI."""

@@ -1,0 +1,83 @@
+"""Where things are: the database URLs, the environment name and the local data folder.
+
+Resolution order for the database: MDAME_DATABASE_URL (an external database, e.g. a Supabase
+project; connect as its owner) or the project-local cluster that scripts/db-local.sh records in
+$MDAME_HOME/pg.env.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+Role = Literal["app", "owner"]
+ENVIRONMENTS = ("dev", "prod")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+APP_ROLE = "mdame_app"
+OWNER_ROLE = "mdame_owner"
+DEFAULT_DBNAME = "mdame"
+
+
+class SettingsError(RuntimeError):
+    """A setting is missing or wrong; the message says which and how to fix it."""
+
+
+def mdame_home() -> Path:
+    """Project-local state that is not in PostgreSQL: the dev cluster, media store, outbox."""
+    return Path(os.environ.get("MDAME_HOME") or REPO_ROOT / ".mdame")
+
+
+def mdame_env() -> str:
+    """ENV is mandatory: the database belongs to one environment and refuses the other."""
+    env = os.environ.get("ENV", "")
+    if env not in ENVIRONMENTS:
+        raise SettingsError(
+            f"ENV must be set to one of {', '.join(ENVIRONMENTS)} (got {env!r}); "
+            "the database records its environment and refuses clients of another"
+        )
+    return env
+
+
+def _local_cluster() -> tuple[str, int]:
+    envfile = mdame_home() / "pg.env"
+    if not envfile.exists():
+        raise SettingsError(
+            f"no database configured: set MDAME_DATABASE_URL, or start the local cluster with "
+            f"`make db` (expected {envfile})"
+        )
+    values = dict(line.split("=", 1) for line in envfile.read_text().splitlines() if "=" in line)
+    return "127.0.0.1", int(values["MDAME_PG_PORT"])
+
+
+def is_external() -> bool:
+    return bool(os.environ.get("MDAME_DATABASE_URL"))
+
+
+def database_url(role: Role = "app", dbname: str | None = None) -> str:
+    """The connection URL for `role`, optionally for another database on the same server.
+
+    With an external database the app URL is MDAME_APP_DATABASE_URL if set, else the owner
+    URL; the client then drops to the app role with SET ROLE (see StateStore).
+    """
+    external = os.environ.get("MDAME_DATABASE_URL")
+    if external:
+        url = external
+        if role == "app":
+            url = os.environ.get("MDAME_APP_DATABASE_URL") or external
+        return _with_dbname(url, dbname) if dbname else url
+    host, port = _local_cluster()
+    user = APP_ROLE if role == "app" else OWNER_ROLE
+    return f"postgresql://{user}@{host}:{port}/{dbname or DEFAULT_DBNAME}"
+
+
+def superuser_url(dbname: str = "postgres") -> str:
+    """The local cluster's superuser (tests and the chaos harness); external setups have none."""
+    host, port = _local_cluster()
+    return f"postgresql://postgres@{host}:{port}/{dbname}"
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))

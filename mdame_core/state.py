@@ -1,0 +1,789 @@
+"""The state-store client: typed calls of the mdame.* RPCs over a psycopg connection pool.
+
+State changes go through exactly one choke point, `StateStore.call`, which runs each RPC in its
+own explicit transaction (BEGIN; SELECT * FROM mdame.<rpc>(...); COMMIT). Reads are plain
+SELECTs. The client refuses a database of another ENV and always acts as the application role,
+which can call functions and read tables but never write them directly.
+
+Errors raised on purpose by the RPCs (SQLSTATE class MD, message 'mdame: ...') and any other
+error the server reports for a call become `StateError` subclasses carrying the SQLSTATE; a lost
+connection (psycopg.OperationalError) propagates unchanged, because then the outcome of the call
+is unknown and the caller must re-read before retrying.
+
+JSON arguments (payloads, details, results, configs) are limited to 256 KiB of text each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, NewType
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from mdame_core.settings import APP_ROLE, ENVIRONMENTS, SettingsError, database_url, mdame_env
+
+LockToken = NewType("LockToken", int)
+JsonObject = Mapping[str, Any]
+
+_RPC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+# ------------------------------------------------------------------------------------------
+# Errors
+# ------------------------------------------------------------------------------------------
+class EnvironmentMismatch(RuntimeError):
+    """The database belongs to another ENV (or records none): the client refuses to use it."""
+
+
+class StateError(Exception):
+    """An RPC refused the call; nothing was changed. `sqlstate` says why (class MD: ours)."""
+
+    def __init__(self, rpc: str, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(f"{rpc}: {message}")
+        self.rpc = rpc
+        self.message = message
+        self.sqlstate = sqlstate
+
+
+class InvalidInput(StateError):
+    """MD001: NULL or empty key, unknown kind, negative amount, oversized JSON, ..."""
+
+
+class IdempotencyConflict(StateError):
+    """MD002: an idempotency key was reused with different content."""
+
+
+class StateConflict(StateError):
+    """MD003: the row is not in the expected state, or the transition is not allowed."""
+
+
+class LeaseLost(StateError):
+    """MD004: a job lease or a lock fencing token is no longer ours."""
+
+
+class ReconcileRequired(StateError):
+    """MD005: the last provider attempt's outcome is unknown; reconcile before retrying."""
+
+
+class NotFound(StateError):
+    """MD006: the row the call refers to does not exist."""
+
+
+_ERRORS: dict[str, type[StateError]] = {
+    "MD001": InvalidInput,
+    "MD002": IdempotencyConflict,
+    "MD003": StateConflict,
+    "MD004": LeaseLost,
+    "MD005": ReconcileRequired,
+    "MD006": NotFound,
+}
+
+
+# ------------------------------------------------------------------------------------------
+# Typed results
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """A job claimed under a lease; complete/heartbeat/fail with (id, worker_id, attempt)."""
+
+    id: int
+    job_type: str
+    idempotency_key: str
+    payload: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    lease_expires_at: datetime
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    job_type: str
+    idempotency_key: str
+    state: str
+    payload: dict[str, Any]
+    result: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    uri: str
+    content_sha256: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    kind: str
+    id: int
+    idempotency_key: str
+    state: str
+    payload: dict[str, Any]
+    result: dict[str, Any]
+    attempts: int
+    created_at: datetime
+    updated_at: datetime
+    refs: dict[str, Any] = field(default_factory=dict)  # natural FK columns: dimension_id, ...
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    subject_kind: str
+    subject_id: int
+    event: str
+    from_state: str | None
+    to_state: str | None
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: int
+    work_key: str
+    attempt_no: int
+    provider: str
+    request_hash: str
+    status: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BudgetUsage:
+    scope: str
+    period: str
+    cap_micros: int
+    reserved_micros: int
+    settled_micros: int
+
+    @property
+    def remaining_micros(self) -> int:
+        return self.cap_micros - self.reserved_micros - self.settled_micros
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    account_id: int
+    day: date
+    cap_units: int
+    reserved_units: int
+    committed_units: int
+
+    @property
+    def remaining_units(self) -> int:
+        return self.cap_units - self.reserved_units - self.committed_units
+
+
+@dataclass(frozen=True)
+class Dimension:
+    id: int
+    slug: str
+    title: str
+    config: dict[str, Any]
+    active: bool
+
+
+@dataclass(frozen=True)
+class Account:
+    id: int
+    dimension_id: int
+    platform: str
+    handle: str
+    daily_quota_units: int
+    active: bool
+
+
+@dataclass(frozen=True)
+class PartitionWork:
+    """A day x dimension with scripts waiting in some states (what the hop sensors poll)."""
+
+    partition_date: date
+    dimension_slug: str
+    last_update: datetime
+    scripts: int
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    lock_name: str
+    holder: str
+    token: LockToken
+    expires_at: datetime
+    released: bool
+
+
+_SHARED_COLUMNS = (
+    "id",
+    "kind",
+    "idempotency_key",
+    "state",
+    "payload",
+    "result",
+    "attempts",
+    "created_at",
+    "updated_at",
+)
+
+
+def _json(value: Any) -> Jsonb | None:
+    """Wrap for a jsonb parameter; None stays NULL (the RPC then refuses it)."""
+    return None if value is None else Jsonb(value)
+
+
+def _obj(value: JsonObject | None) -> Jsonb:
+    """An optional detail/result object: absent means {}."""
+    return Jsonb(dict(value) if value is not None else {})
+
+
+# ------------------------------------------------------------------------------------------
+# The client
+# ------------------------------------------------------------------------------------------
+class StateStore:
+    """Pool-backed client of the mdame RPCs, acting as the application role."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        env: str | None = None,
+        pool_max: int = 4,
+        pool_min: int = 1,
+        statement_timeout_ms: int = 30_000,
+        connect_timeout_s: float = 30.0,
+    ) -> None:
+        self.url = url or database_url("app")
+        self.env = env if env is not None else mdame_env()
+        if self.env not in ENVIRONMENTS:
+            raise EnvironmentMismatch(f"ENV must be one of {ENVIRONMENTS}, not {self.env!r}")
+        self._statement_timeout_ms = statement_timeout_ms
+        self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._queries: dict[tuple[str, int], str] = {}
+        # Check once on a plain connection so a mismatch raises here instead of making the pool
+        # retry in the background; the pool's configure hook checks every later connection too.
+        timeout = int(connect_timeout_s)
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=timeout) as conn:
+            self._prepare(conn)
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=max(1, pool_min),
+            max_size=max(1, pool_min, pool_max),
+            kwargs={"autocommit": True},  # transactions are explicit BEGIN/COMMIT in call()
+            configure=self._prepare,
+            open=False,
+            name="mdame-state",
+        )
+        self._pool.open(wait=True, timeout=connect_timeout_s)
+
+    # -- connections ---------------------------------------------------------------------
+    def _prepare(self, conn: psycopg.Connection) -> None:
+        """Act as the app role, bound statement time, and refuse a database of another ENV."""
+        if conn.info.user != APP_ROLE:
+            try:
+                conn.execute(f"SET ROLE {APP_ROLE}")
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise SettingsError(
+                    f"{conn.info.user} cannot act as {APP_ROLE}: "
+                    f"GRANT {APP_ROLE} TO {conn.info.user}, or connect as {APP_ROLE}"
+                ) from exc
+        conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
+        try:
+            row = conn.execute("SELECT env FROM mdame.environment").fetchone()
+        except psycopg.errors.UndefinedTable as exc:
+            raise EnvironmentMismatch(
+                "the database has no mdame.environment: run `mdame db migrate` first"
+            ) from exc
+        recorded = row[0] if row else None
+        if recorded != self.env:
+            raise EnvironmentMismatch(
+                f"the database belongs to ENV={recorded}, this process runs with ENV={self.env}"
+            )
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the choke point -----------------------------------------------------------------
+    def call(self, rpc: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Run one RPC in its own transaction and return its rows.
+
+        Every state change passes here, which is what lets a crash harness stop the process
+        right before or after the commit of the n-th call of an RPC (see the hooks below).
+        """
+        query = self._query(rpc, len(args))
+        for may_retry in (True, False):
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                if not _begin(cur, may_retry):
+                    continue  # a stale pooled connection, nothing ran: once more, fresh
+                try:
+                    cur.execute(query, args)
+                    rows = cur.fetchall()
+                    self._before_commit(rpc)
+                    cur.execute("COMMIT")
+                except psycopg.Error as exc:
+                    _rollback(conn)
+                    mapped = _mapped(rpc, exc)
+                    if mapped is None:
+                        raise  # connection lost: outcome unknown, re-read before retrying
+                    raise mapped from exc
+                self._after_commit(rpc)
+                return rows
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    # ---- crash-hook points (a later issue injects SIGKILL here); no-ops now ------------
+    def _before_commit(self, rpc: str) -> None:
+        """Called after the RPC ran, immediately before its COMMIT is sent."""
+
+    def _after_commit(self, rpc: str) -> None:
+        """Called immediately after the COMMIT of the RPC returned."""
+
+    def _query(self, rpc: str, nargs: int) -> str:
+        key = (rpc, nargs)
+        query = self._queries.get(key)
+        if query is None:
+            if not _RPC_NAME.match(rpc):
+                raise ValueError(f"not an RPC name: {rpc!r}")
+            placeholders = ", ".join(["%s"] * nargs)
+            query = self._queries[key] = f"SELECT * FROM mdame.{rpc}({placeholders})"
+        return query
+
+    def _scalar(self, rpc: str, *args: Any) -> Any:
+        rows = self.call(rpc, *args)
+        return rows[0][0] if rows else None
+
+    def _select(
+        self, query: str, args: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Reads: one autocommit SELECT, never a write (the role could not write anyway)."""
+        with self._pool.connection() as conn:
+            return conn.execute(query, args).fetchall()
+
+    # -- locks and runs ------------------------------------------------------------------
+    def acquire_pipeline_lock(
+        self, lock_name: str, holder: str, ttl_seconds: int
+    ) -> LockToken | None:
+        """A fencing token (strictly increasing), or None while a live holder has the lock."""
+        token = self._scalar("acquire_pipeline_lock", lock_name, holder, ttl_seconds)
+        return None if token is None else LockToken(token)
+
+    def heartbeat_pipeline_lock(
+        self, lock_name: str, holder: str, token: int, ttl_seconds: int | None = None
+    ) -> datetime:
+        """Extends the lease; raises LeaseLost for an old token. Returns the new expiry."""
+        return self._scalar("heartbeat_pipeline_lock", lock_name, holder, token, ttl_seconds)
+
+    def release_pipeline_lock(self, lock_name: str, holder: str, token: int) -> bool:
+        """True: released now; False: already released by this token; LeaseLost: old token."""
+        return self._scalar("release_pipeline_lock", lock_name, holder, token)
+
+    def start_pipeline_run(
+        self,
+        execution_id: UUID | str,
+        dimension_slug: str | None,
+        partition_key: str,
+        lock_token: int | None,
+    ) -> int:
+        return self._scalar(
+            "start_pipeline_run", _uuid(execution_id), dimension_slug, partition_key, lock_token
+        )
+
+    def finish_pipeline_run(
+        self, execution_id: UUID | str, status: str, detail: JsonObject | None = None
+    ) -> bool:
+        return self._scalar("finish_pipeline_run", _uuid(execution_id), status, _obj(detail))
+
+    # -- dimensions ----------------------------------------------------------------------
+    def upsert_dimension(
+        self, slug: str, title: str, config: JsonObject | None = None, active: bool = True
+    ) -> int:
+        return self._scalar("upsert_dimension", slug, title, _obj(config), active)
+
+    def set_dimensions_active(self, active_slugs: Sequence[str]) -> int:
+        """Exactly the listed dimensions are active; returns how many flags changed."""
+        return self._scalar("set_dimensions_active", list(active_slugs))
+
+    def upsert_dimension_account(
+        self,
+        dimension_slug: str,
+        platform: str,
+        handle: str,
+        daily_quota_units: int,
+        active: bool = True,
+    ) -> int:
+        return self._scalar(
+            "upsert_dimension_account", dimension_slug, platform, handle, daily_quota_units, active
+        )
+
+    # -- work units ----------------------------------------------------------------------
+    def upsert_work_unit(self, kind: str, idempotency_key: str, payload: JsonObject) -> int:
+        """Creates the unit once per key (same key and payload: same id; other payload: raises)."""
+        return self._scalar("upsert_work_unit", kind, idempotency_key, _json(payload))
+
+    def transition(
+        self,
+        kind: str,
+        unit_id: int,
+        from_state: str,
+        to_state: str,
+        detail: JsonObject | None = None,
+    ) -> int:
+        """Checked move from_state -> to_state, detail merged into result; returns the event id."""
+        return self._scalar("transition", kind, unit_id, from_state, to_state, _obj(detail))
+
+    def bump_work_attempt(self, kind: str, unit_id: int, detail: JsonObject | None = None) -> int:
+        return self._scalar("bump_work_attempt", kind, unit_id, _obj(detail))
+
+    # -- jobs ----------------------------------------------------------------------------
+    def enqueue_job(
+        self,
+        job_type: str,
+        idempotency_key: str,
+        payload: JsonObject,
+        max_attempts: int = 3,
+        priority: int = 100,
+        delay_seconds: int = 0,
+    ) -> int:
+        return self._scalar(
+            "enqueue_job",
+            job_type,
+            idempotency_key,
+            _json(payload),
+            max_attempts,
+            priority,
+            delay_seconds,
+        )
+
+    def claim_job(self, job_type: str, worker_id: str, lease_seconds: int) -> Job | None:
+        rows = self.call("claim_job", job_type, worker_id, lease_seconds)
+        if not rows:
+            return None
+        return Job(*rows[0], worker_id=worker_id)
+
+    def heartbeat_job(
+        self, job_id: int, worker_id: str, attempt: int, lease_seconds: int = 60
+    ) -> datetime:
+        return self._scalar("heartbeat_job", job_id, worker_id, attempt, lease_seconds)
+
+    def complete_job(
+        self, job_id: int, worker_id: str, attempt: int, result: JsonObject | None = None
+    ) -> bool:
+        """True: completed now; False: this lease had already completed it; LeaseLost: lost."""
+        return self._scalar("complete_job", job_id, worker_id, attempt, _obj(result))
+
+    def fail_job(
+        self,
+        job_id: int,
+        worker_id: str,
+        attempt: int,
+        error: str,
+        retryable: bool,
+        retry_delay_seconds: int = 0,
+    ) -> str:
+        """Returns the job's new state: queued, dead (retries used up) or failed."""
+        return self._scalar(
+            "fail_job", job_id, worker_id, attempt, error, retryable, retry_delay_seconds
+        )
+
+    def reap_expired_jobs(self, job_type: str | None = None) -> int:
+        return self._scalar("reap_expired_jobs", job_type)
+
+    # -- scene cache ---------------------------------------------------------------------
+    def lookup_scene_cache(self, scene_hash: str) -> CacheEntry | None:
+        rows = self.call("lookup_scene_cache", scene_hash)
+        return CacheEntry(*rows[0]) if rows else None
+
+    def put_scene_cache(
+        self, scene_hash: str, uri: str, content_sha256: str, ttl_seconds: int
+    ) -> CacheEntry:
+        """Returns the entry in effect (a live entry of another writer wins)."""
+        rows = self.call("put_scene_cache", scene_hash, uri, content_sha256, ttl_seconds)
+        return CacheEntry(*rows[0])
+
+    # -- budgets and quotas --------------------------------------------------------------
+    def set_budget_cap(self, scope: str, period: str, cap_micros: int) -> int:
+        return self._scalar("set_budget_cap", scope, period, cap_micros)
+
+    def reserve_budget(
+        self, scope: str, period: str, amount_micros: int, attempt_key: str
+    ) -> int | None:
+        """The ledger id, or None when the amount does not fit under the cap."""
+        return self._scalar("reserve_budget", scope, period, amount_micros, attempt_key)
+
+    def settle_budget(self, attempt_key: str, actual_micros: int) -> int:
+        return self._scalar("settle_budget", attempt_key, actual_micros)
+
+    def release_budget(self, attempt_key: str) -> bool:
+        return self._scalar("release_budget", attempt_key)
+
+    def reserve_quota(self, account_id: int, day: date, units: int, quota_key: str) -> int | None:
+        """The ledger id, or None when the units do not fit in the account's daily quota."""
+        return self._scalar("reserve_quota", account_id, day, units, quota_key)
+
+    def commit_quota(self, quota_key: str) -> int:
+        return self._scalar("commit_quota", quota_key)
+
+    def release_quota(self, quota_key: str) -> bool:
+        return self._scalar("release_quota", quota_key)
+
+    # -- provider attempts ---------------------------------------------------------------
+    def record_attempt(
+        self,
+        work_key: str,
+        provider: str,
+        request_hash: str,
+        status: str,
+        detail: JsonObject | None = None,
+    ) -> int:
+        """The attempt id; ReconcileRequired while the last attempt's outcome is unknown."""
+        return self._scalar(
+            "record_attempt", work_key, provider, request_hash, status, _obj(detail)
+        )
+
+    def finish_attempt(self, attempt_id: int, status: str, detail: JsonObject | None = None) -> str:
+        return self._scalar("finish_attempt", attempt_id, status, _obj(detail))
+
+    def reconcile_attempt(
+        self, attempt_id: int, final_status: str, detail: JsonObject | None = None
+    ) -> str:
+        return self._scalar("reconcile_attempt", attempt_id, final_status, _obj(detail))
+
+    # -- reviews and safety --------------------------------------------------------------
+    def record_review(
+        self,
+        render_id: int,
+        content_sha256: str,
+        check_name: str,
+        verdict: str,
+        detail: JsonObject | None = None,
+    ) -> int:
+        return self._scalar(
+            "record_review", render_id, content_sha256, check_name, verdict, _obj(detail)
+        )
+
+    def is_approved(self, render_id: int, content_sha256: str) -> bool:
+        return self._scalar("is_approved", render_id, content_sha256)
+
+    def log_safety_decision(
+        self,
+        subject_kind: str,
+        subject_key: str,
+        dimension_slug: str | None,
+        verdict: str,
+        rule: str,
+        reasons: Sequence[Any],
+        classifier: str,
+    ) -> int:
+        return self._scalar(
+            "log_safety_decision",
+            subject_kind,
+            subject_key,
+            dimension_slug,
+            verdict,
+            rule,
+            _json(list(reasons)),
+            classifier,
+        )
+
+    # -- reads (SELECT only) -------------------------------------------------------------
+    def environment(self) -> str:
+        return self._select("SELECT env FROM mdame.environment")[0][0]
+
+    def get_work_unit(self, kind: str, key_or_id: int | str) -> WorkUnit | None:
+        """By id (int) or idempotency key (str)."""
+        column = "id" if isinstance(key_or_id, int) else "idempotency_key"
+        units = self._work_units(kind, f"{column} = %s", [key_or_id], limit=1)
+        return units[0] if units else None
+
+    def list_work_units(self, kind: str, *, limit: int = 1000, **filters: Any) -> list[WorkUnit]:
+        """Units of a kind filtered by equality on state or natural columns, oldest first."""
+        table, refs = self._kind(kind)
+        allowed = {"state", "idempotency_key", *refs}
+        unknown = set(filters) - allowed
+        if unknown:
+            raise ValueError(f"cannot filter {kind} by {sorted(unknown)}; use {sorted(allowed)}")
+        where = " AND ".join(f'"{name}" = %s' for name in filters) or "true"
+        return self._work_units(kind, where, list(filters.values()), limit=limit)
+
+    def _work_units(self, kind: str, where: str, args: list[Any], *, limit: int) -> list[WorkUnit]:
+        table, refs = self._kind(kind)
+        columns = ", ".join(f'"{c}"' for c in (*_SHARED_COLUMNS[:1], *_SHARED_COLUMNS[2:], *refs))
+        rows = self._select(
+            f'SELECT {columns} FROM mdame."{table}" WHERE {where} ORDER BY id LIMIT %s',
+            [*args, limit],
+        )
+        return [
+            WorkUnit(kind, *row[:8], refs=dict(zip(refs, row[8:], strict=True))) for row in rows
+        ]
+
+    def _kind(self, kind: str) -> tuple[str, tuple[str, ...]]:
+        """(table, natural columns) of a kind, read once from mdame.work_kinds and the catalog."""
+        if kind not in self._kinds:
+            rows = self._select(
+                """SELECT k.table_name, array_agg(a.attname::text ORDER BY a.attnum)
+                     FROM mdame.work_kinds k
+                     JOIN pg_attribute a ON a.attrelid = format('mdame.%%I', k.table_name)::regclass
+                    WHERE k.kind = %s AND a.attnum > 0 AND NOT a.attisdropped
+                      AND a.attname::text <> ALL (%s)
+                    GROUP BY k.table_name""",
+                [kind, list(_SHARED_COLUMNS)],
+            )
+            if not rows:
+                raise ValueError(f"unknown kind {kind!r}")
+            self._kinds[kind] = (rows[0][0], tuple(rows[0][1]))
+        return self._kinds[kind]
+
+    def list_events(self, subject_kind: str, subject_id: int) -> list[Event]:
+        rows = self._select(
+            """SELECT id, subject_kind, subject_id, event, from_state, to_state, detail, created_at
+                 FROM mdame.events WHERE subject_kind = %s AND subject_id = %s ORDER BY id""",
+            [subject_kind, subject_id],
+        )
+        return [Event(*row) for row in rows]
+
+    def get_job(self, job_id: int) -> JobRecord | None:
+        rows = self._select(
+            """SELECT id, job_type, idempotency_key, state, payload, result, attempt,
+                      max_attempts, lease_owner, lease_expires_at, last_error
+                 FROM mdame.jobs WHERE id = %s""",
+            [job_id],
+        )
+        return JobRecord(*rows[0]) if rows else None
+
+    def count_jobs(self, job_type: str | None = None) -> dict[str, int]:
+        """Jobs per state (of one type, or all)."""
+        rows = self._select(
+            """SELECT state, count(*) FROM mdame.jobs
+                WHERE %(t)s::text IS NULL OR job_type = %(t)s GROUP BY state""",
+            {"t": job_type},
+        )
+        return {state: n for state, n in rows}
+
+    def list_attempts(self, work_key: str) -> list[Attempt]:
+        rows = self._select(
+            """SELECT id, work_key, attempt_no, provider, request_hash, status, detail
+                 FROM mdame.provider_attempts WHERE work_key = %s ORDER BY attempt_no""",
+            [work_key],
+        )
+        return [Attempt(*row) for row in rows]
+
+    def budget_usage(self, scope: str, period: str) -> BudgetUsage | None:
+        rows = self._select(
+            """SELECT scope, period, cap_micros, reserved_micros, settled_micros
+                 FROM mdame.budget_usage WHERE scope = %s AND period = %s""",
+            [scope, period],
+        )
+        return BudgetUsage(*rows[0]) if rows else None
+
+    def quota_usage(self, account_id: int, day: date) -> QuotaUsage:
+        rows = self._select(
+            """SELECT a.id, %s::date, a.daily_quota_units,
+                      coalesce(u.reserved_units, 0), coalesce(u.committed_units, 0)
+                 FROM mdame.dimension_accounts a
+                 LEFT JOIN mdame.quota_usage u ON u.account_id = a.id AND u.day = %s::date
+                WHERE a.id = %s""",
+            [day, day, account_id],
+        )
+        if not rows:
+            raise ValueError(f"account {account_id} does not exist")
+        return QuotaUsage(*rows[0])
+
+    def list_dimensions(self, *, active_only: bool = False) -> list[Dimension]:
+        rows = self._select(
+            """SELECT id, slug, title, config, active FROM mdame.dimensions
+                WHERE active OR NOT %s ORDER BY slug""",
+            [active_only],
+        )
+        return [Dimension(*row) for row in rows]
+
+    def get_dimension(self, slug: str) -> Dimension | None:
+        rows = self._select(
+            "SELECT id, slug, title, config, active FROM mdame.dimensions WHERE slug = %s", [slug]
+        )
+        return Dimension(*rows[0]) if rows else None
+
+    def list_accounts(self, dimension_slug: str) -> list[Account]:
+        rows = self._select(
+            """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active
+                 FROM mdame.dimension_accounts a JOIN mdame.dimensions d ON d.id = a.dimension_id
+                WHERE d.slug = %s ORDER BY a.id""",
+            [dimension_slug],
+        )
+        return [Account(*row) for row in rows]
+
+    def get_lock(self, lock_name: str) -> LockInfo | None:
+        rows = self._select(
+            """SELECT lock_name, holder, token, expires_at, released_at IS NOT NULL
+                 FROM mdame.system_locks WHERE lock_name = %s""",
+            [lock_name],
+        )
+        return LockInfo(*rows[0]) if rows else None
+
+    # -- reads for the orchestration layer (sensors, checks) ------------------------------
+    def partitions_with_scripts_in(self, states: Sequence[str]) -> list[PartitionWork]:
+        """(day, dimension) pairs with scripts in any of `states`, and their newest update."""
+        rows = self._select(
+            """SELECT s.partition_date, d.slug, max(s.updated_at), count(*)
+                 FROM mdame.scripts s JOIN mdame.dimensions d ON d.id = s.dimension_id
+                WHERE s.state = ANY(%s) AND d.active
+                GROUP BY s.partition_date, d.slug ORDER BY s.partition_date, d.slug""",
+            [list(states)],
+        )
+        return [PartitionWork(*row) for row in rows]
+
+    def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:
+        rows = self._select(
+            """SELECT verdict FROM mdame.safety_audit_logs
+                WHERE subject_kind = %s AND subject_key = %s ORDER BY id DESC LIMIT 1""",
+            [subject_kind, subject_key],
+        )
+        return rows[0][0] if rows else None
+
+
+def _uuid(value: UUID | str | None) -> UUID | None:
+    return value if value is None or isinstance(value, UUID) else UUID(str(value))
+
+
+def _begin(cur: psycopg.Cursor, may_retry: bool) -> bool:
+    """BEGIN. False: the pooled connection had died while idle (server restart, idle timeout);
+    nothing was sent, so the caller may safely retry once on a fresh connection."""
+    try:
+        cur.execute("BEGIN")
+    except psycopg.OperationalError:
+        if may_retry and cur.connection.broken:
+            return False
+        raise
+    return True
+
+
+def _rollback(conn: psycopg.Connection) -> None:
+    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    # A broken connection cannot roll back: the pool discards it and the server rolled back.
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("ROLLBACK")
+
+
+def _mapped(rpc: str, exc: psycopg.Error) -> StateError | None:
+    """The server refused the call -> StateError; None for a lost connection (re-raise it)."""
+    if isinstance(exc, psycopg.OperationalError) or exc.sqlstate is None:
+        return None
+    message = exc.diag.message_primary or str(exc)
+    return _ERRORS.get(exc.sqlstate, StateError)(rpc, message, exc.sqlstate)

@@ -1,0 +1,264 @@
+"""Bad input to every RPC raises a clear 'mdame: ...' error and changes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from mdame_core.state import (
+    IdempotencyConflict,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+    ReconcileRequired,
+    StateConflict,
+    StateError,
+    StateStore,
+)
+
+SHA = "c" * 64
+DAY = date(2025, 6, 1)
+BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
+E = Jsonb({})
+
+
+def _populate(state: StateStore) -> dict[str, Any]:
+    """Rows in every table, so 'changes nothing' means something."""
+    ids: dict[str, Any] = {}
+    ids["dim"] = dim = state.upsert_dimension("tech", "Tech")
+    state.upsert_dimension("news", "News")
+    ids["account"] = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
+    base = {"dimension_id": dim, "partition_date": "2025-06-01"}
+    ids["topic_payload"] = base
+    ids["topic"] = state.upsert_work_unit("topic", "topic-1", base)
+    script = state.upsert_work_unit("script", "script-1", {**base, "topic_id": ids["topic"]})
+    ids["render"] = state.upsert_work_unit("render", "render-1", {"script_id": script})
+    ids["token"] = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
+    ids["execution"] = uuid.uuid4()
+    state.start_pipeline_run(ids["execution"], "tech", "tech|2025-06-01", ids["token"])
+    ids["job"] = state.enqueue_job("scene", "job-1", {"n": 1})
+    state.claim_job("scene", "w", 600)
+    state.set_budget_cap("tts", "2025-06", 1_000)
+    state.reserve_budget("tts", "2025-06", 10, "budget-open")
+    state.reserve_budget("tts", "2025-06", 10, "budget-settled")
+    state.settle_budget("budget-settled", 9)
+    state.reserve_quota(ids["account"], DAY, 10, "quota-open")
+    state.reserve_quota(ids["account"], DAY, 10, "quota-committed")
+    state.commit_quota("quota-committed")
+    ids["attempt_unknown"] = state.record_attempt("blocked", "gemini", "h1", "unknown")
+    ids["attempt_done"] = state.record_attempt("done", "gemini", "h1", "succeeded")
+    state.record_review(ids["render"], SHA, "technical", "approved")
+    state.put_scene_cache("scene-hash", "media://a", SHA, 600)
+    state.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
+    return ids
+
+
+def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateError]]]:
+    job, render, topic, token = ids["job"], ids["render"], ids["topic"], ids["token"]
+    execution, account = ids["execution"], ids["account"]
+    unknown, done = ids["attempt_unknown"], ids["attempt_done"]
+    other = {"dimension_id": ids["dim"], "partition_date": "2025-06-02"}
+    return [
+        ("acquire_pipeline_lock", (None, "h", 10), InvalidInput),
+        ("acquire_pipeline_lock", ("l", "", 10), InvalidInput),
+        ("acquire_pipeline_lock", ("l", "h", 0), InvalidInput),
+        ("acquire_pipeline_lock", ("l", "h", None), InvalidInput),
+        ("heartbeat_pipeline_lock", ("pipeline:tech", "run-1", None, None), InvalidInput),
+        ("heartbeat_pipeline_lock", ("pipeline:tech", "run-1", token, -5), InvalidInput),
+        ("heartbeat_pipeline_lock", ("pipeline:tech", "intruder", token, None), LeaseLost),
+        ("heartbeat_pipeline_lock", ("pipeline:tech", "run-1", token - 1, None), LeaseLost),
+        ("release_pipeline_lock", (None, "run-1", token), InvalidInput),
+        ("release_pipeline_lock", ("pipeline:tech", "intruder", token), LeaseLost),
+        ("upsert_dimension", ("Bad Slug", "x", E, True), InvalidInput),
+        ("upsert_dimension", (None, "x", E, True), InvalidInput),
+        ("upsert_dimension", ("ok", "", E, True), InvalidInput),
+        ("upsert_dimension", ("ok", "x", None, True), InvalidInput),
+        ("upsert_dimension", ("ok", "x", Jsonb([1]), True), InvalidInput),
+        ("upsert_dimension", ("ok", "x", BIG, True), InvalidInput),
+        ("upsert_dimension", ("ok", "x", E, None), InvalidInput),
+        ("set_dimensions_active", (None,), InvalidInput),
+        ("set_dimensions_active", (["tech", None],), InvalidInput),
+        ("set_dimensions_active", (["tech", "typo"],), NotFound),
+        ("upsert_dimension_account", ("tech", "YouTube", "@x", 1), InvalidInput),
+        ("upsert_dimension_account", ("tech", "youtube", "", 1), InvalidInput),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", -1), InvalidInput),
+        ("upsert_dimension_account", ("nope", "youtube", "@x", 1), NotFound),
+        ("upsert_dimension_account", ("news", "youtube", "@tech", 1), IdempotencyConflict),
+        ("start_pipeline_run", (None, "tech", "p", None), InvalidInput),
+        ("start_pipeline_run", (uuid.uuid4(), "tech", "", None), InvalidInput),
+        ("start_pipeline_run", (uuid.uuid4(), "nope", "p", None), NotFound),
+        ("start_pipeline_run", (uuid.uuid4(), "tech", "p", 999_999), LeaseLost),
+        ("start_pipeline_run", (execution, "tech", "other", token), IdempotencyConflict),
+        ("finish_pipeline_run", (execution, "done", E), InvalidInput),
+        ("finish_pipeline_run", (execution, "failed", None), InvalidInput),
+        ("finish_pipeline_run", (uuid.uuid4(), "failed", E), NotFound),
+        ("upsert_work_unit", ("bogus", "k", E), InvalidInput),
+        ("upsert_work_unit", (None, "k", E), InvalidInput),
+        ("upsert_work_unit", ("topic", None, Jsonb(other)), InvalidInput),
+        ("upsert_work_unit", ("topic", "", Jsonb(other)), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", None), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", Jsonb([other])), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", BIG), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", Jsonb({"dimension_id": ids["dim"]})), InvalidInput),
+        ("upsert_work_unit", ("topic", "topic-1", Jsonb(other)), IdempotencyConflict),
+        ("transition", ("bogus", topic, "candidate", "approved", E), InvalidInput),
+        ("transition", ("topic", None, "candidate", "approved", E), InvalidInput),
+        ("transition", ("topic", topic, None, "approved", E), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "candidate", E), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "scripted", E), StateConflict),
+        ("transition", ("topic", topic, "approved", "scripted", E), StateConflict),
+        ("transition", ("topic", topic, "candidate", "approved", None), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "approved", BIG), InvalidInput),
+        ("transition", ("topic", 999_999, "candidate", "approved", E), NotFound),
+        ("bump_work_attempt", ("bogus", topic, E), InvalidInput),
+        ("bump_work_attempt", ("topic", None, E), InvalidInput),
+        ("bump_work_attempt", ("topic", topic, None), InvalidInput),
+        ("bump_work_attempt", ("topic", 999_999, E), NotFound),
+        ("enqueue_job", ("Bad Type", "k", E, 3, 100, 0), InvalidInput),
+        ("enqueue_job", ("scene", None, E, 3, 100, 0), InvalidInput),
+        ("enqueue_job", ("scene", "k", None, 3, 100, 0), InvalidInput),
+        ("enqueue_job", ("scene", "k", BIG, 3, 100, 0), InvalidInput),
+        ("enqueue_job", ("scene", "k", E, 0, 100, 0), InvalidInput),
+        ("enqueue_job", ("scene", "k", E, 3, 100, -1), InvalidInput),
+        ("enqueue_job", ("scene", "job-1", Jsonb({"n": 2}), 3, 100, 0), IdempotencyConflict),
+        ("claim_job", (None, "w", 10), InvalidInput),
+        ("claim_job", ("scene", "", 10), InvalidInput),
+        ("claim_job", ("scene", "w", 0), InvalidInput),
+        ("claim_job", ("scene", "w", None), InvalidInput),
+        ("heartbeat_job", (None, "w", 1, 10), InvalidInput),
+        ("heartbeat_job", (job, None, 1, 10), InvalidInput),
+        ("heartbeat_job", (job, "w", 1, 0), InvalidInput),
+        ("heartbeat_job", (job, "intruder", 1, 10), LeaseLost),
+        ("heartbeat_job", (999_999, "w", 1, 10), NotFound),
+        ("complete_job", (job, "w", 0, E), InvalidInput),
+        ("complete_job", (job, "w", 1, None), InvalidInput),
+        ("complete_job", (job, "w", 2, E), LeaseLost),
+        ("fail_job", (job, "w", 1, "", True, 0), InvalidInput),
+        ("fail_job", (job, "w", 1, "e", None, 0), InvalidInput),
+        ("fail_job", (job, "w", 1, "e", True, -1), InvalidInput),
+        ("fail_job", (job, "intruder", 1, "e", True, 0), LeaseLost),
+        ("reap_expired_jobs", ("",), InvalidInput),
+        ("lookup_scene_cache", (None,), InvalidInput),
+        ("lookup_scene_cache", ("",), InvalidInput),
+        ("put_scene_cache", (None, "u", SHA, 10), InvalidInput),
+        ("put_scene_cache", ("h", "", SHA, 10), InvalidInput),
+        ("put_scene_cache", ("h", "u", "not-a-sha", 10), InvalidInput),
+        ("put_scene_cache", ("h", "u", SHA, -1), InvalidInput),
+        ("set_budget_cap", ("bad scope!", "p", 1), InvalidInput),
+        ("set_budget_cap", ("s", None, 1), InvalidInput),
+        ("set_budget_cap", ("s", "p", -1), InvalidInput),
+        ("reserve_budget", ("tts", "2025-06", -1, "k"), InvalidInput),
+        ("reserve_budget", ("tts", "2025-06", 1, None), InvalidInput),
+        ("reserve_budget", ("tts", "2025-07", 1, "k"), NotFound),
+        ("reserve_budget", ("tts", "2025-06", 2, "budget-open"), IdempotencyConflict),
+        ("settle_budget", ("budget-open", -1), InvalidInput),
+        ("settle_budget", (None, 1), InvalidInput),
+        ("settle_budget", ("never", 1), NotFound),
+        ("settle_budget", ("budget-settled", 1), StateConflict),
+        ("release_budget", (None,), InvalidInput),
+        ("release_budget", ("never",), NotFound),
+        ("release_budget", ("budget-settled",), StateConflict),
+        ("reserve_quota", (account, DAY, -1, "k"), InvalidInput),
+        ("reserve_quota", (account, None, 1, "k"), InvalidInput),
+        ("reserve_quota", (None, DAY, 1, "k"), InvalidInput),
+        ("reserve_quota", (account, DAY, 1, ""), InvalidInput),
+        ("reserve_quota", (999_999, DAY, 1, "k"), NotFound),
+        ("reserve_quota", (account, DAY, 11, "quota-open"), IdempotencyConflict),
+        ("commit_quota", (None,), InvalidInput),
+        ("commit_quota", ("never",), NotFound),
+        ("release_quota", ("",), InvalidInput),
+        ("release_quota", ("quota-committed",), StateConflict),
+        ("record_attempt", ("wk", "p", "h", "maybe", E), InvalidInput),
+        ("record_attempt", (None, "p", "h", "failed", E), InvalidInput),
+        ("record_attempt", ("wk", "p", "h", "failed", BIG), InvalidInput),
+        ("record_attempt", ("blocked", "gemini", "h2", "submitted", E), ReconcileRequired),
+        ("finish_attempt", (unknown, "submitted", E), InvalidInput),
+        ("finish_attempt", (None, "failed", E), InvalidInput),
+        ("finish_attempt", (999_999, "failed", E), NotFound),
+        ("finish_attempt", (done, "failed", E), StateConflict),
+        ("reconcile_attempt", (unknown, "unknown", E), InvalidInput),
+        ("reconcile_attempt", (None, "failed", E), InvalidInput),
+        ("reconcile_attempt", (done, "failed", E), StateConflict),
+        ("record_review", (render, "XYZ", "technical", "approved", E), InvalidInput),
+        ("record_review", (render, SHA, "Bad Name", "approved", E), InvalidInput),
+        ("record_review", (render, SHA, "technical", "maybe", E), InvalidInput),
+        ("record_review", (None, SHA, "technical", "approved", E), InvalidInput),
+        ("record_review", (999_999, SHA, "technical", "approved", E), NotFound),
+        ("is_approved", (None, SHA), InvalidInput),
+        ("is_approved", (render, "short"), InvalidInput),
+        ("is_approved", (999_999, SHA), NotFound),
+        ("log_safety_decision", ("Topic", "k", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
+        ("log_safety_decision", ("topic", "", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
+        ("log_safety_decision", ("topic", "k", "tech", "maybe", "r", Jsonb([]), "c"), InvalidInput),
+        ("log_safety_decision", ("topic", "k", "tech", "allow", "r", E, "c"), InvalidInput),
+        ("log_safety_decision", ("topic", "k", None, "allow", "", Jsonb([]), "c"), InvalidInput),
+        ("log_safety_decision", ("topic", "k", "nope", "allow", "r", Jsonb([]), "c"), NotFound),
+    ]
+
+
+def _snapshot(owner: psycopg.Connection) -> dict[str, tuple[int, str]]:
+    """Row count and a content hash of every mdame table."""
+    tables = [
+        r[0]
+        for r in owner.execute(
+            """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'mdame' AND c.relkind = 'r'"""
+        ).fetchall()
+    ]
+    snapshot = {}
+    for table in tables:
+        query = sql.SQL(
+            "SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
+            "FROM mdame.{} t"
+        ).format(sql.Identifier(table))
+        snapshot[table] = owner.execute(query).fetchone()
+    return snapshot
+
+
+def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None:
+    cases = _cases(_populate(state))
+    before = _snapshot(owner)
+    empty = {table for table, (count, _) in before.items() if count == 0}
+    assert empty <= {"trends", "scenes", "voice_tracks", "publications"}
+
+    for rpc, args, expected in cases:
+        with pytest.raises(StateError) as err:
+            state.call(rpc, *args)
+        error = err.value
+        assert type(error) is expected, f"{rpc}{args!r}: {error!r}"
+        assert error.message.startswith("mdame: "), f"{rpc}: {error.message}"
+        assert error.sqlstate and error.sqlstate.startswith("MD"), rpc
+
+    assert _snapshot(owner) == before
+
+
+def test_every_rpc_has_bad_input_cases(owner) -> None:
+    rpcs = {
+        r[0]
+        for r in owner.execute(
+            """SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'mdame' AND p.prosecdef"""
+        ).fetchall()
+    }
+    dummy = {
+        k: 1
+        for k in (
+            "job",
+            "render",
+            "topic",
+            "token",
+            "dim",
+            "account",
+            "attempt_unknown",
+            "attempt_done",
+        )
+    }
+    dummy["execution"] = uuid.uuid4()
+    covered = {rpc for rpc, _, _ in _cases(dummy)}
+    assert rpcs == covered

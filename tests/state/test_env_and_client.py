@@ -1,0 +1,112 @@
+"""The environment guard, the client's role handling and error mapping, the Dagster resource."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from mdame_core.settings import SettingsError
+from mdame_core.state import EnvironmentMismatch, InvalidInput, StateError, StateStore
+from mdame_resources.state import StateStoreResource, close_clients
+
+
+def test_other_env_is_refused(fresh_db) -> None:
+    with pytest.raises(EnvironmentMismatch, match="ENV=dev, this process runs with ENV=prod"):
+        StateStore(fresh_db.app, env="prod")
+
+
+def test_unset_env_is_refused(fresh_db, monkeypatch) -> None:
+    monkeypatch.delenv("ENV", raising=False)
+    with pytest.raises(SettingsError, match="ENV must be set"):
+        StateStore(fresh_db.app)
+    monkeypatch.setenv("ENV", "prod")
+    with pytest.raises(EnvironmentMismatch):
+        StateStore(fresh_db.app)
+
+
+def test_unmigrated_database_is_refused(empty_db) -> None:
+    with pytest.raises(EnvironmentMismatch, match="migrate"):
+        StateStore(empty_db.owner, env="dev")
+
+
+def test_owner_url_drops_to_the_app_role(fresh_db) -> None:
+    with StateStore(fresh_db.owner, env="dev") as store:
+        assert store._select("SELECT current_user, session_user") == [("mdame_app", "mdame_owner")]
+        store.upsert_dimension("tech", "Tech")  # RPCs work through SET ROLE
+        with store._pool.connection() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM mdame.dimensions")  # the pooled session cannot write
+        with pytest.raises(StateError, match="does not exist") as err:
+            store.call("no_such_rpc")
+        assert err.value.sqlstate == "42883"
+
+
+def test_errors_keep_rpc_and_sqlstate_and_leave_the_connection_usable(state) -> None:
+    with pytest.raises(InvalidInput) as err:
+        state.transition("topic", 1, "candidate", "candidate")
+    assert err.value.rpc == "transition"
+    assert err.value.sqlstate == "MD001"
+    assert err.value.message.startswith("mdame: ")
+    for _ in range(8):  # more failures than pool connections: none is left in a transaction
+        with pytest.raises(StateError):
+            state.enqueue_job("scene", None, {})
+    assert state.enqueue_job("scene", "ok", {}) > 0
+    with pytest.raises(ValueError):
+        state.call("drop table x; --")
+
+
+def test_call_runs_begin_select_commit_around_the_hooks(state) -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def before(rpc: str) -> None:
+        with state._pool.connection() as other:  # another session: not yet visible
+            (n,) = other.execute("SELECT count(*) FROM mdame.dimensions").fetchone()
+        seen.append(("before", rpc, str(n)))
+
+    def after(rpc: str) -> None:
+        with state._pool.connection() as other:
+            (n,) = other.execute("SELECT count(*) FROM mdame.dimensions").fetchone()
+        seen.append(("after", rpc, str(n)))
+
+    state._before_commit = before  # type: ignore[method-assign]
+    state._after_commit = after  # type: ignore[method-assign]
+    state.upsert_dimension("tech", "Tech")
+    assert seen == [("before", "upsert_dimension", "0"), ("after", "upsert_dimension", "1")]
+
+
+def test_resource_caches_one_client_per_process(fresh_db) -> None:
+    resource = StateStoreResource(database_url=fresh_db.app, pool_max=2)
+    try:
+        client = resource.get_client()
+        assert client is resource.get_client()
+        assert client.environment() == "dev"
+        assert StateStoreResource(database_url=fresh_db.app, pool_max=2).get_client() is client
+    finally:
+        close_clients()
+
+
+def test_stale_pooled_connection_is_replaced_transparently(fresh_db, state) -> None:
+    """An idle connection killed by the server fails at BEGIN: nothing ran, so one retry."""
+    with state._pool.connection() as conn:
+        pid = conn.info.backend_pid
+    with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
+        owner.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert state.upsert_dimension("tech", "Tech") > 0
+
+
+def test_connection_lost_mid_call_is_not_disguised_as_a_refusal(fresh_db, state) -> None:
+    """Lost after the RPC ran: OperationalError propagates (the outcome is for the caller to
+    re-read), it is not turned into a StateError that would claim nothing happened."""
+
+    def kill_own_backend(rpc: str) -> None:
+        with state._pool.connection() as other:
+            other.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE state = 'idle in transaction' AND datname = current_database()"
+            )
+
+    state._before_commit = kill_own_backend  # type: ignore[method-assign]
+    with pytest.raises(psycopg.OperationalError):
+        state.upsert_dimension("tech", "Tech")
+    del state._before_commit
+    assert state.get_dimension("tech") is None  # killed before COMMIT: rolled back
+    assert state.upsert_dimension("tech", "Tech") > 0

@@ -1,0 +1,172 @@
+"""Job queue semantics in one process: leases, failures, reaping, and the claim plan."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from mdame_core.state import IdempotencyConflict, LeaseLost, NotFound
+
+
+def _expire(owner: psycopg.Connection, job_id: int) -> None:
+    """Age a lease instead of sleeping through it (the owner may write; the app may not)."""
+    owner.execute(
+        "UPDATE mdame.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = %s",
+        (job_id,),
+    )
+
+
+def test_enqueue_is_idempotent_per_key(state) -> None:
+    first = state.enqueue_job("scene", "k1", {"a": 1, "b": [1, 2]})
+    assert state.enqueue_job("scene", "k1", {"b": [1, 2], "a": 1}) == first
+    with pytest.raises(IdempotencyConflict, match="different type or payload"):
+        state.enqueue_job("scene", "k1", {"a": 2})
+    with pytest.raises(IdempotencyConflict):
+        state.enqueue_job("voice", "k1", {"a": 1, "b": [1, 2]})
+    assert state.count_jobs() == {"queued": 1}
+
+
+def test_claim_heartbeat_complete_and_lease_checks(state) -> None:
+    assert state.claim_job("scene", "w1", 30) is None
+    job_id = state.enqueue_job("scene", "k", {"x": 1})
+    job = state.claim_job("scene", "w1", 30)
+    assert (job.id, job.attempt, job.max_attempts, job.payload) == (job_id, 1, 3, {"x": 1})
+    assert state.claim_job("scene", "w2", 30) is None  # leased: nobody else gets it
+
+    later = state.heartbeat_job(job.id, "w1", 1, lease_seconds=120)
+    assert later > job.lease_expires_at
+    with pytest.raises(LeaseLost, match="lease lost: worker 'w2'"):
+        state.heartbeat_job(job.id, "w2", 1)
+    with pytest.raises(LeaseLost):
+        state.complete_job(job.id, "w1", 2)
+    with pytest.raises(NotFound):
+        state.complete_job(999_999, "w1", 1)
+
+    assert state.complete_job(job.id, "w1", 1, {"uri": "media://x"}) is True
+    assert state.complete_job(job.id, "w1", 1, {"uri": "media://x"}) is False  # a retry
+    record = state.get_job(job.id)
+    assert (record.state, record.result, record.lease_expires_at) == (
+        "succeeded",
+        {"uri": "media://x"},
+        None,
+    )
+    with pytest.raises(LeaseLost):
+        state.heartbeat_job(job.id, "w1", 1)
+
+
+def test_fail_retryable_requeues_then_dies_and_non_retryable_fails(state) -> None:
+    job_id = state.enqueue_job("scene", "retry", {}, max_attempts=2)
+    job = state.claim_job("scene", "w", 30)
+    assert state.fail_job(job.id, "w", 1, "GPU OOM", retryable=True) == "queued"
+    job = state.claim_job("scene", "w", 30)
+    assert job.attempt == 2
+    assert state.fail_job(job.id, "w", 2, "GPU OOM again", retryable=True) == "dead"
+    assert state.get_job(job_id).last_error == "GPU OOM again"
+
+    state.enqueue_job("scene", "fatal", {})
+    job = state.claim_job("scene", "w", 30)
+    assert state.fail_job(job.id, "w", 1, "bad prompt", retryable=False) == "failed"
+    assert state.claim_job("scene", "w", 30) is None
+    with pytest.raises(LeaseLost):
+        state.fail_job(job.id, "w", 1, "again", retryable=False)
+
+
+def test_retry_delay_priority_and_types(state) -> None:
+    state.enqueue_job("scene", "later", {}, delay_seconds=3600)
+    state.enqueue_job("scene", "low", {}, priority=200)
+    state.enqueue_job("scene", "high", {}, priority=10)
+    state.enqueue_job("voice", "other-type", {})
+    order = [state.claim_job("scene", "w", 30).idempotency_key for _ in range(2)]
+    assert order == ["high", "low"]
+    assert state.claim_job("scene", "w", 30) is None  # "later" is not runnable yet
+    job = state.claim_job("voice", "w", 30)
+    assert state.fail_job(job.id, "w", 1, "flaky", True, retry_delay_seconds=3600) == "queued"
+    assert state.claim_job("voice", "w", 30) is None
+
+
+def test_reaper_requeues_expired_and_fences_the_old_worker(state, owner) -> None:
+    job_id = state.enqueue_job("scene", "k", {}, max_attempts=2)
+    state.claim_job("scene", "slow", 60)
+    assert state.reap_expired_jobs() == 0  # live lease: left alone
+    _expire(owner, job_id)
+    assert state.reap_expired_jobs("voice") == 0  # filtered by type
+    assert state.reap_expired_jobs() == 1
+    for call in (state.heartbeat_job, state.complete_job):
+        with pytest.raises(LeaseLost, match="state queued"):
+            call(job_id, "slow", 1)
+    again = state.claim_job("scene", "fast", 60)
+    assert (again.id, again.attempt) == (job_id, 2)
+    with pytest.raises(LeaseLost):
+        state.complete_job(job_id, "slow", 1)
+    _expire(owner, job_id)
+    assert state.reap_expired_jobs() == 1
+    assert state.get_job(job_id).state == "dead"
+
+
+def test_expired_but_not_reaped_lease_may_still_finish(state, owner) -> None:
+    job_id = state.enqueue_job("scene", "k", {})
+    state.claim_job("scene", "w", 60)
+    _expire(owner, job_id)
+    assert state.complete_job(job_id, "w", 1) is True
+    assert state.reap_expired_jobs() == 0
+
+
+CLAIM_SELECT = """
+SELECT q.id FROM mdame.jobs q
+ WHERE q.state = 'queued' AND q.job_type = {job_type} AND q.run_after <= now()
+ ORDER BY q.priority, q.id
+ LIMIT 1
+ FOR UPDATE SKIP LOCKED
+"""
+
+
+def _plan_nodes(plan: dict) -> list[dict]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(_plan_nodes(child))
+    return nodes
+
+
+def test_claim_uses_the_partial_index_after_bulk_enqueue_and_analyze(fresh_db, state, owner):
+    # A few thousand finished jobs and a handful of queued ones, statistics fresh.
+    with psycopg.connect(fresh_db.app) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "SELECT mdame.enqueue_job('scene', %s, %s)",
+            [(f"bulk:{i}", Jsonb({"n": i})) for i in range(3000)],
+        )
+    with psycopg.connect(fresh_db.app, autocommit=True) as conn:
+        conn.execute("""
+            DO $$
+            DECLARE j record;
+            BEGIN
+              FOR i IN 1..2990 LOOP
+                SELECT * INTO j FROM mdame.claim_job('scene', 'bulk-worker', 60);
+                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt);
+              END LOOP;
+            END $$""")
+    assert state.count_jobs() == {"succeeded": 2990, "queued": 10}
+    owner.execute("ANALYZE mdame.jobs")
+
+    # The plan as a one-off query and as the generic plan a plpgsql function ends up caching.
+    with owner.transaction(force_rollback=True):
+        (custom,) = owner.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + CLAIM_SELECT.format(job_type="'scene'")
+        ).fetchone()[0]
+        owner.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        owner.execute("PREPARE claim_select(text) AS " + CLAIM_SELECT.format(job_type="$1"))
+        (generic,) = owner.execute(
+            "EXPLAIN (FORMAT JSON) EXECUTE claim_select('scene')"
+        ).fetchone()[0]
+        owner.execute("DEALLOCATE claim_select")
+
+    for plan in (custom, generic):
+        nodes = _plan_nodes(plan["Plan"])
+        text = json.dumps(plan)
+        assert not any(n["Node Type"] == "Seq Scan" for n in nodes), text
+        assert any(n.get("Index Name") == "jobs_queued_idx" for n in nodes), text
+    scan = next(n for n in _plan_nodes(custom["Plan"]) if n.get("Index Name") == "jobs_queued_idx")
+    assert scan["Actual Rows"] == 1
+    assert scan.get("Rows Removed by Filter", 0) == 0  # finished rows are not walked

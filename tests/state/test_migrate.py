@@ -1,0 +1,110 @@
+"""The migration runner: ordered, recorded, append-only, one ENV per database."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from mdame_core.migrate import MIGRATIONS_DIR, MigrationError, migrate, migration_files
+
+
+@pytest.fixture
+def migrations(tmp_path: Path) -> Path:
+    """A private copy of the migrations directory that a test may edit."""
+    target = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, target)
+    return target
+
+
+def _names() -> list[str]:
+    return [f.name for f in migration_files()]
+
+
+def test_applies_in_order_records_checksums_then_is_up_to_date(empty_db) -> None:
+    assert migrate(empty_db.owner, "dev") == _names()
+    assert migrate(empty_db.owner, "dev") == []
+    with psycopg.connect(empty_db.owner) as conn:
+        rows = conn.execute(
+            "SELECT filename, sha256 FROM mdame.schema_migrations ORDER BY filename"
+        ).fetchall()
+        env = conn.execute("SELECT env FROM mdame.environment").fetchone()
+    expected = [
+        (p.name, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(MIGRATIONS_DIR.glob("*.sql"))
+    ]
+    assert rows == expected
+    assert env == ("dev",)
+
+
+def test_edited_applied_migration_is_refused_naming_the_file(empty_db, migrations) -> None:
+    migrate(empty_db.owner, "dev", migrations)
+    edited = migrations / "0002_rpcs.sql"
+    edited.write_text(edited.read_text() + "\n-- a harmless-looking edit\n")
+    with pytest.raises(MigrationError, match=r"0002_rpcs\.sql was edited after it was applied"):
+        migrate(empty_db.owner, "dev", migrations)
+
+
+def test_missing_or_renamed_applied_migration_is_refused(empty_db, migrations) -> None:
+    migrate(empty_db.owner, "dev", migrations)
+    (migrations / "0002_rpcs.sql").rename(migrations / "0002_functions.sql")
+    with pytest.raises(MigrationError, match=r"0002_rpcs\.sql was applied but is missing"):
+        migrate(empty_db.owner, "dev", migrations)
+
+
+def test_new_migration_is_applied_and_a_failing_one_changes_nothing(empty_db, migrations):
+    migrate(empty_db.owner, "dev", migrations)
+    (migrations / "0003_notes.sql").write_text(
+        "CREATE TABLE mdame.notes (id bigserial PRIMARY KEY, body text NOT NULL);\n"
+    )
+    assert migrate(empty_db.owner, "dev", migrations) == ["0003_notes.sql"]
+    (migrations / "0004_broken.sql").write_text(
+        "CREATE TABLE mdame.half (id int);\nSELECT 1 / 0;\n"
+    )
+    with pytest.raises(MigrationError, match=r"0004_broken\.sql failed: division by zero"):
+        migrate(empty_db.owner, "dev", migrations)
+    with psycopg.connect(empty_db.owner) as conn:
+        assert conn.execute("SELECT to_regclass('mdame.half')").fetchone() == (None,)
+        (count,) = conn.execute("SELECT count(*) FROM mdame.schema_migrations").fetchone()
+    assert count == len(_names()) + 1
+
+
+def test_out_of_order_and_misnamed_files_are_refused(empty_db, migrations) -> None:
+    (migrations / "0009_last.sql").write_text("SELECT 1;\n")
+    migrate(empty_db.owner, "dev", migrations)
+    (migrations / "0005_late.sql").write_text("SELECT 1;\n")
+    with pytest.raises(MigrationError, match=r"0005_late\.sql sorts before"):
+        migrate(empty_db.owner, "dev", migrations)
+    (migrations / "0005_late.sql").unlink()
+    (migrations / "10_bad-name.sql").write_text("SELECT 1;\n")
+    with pytest.raises(MigrationError, match=r"10_bad-name\.sql"):
+        migrate(empty_db.owner, "dev", migrations)
+
+
+def test_other_env_is_refused(empty_db) -> None:
+    migrate(empty_db.owner, "prod")
+    with pytest.raises(MigrationError, match="belongs to ENV=prod"):
+        migrate(empty_db.owner, "dev")
+    with pytest.raises(MigrationError, match="ENV must be one of"):
+        migrate(empty_db.owner, "staging")
+
+
+def test_two_concurrent_migrators_do_not_race(empty_db) -> None:
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            results.append(migrate(empty_db.owner, "dev"))
+        except Exception as exc:  # reported below
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results, key=len) == [[], [], _names()]

@@ -1,0 +1,126 @@
+"""The privilege model: the app role reads and calls functions, nothing else."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+
+def _relations(owner: psycopg.Connection, kinds: str = "rp") -> list[str]:
+    rows = owner.execute(
+        """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'mdame' AND c.relkind = ANY (%s) ORDER BY 1""",
+        (list(kinds),),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_every_design_table_exists(owner) -> None:
+    expected = {
+        "dimensions",
+        "dimension_accounts",
+        "pipeline_runs",
+        "system_locks",
+        "trends",
+        "topics",
+        "scripts",
+        "scenes",
+        "jobs",
+        "scene_cache",
+        "voice_tracks",
+        "renders",
+        "reviews",
+        "publications",
+        "quota_ledger",
+        "budget_ledger",
+        "provider_attempts",
+        "safety_audit_logs",
+        "events",
+        "environment",
+        "work_kinds",
+        "allowed_transitions",
+        "schema_migrations",
+    }
+    assert expected <= set(_relations(owner, "r"))
+
+
+def test_app_cannot_insert_update_delete_or_truncate_any_table(fresh_db, owner) -> None:
+    relations = _relations(owner)
+    assert len(relations) > 20
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        for rel in relations:
+            table = sql.Identifier("mdame", rel)
+            (column,) = owner.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum = 1",
+                (f"mdame.{rel}",),
+            ).fetchone()
+            statements = [
+                sql.SQL("INSERT INTO {} DEFAULT VALUES").format(table),
+                sql.SQL("UPDATE {} SET {} = {}").format(
+                    table, sql.Identifier(column), sql.Identifier(column)
+                ),
+                sql.SQL("DELETE FROM {}").format(table),
+                sql.SQL("TRUNCATE {}").format(table),
+            ]
+            for statement in statements:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                    app.execute(statement)
+            app.execute(sql.SQL("SELECT * FROM {} LIMIT 1").format(table))  # reading is fine
+
+
+def test_app_cannot_create_in_the_schema_or_use_sequences(fresh_db) -> None:
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("CREATE TABLE mdame.sneaky (x int)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT nextval('mdame.lock_tokens')")
+
+
+def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> None:
+    rows = owner.execute(
+        """SELECT p.proname, p.proacl IS NULL,
+                  EXISTS (SELECT FROM aclexplode(p.proacl) a
+                           WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE'),
+                  has_function_privilege('mdame_app', p.oid, 'EXECUTE'),
+                  p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner)
+             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'mdame'"""
+    ).fetchall()
+    assert len(rows) > 40
+    for name, default_acl, public, app, secdef, config, proowner in rows:
+        assert not default_acl, f"{name}: default ACL means EXECUTE for PUBLIC"
+        assert not public, f"{name} is executable by PUBLIC"
+        assert app, f"{name} is not executable by mdame_app"
+        assert proowner == "mdame_owner", name
+        if not name.startswith("_") and name != "environment_is_immutable":
+            assert secdef, f"{name} must be SECURITY DEFINER"
+        if secdef:
+            assert config == ["search_path=mdame, pg_temp"], name
+
+
+def test_default_privileges_cover_future_migrations(fresh_db, owner) -> None:
+    """Objects a later migration creates get the same privileges without extra GRANTs."""
+    owner.execute("CREATE TABLE mdame.later_table (id int)")
+    owner.execute(
+        "CREATE FUNCTION mdame.later_rpc() RETURNS int LANGUAGE sql SECURITY DEFINER "
+        "SET search_path = mdame, pg_temp AS 'SELECT 1'"
+    )
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        assert app.execute("SELECT count(*) FROM mdame.later_table").fetchone() == (0,)
+        assert app.execute("SELECT mdame.later_rpc()").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("INSERT INTO mdame.later_table VALUES (1)")
+    (public,) = owner.execute(
+        """SELECT EXISTS (SELECT FROM aclexplode(proacl) a WHERE a.grantee = 0)
+             FROM pg_proc WHERE oid = 'mdame.later_rpc'::regproc"""
+    ).fetchone()
+    assert public is False
+
+
+def test_environment_is_recorded_once_and_immutable(owner) -> None:
+    assert owner.execute("SELECT env FROM mdame.environment").fetchall() == [("dev",)]
+    with pytest.raises(psycopg.Error, match="recorded once"):
+        owner.execute("UPDATE mdame.environment SET env = 'prod'")
+    with pytest.raises(psycopg.Error, match="recorded once"):
+        owner.execute("DELETE FROM mdame.environment")
