@@ -1,0 +1,1 @@
+"""Plain domain logic for MD-AME: no Dagster, no provider SDKs, deterministic."""
