@@ -1,0 +1,206 @@
+"""The dimension registry: one YAML file per content niche, validated into DimensionConfig.
+
+A malformed file raises DimensionConfigError naming the file and the field, so the registry
+sync can report it and carry on with the other dimensions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
+COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
+PLATFORMS = ("outbox", "youtube")
+SAFETY_PROFILES = ("general", "family", "strict")
+
+
+class DimensionConfigError(ValueError):
+    def __init__(self, source: str, field_name: str, reason: str) -> None:
+        super().__init__(f"dimension file {source!r}: field {field_name!r}: {reason}")
+        self.source = source
+        self.field_name = field_name
+
+
+@dataclass(frozen=True)
+class PublishingAccount:
+    platform: str
+    handle: str
+    daily_quota_units: int
+
+
+@dataclass(frozen=True)
+class DimensionConfig:
+    slug: str
+    title: str
+    language: str
+    voice: str
+    visual_style: str
+    palette: tuple[str, ...]
+    safety_profile: str
+    feeds: tuple[str, ...]
+    keywords: tuple[str, ...]
+    accounts: tuple[PublishingAccount, ...]
+    videos_per_day: int = 1
+    hook_threshold: float = 0.72
+    blocked_terms: tuple[str, ...] = ()
+    made_for_kids: bool = False
+    synthetic_media: bool = True
+    active: bool = True
+    source: str = field(default="", compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Reader:
+    """Typed field access that turns every mistake into a DimensionConfigError."""
+
+    def __init__(self, data: Mapping[str, Any], source: str) -> None:
+        self.data, self.source = data, source
+
+    def fail(self, name: str, reason: str) -> DimensionConfigError:
+        return DimensionConfigError(self.source, name, reason)
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if name not in self.data:
+            if default is ...:
+                raise self.fail(name, "is required")
+            return default
+        value = self.data[name]
+        # bool is an int subclass: reject it where a number is meant.
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+            raise self.fail(name, f"expected {_kind_name(kind)}, got {type(value).__name__}")
+        return value
+
+    def strings(self, name: str, default: Any = ...) -> tuple[str, ...]:
+        values = self.get(name, list, default)
+        if not all(isinstance(v, str) and v.strip() for v in values):
+            raise self.fail(name, "expected a list of non-empty strings")
+        return tuple(values)
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in _as_tuple(kind))
+
+
+def parse_dimension(data: Any, source: str) -> DimensionConfig:
+    if not isinstance(data, Mapping):
+        raise DimensionConfigError(source, "<root>", "expected a mapping of fields")
+    r = _Reader(data, source)
+    slug = r.get("slug", str)
+    if not SLUG_PATTERN.match(slug):
+        raise r.fail("slug", "must be 2-40 chars of a-z, 0-9, '-' or '_', starting with a letter")
+    palette = r.strings("palette")
+    if len(palette) < 2 or not all(COLOUR_PATTERN.match(c) for c in palette):
+        raise r.fail("palette", "expected at least two colours like '#1e88e5'")
+    profile = r.get("safety_profile", str, "general")
+    if profile not in SAFETY_PROFILES:
+        raise r.fail("safety_profile", f"must be one of {', '.join(SAFETY_PROFILES)}")
+    videos = r.get("videos_per_day", int, 1)
+    if not 1 <= videos <= 10:
+        raise r.fail("videos_per_day", "must be between 1 and 10")
+    threshold = float(r.get("hook_threshold", (int, float), 0.72))
+    if not 0.0 < threshold <= 1.0:
+        raise r.fail("hook_threshold", "must be in (0, 1]")
+    feeds = r.strings("feeds")
+    if not feeds:
+        raise r.fail("feeds", "needs at least one feed")
+    flags = r.get("flags", Mapping, {})
+    return DimensionConfig(
+        slug=slug,
+        title=r.get("title", str),
+        language=r.get("language", str, "en"),
+        voice=r.get("voice", str, "en-us"),
+        visual_style=r.get("visual_style", str),
+        palette=palette,
+        safety_profile=profile,
+        feeds=feeds,
+        keywords=r.strings("keywords", []),
+        accounts=_accounts(r),
+        videos_per_day=videos,
+        hook_threshold=threshold,
+        blocked_terms=r.strings("blocked_terms", []),
+        made_for_kids=_flag(r, flags, "made_for_kids", False),
+        synthetic_media=_flag(r, flags, "synthetic_media", True),
+        active=r.get("active", bool, True),
+        source=source,
+    )
+
+
+def _flag(r: _Reader, flags: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = flags.get(name, default)
+    if not isinstance(value, bool):
+        raise r.fail(f"flags.{name}", "expected true or false")
+    return value
+
+
+def _accounts(r: _Reader) -> tuple[PublishingAccount, ...]:
+    accounts = []
+    for i, item in enumerate(r.get("accounts", list)):
+        name = f"accounts[{i}]"
+        if not isinstance(item, Mapping):
+            raise r.fail(name, "expected a mapping with platform, handle, daily_quota_units")
+        platform = item.get("platform")
+        if platform not in PLATFORMS:
+            raise r.fail(f"{name}.platform", f"must be one of {', '.join(PLATFORMS)}")
+        handle = item.get("handle")
+        if not isinstance(handle, str) or not handle:
+            raise r.fail(f"{name}.handle", "is required")
+        quota = item.get("daily_quota_units", 10_000)
+        if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
+            raise r.fail(f"{name}.daily_quota_units", "expected a non-negative integer")
+        accounts.append(PublishingAccount(platform, handle, quota))
+    if not accounts:
+        raise r.fail("accounts", "needs at least one publishing account")
+    return tuple(accounts)
+
+
+def load_dimension_file(path: Path) -> DimensionConfig:
+    source = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise DimensionConfigError(source, "<yaml>", f"not valid YAML: {exc}") from exc
+    config = parse_dimension(data, source)
+    if config.slug != path.stem:
+        raise DimensionConfigError(source, "slug", f"must match the file name ({path.stem!r})")
+    return config
+
+
+@dataclass(frozen=True)
+class Registry:
+    dimensions: tuple[DimensionConfig, ...]
+    errors: tuple[DimensionConfigError, ...]
+
+    def by_slug(self) -> dict[str, DimensionConfig]:
+        return {d.slug: d for d in self.dimensions}
+
+
+def load_registry(folder: Path) -> Registry:
+    """Every *.yaml in `folder`; a bad file is reported in `errors` and does not stop the rest."""
+    dimensions, errors = [], []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            dimensions.append(load_dimension_file(path))
+        except DimensionConfigError as exc:
+            errors.append(exc)
+    return Registry(tuple(dimensions), tuple(errors))
+
+
+def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
+    """The inverse of DimensionConfig.to_json (the registry stores that form in PostgreSQL)."""
+    fields = dict(data)
+    fields["accounts"] = tuple(PublishingAccount(**a) for a in fields.get("accounts", ()))
+    for name in ("palette", "feeds", "keywords", "blocked_terms"):
+        fields[name] = tuple(fields.get(name, ()))
+    return DimensionConfig(**fields)

@@ -1,0 +1,110 @@
+"""A content-addressed media store on the local filesystem.
+
+Files live at root/<sha[:2]>/<sha><suffix> and are named by URI media://sha256/<sha><suffix>.
+Writes go to a temp file in the target directory and are moved in with os.replace, so readers
+never see half a file and storing the same bytes twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+URI_PREFIX = "media://sha256/"
+_CHUNK_BYTES = 1 << 20
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+# A short extension only: the suffix becomes part of a path and must not escape the store.
+_SUFFIX = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
+_URI = re.compile(r"^media://sha256/([0-9a-f]{64})((?:\.[A-Za-z0-9]{1,10})?)$")
+
+
+@dataclass(frozen=True)
+class StoredMedia:
+    uri: str
+    sha256: str
+    size: int
+    path: Path
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file, read in chunks so large videos do not fill memory."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def media_uri(sha256: str, suffix: str = "") -> str:
+    _check_sha(sha256)
+    _check_suffix(suffix)
+    return f"{URI_PREFIX}{sha256}{suffix}"
+
+
+def parse_media_uri(uri: str) -> tuple[str, str]:
+    """(sha256, suffix) of a media:// URI; ValueError for anything else."""
+    match = _URI.match(uri)
+    if not match:
+        raise ValueError(f"not a media URI like {URI_PREFIX}<sha256>.mp4: {uri!r}")
+    return match.group(1), match.group(2)
+
+
+def _check_sha(sha256: str) -> None:
+    if not _SHA256_HEX.match(sha256):
+        raise ValueError(f"not a lowercase hex SHA-256: {sha256!r}")
+
+
+def _check_suffix(suffix: str) -> None:
+    if not _SUFFIX.match(suffix):
+        raise ValueError(f"suffix must look like '.mp4' (or be empty): {suffix!r}")
+
+
+class LocalMediaStore:
+    """Content-addressed files under one root directory."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def _path(self, sha256: str, suffix: str) -> Path:
+        return self.root / sha256[:2] / f"{sha256}{suffix}"
+
+    def put_file(self, path: str | os.PathLike[str], suffix: str = "") -> StoredMedia:
+        """Store a copy of `path`; the same bytes always give the same URI and one copy."""
+        _check_suffix(suffix)
+        sha256 = sha256_file(path)
+        target = self._path(sha256, suffix)
+        if not (target.exists() and target.stat().st_size == os.path.getsize(path)):
+            self._write_atomically(Path(path), target)
+        return StoredMedia(
+            uri=media_uri(sha256, suffix), sha256=sha256, size=target.stat().st_size, path=target
+        )
+
+    def _write_atomically(self, source: Path, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
+        try:
+            with os.fdopen(handle, "wb") as out, open(source, "rb") as src:
+                shutil.copyfileobj(src, out, _CHUNK_BYTES)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(temp_name, 0o644)
+            os.replace(temp_name, target)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise
+
+    def path_for(self, uri: str) -> Path:
+        """Local path of a stored URI (whether or not the file is present)."""
+        sha256, suffix = parse_media_uri(uri)
+        return self._path(sha256, suffix)
+
+    def exists(self, sha256: str) -> bool:
+        """Whether any file with this content hash is stored (whatever its suffix)."""
+        _check_sha(sha256)
+        folder = self.root / sha256[:2]
+        return folder.is_dir() and any(folder.glob(f"{sha256}*"))

@@ -1,0 +1,107 @@
+"""ffprobe/ffmpeg analysis on small media made by ffmpeg itself."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mdame_domain.mediatools import MediaToolError
+from mdame_domain.probe import (
+    RenderRules,
+    black_fraction,
+    check_render,
+    frame_signature,
+    frames_differ,
+    mean_abs_diff,
+    mean_volume_db,
+    probe_media,
+)
+
+
+def _make(path: Path, video: str, audio: str | None, seconds: float = 2.0) -> str:
+    args = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", video]
+    if audio:
+        args += ["-f", "lavfi", "-i", audio]
+    args += ["-t", str(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+    args += ["-c:a", "aac"] if audio else ["-an"]
+    subprocess.run([*args, str(path)], check=True, capture_output=True)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("probe")
+    return {
+        "tone": _make(root / "tone.mp4", "testsrc2=s=320x240:r=25",
+                      "sine=frequency=440:sample_rate=48000"),
+        "silent": _make(root / "silent.mp4", "testsrc2=s=320x240:r=25",
+                        "anullsrc=r=48000:cl=stereo"),
+        "mute": _make(root / "mute.mp4", "testsrc2=s=320x240:r=30", None),
+        "half_black": _make(root / "half_black.mp4",
+                            "color=c=black:s=320x240:r=25:d=1[a];color=c=red:s=320x240:r=25:d=1[b];"
+                            "[a][b]concat=n=2:v=1:a=0", None),
+        "black": _make(root / "black.mp4", "color=c=black:s=320x240:r=25",
+                       "anullsrc=r=48000:cl=stereo"),
+    }  # fmt: skip
+
+
+def test_probe_media(media) -> None:
+    tone = probe_media(media["tone"])
+    assert (tone.width, tone.height, tone.fps) == (320, 240, 25.0)
+    assert (tone.video_codec, tone.audio_codec) == ("h264", "aac")
+    assert tone.duration_s == pytest.approx(2.0, abs=0.1)
+    assert tone.size_bytes == Path(media["tone"]).stat().st_size
+    mute = probe_media(media["mute"])
+    assert mute.audio_codec is None and mute.fps == pytest.approx(30.0)
+
+
+def test_probe_errors_are_media_tool_errors(tmp_path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a video")
+    with pytest.raises(MediaToolError) as raised:
+        probe_media(str(junk))
+    assert raised.value.tool == "ffprobe" and "junk.mp4" in str(raised.value)
+
+
+def test_mean_volume(media) -> None:
+    assert -30.0 < mean_volume_db(media["tone"]) < 0.0
+    assert mean_volume_db(media["silent"]) < -80.0
+    with pytest.raises(MediaToolError):
+        mean_volume_db(media["mute"])
+
+
+def test_black_fraction(media) -> None:
+    assert black_fraction(media["tone"]) == 0.0
+    assert black_fraction(media["half_black"]) == pytest.approx(0.5, abs=0.1)
+    assert black_fraction(media["black"]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_frame_signatures(media) -> None:
+    black = frame_signature(media["half_black"], 0.5)
+    red = frame_signature(media["half_black"], 1.5)
+    assert len(black) == 32 * 32
+    assert frames_differ(black, red)
+    assert not frames_differ(red, frame_signature(media["half_black"], 1.8))
+    assert mean_abs_diff(black, black) == 0.0
+    with pytest.raises(ValueError):
+        frames_differ(black, black[:10])
+
+
+def test_check_render_lists_every_problem(media) -> None:
+    problems = check_render(media["black"])
+    assert any("320x240" in p for p in problems)
+    assert any("duration" in p for p in problems)
+    assert any("quiet" in p for p in problems)
+    assert any("black" in p for p in problems)
+    assert any("no audio" in p for p in check_render(media["mute"]))
+    relaxed = RenderRules(width=320, height=240, min_duration_s=1.0)
+    assert check_render(media["tone"], relaxed) == []
+
+
+def test_check_render_on_unreadable_file(tmp_path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"")
+    (problem,) = check_render(str(junk))
+    assert "not a readable video" in problem

@@ -1,0 +1,187 @@
+"""Scene timing, the single-invocation filtergraph, and a real end-to-end render."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import pytest
+
+from mdame_domain.captions import ass_subtitles, caption_box, caption_cues, safe_box
+from mdame_domain.probe import (
+    RenderRules,
+    check_render,
+    frame_signature,
+    frames_differ,
+    mean_volume_db,
+    probe_media,
+)
+from mdame_domain.render import (
+    RenderInput,
+    build_filtergraph,
+    build_render_args,
+    escape_filter_path,
+    render_video,
+    scene_durations,
+    scene_frame_counts,
+)
+from mdame_domain.visuals import render_procedural_clip
+from mdame_domain.voice import synthesize_espeak
+
+
+def _input(durations=(2.0, 3.0), ass="/tmp/subs.ass") -> RenderInput:
+    return RenderInput(
+        clip_paths=[f"/tmp/clip{i}.mp4" for i in range(len(durations))],
+        scene_durations_s=durations,
+        voice_wav="/tmp/voice.wav",
+        subtitles_ass=ass,
+        out_path="/tmp/out.mp4",
+    )
+
+
+def test_scene_durations_follow_weights_and_sum_to_total() -> None:
+    durations = scene_durations([1, 1, 2], 20.0)
+    assert durations == pytest.approx([5.0, 5.0, 10.0])
+    assert math.fsum(durations) == pytest.approx(20.0, abs=1e-9)
+
+
+def test_scene_durations_respect_the_minimum() -> None:
+    durations = scene_durations([0.01, 1, 1, 10], 12.0, min_s=1.5)
+    assert min(durations) >= 1.5 - 1e-9
+    assert durations[0] == pytest.approx(1.5)
+    assert math.fsum(durations) == pytest.approx(12.0, abs=1e-9)
+    odd = scene_durations([1, 3, 7, 2, 5], 31.337)
+    assert math.fsum(odd) == pytest.approx(31.337, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("weights", "total"), [([], 10.0), ([1, 1], 2.0), ([0, 0], 10.0), ([-1, 2], 10.0)]
+)
+def test_scene_durations_reject_impossible_requests(weights, total) -> None:
+    with pytest.raises(ValueError):
+        scene_durations(weights, total)
+
+
+def test_frame_counts_do_not_drift() -> None:
+    counts = scene_frame_counts([1.01] * 30, 24)
+    assert sum(counts) == round(30.3 * 24)
+    assert scene_frame_counts([0.01], 24) == [1]
+
+
+def test_filter_path_escaping() -> None:
+    assert escape_filter_path("/tmp/a.ass") == "/tmp/a.ass"
+    assert escape_filter_path("C:/x,y[1];z'q") == "C\\\\:/x\\,y\\[1\\]\\;z\\\\\\'q"
+
+
+def test_filtergraph_shape() -> None:
+    graph = build_filtergraph(_input())
+    assert "[0:v]fps=24,trim=end_frame=48,setpts=PTS-STARTPTS" in graph
+    assert "[1:v]fps=24,trim=end_frame=72," in graph
+    assert "force_original_aspect_ratio=increase,crop=1080:1920,setsar=1" in graph
+    assert "[v0][v1]concat=n=2:v=1:a=0,subtitles=filename=/tmp/subs.ass" in graph
+    assert "[2:a]loudnorm=I=-16:TP=-1.5:LRA=11" in graph
+    assert "apad=whole_dur=5.000000,atrim=end=5.000000" in graph
+    assert graph.endswith("[aout]")
+
+
+def test_render_args_are_one_ffmpeg_call() -> None:
+    args = build_render_args(_input())
+    joined = " ".join(args)
+    assert args[0] == "ffmpeg" and args.count("-filter_complex") == 1
+    assert args.count("-stream_loop") == 2
+    for expected in (
+        "-c:v libx264",
+        "-preset veryfast",
+        "-crf 23",
+        "-r 24",
+        "-pix_fmt yuv420p",
+        "-c:a aac",
+        "-b:a 128k",
+        "-movflags +faststart",
+        "-map [vout]",
+        "-map [aout]",
+        "-t 5.000000",
+    ):
+        assert expected in joined
+    assert args[-1] == "/tmp/out.mp4"
+
+
+def test_render_input_validation() -> None:
+    with pytest.raises(ValueError):
+        _input(durations=())
+    with pytest.raises(ValueError):
+        RenderInput(["a.mp4"], [1.0, 2.0], "v.wav", "s.ass", "o.mp4")
+    with pytest.raises(ValueError):
+        _input(durations=(1.0, 0.0))
+
+
+def _white_pixel_box(path: str, at_s: float) -> tuple[int, int, int, int] | None:
+    """Bounding box (full-res pixels) of near-white pixels in the frame at at_s."""
+    import subprocess
+
+    half_w, half_h = 540, 960
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-ss", str(at_s), "-i", path, "-frames:v", "1", "-vf",
+         f"scale={half_w}:{half_h}:flags=neighbor,format=rgb24", "-f", "rawvideo", "pipe:1"],
+        capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    white = [
+        i // 3 for i in range(0, len(raw), 3)
+        if raw[i] > 225 and raw[i + 1] > 225 and raw[i + 2] > 225
+    ]  # fmt: skip
+    if not white:
+        return None
+    xs, ys = [p % half_w for p in white], [p // half_w for p in white]
+    return 2 * min(xs), 2 * min(ys), 2 * max(xs) + 1, 2 * max(ys) + 1
+
+
+def test_end_to_end_render(tmp_path: Path) -> None:
+    text = (
+        "Glass rains sideways on a planet far from here. The wind is faster than sound. "
+        "Its deep blue colour hides a brutal place. Scientists found it by watching starlight "
+        "pass through its air. Follow for more strange facts about space."
+    )
+    voice = synthesize_espeak(text, "en-us", str(tmp_path / "voice.wav"))
+    total_s = max(16.0, voice.duration_s + 0.3)
+    durations = scene_durations([1.0, 1.3, 0.8, 1.1, 1.0], total_s)
+    # Tiny, one-second clips: the render must loop them to fill each scene.
+    palette = ("#1e3a8a", "#b91c1c", "#0f766e")
+    clips = [
+        render_procedural_clip(
+            hashlib.sha256(f"e2e-scene-{i}".encode()).hexdigest(), palette, 1.0,
+            str(tmp_path / f"clip{i}.mp4"), width=180, height=320,
+        )
+        for i in range(5)
+    ]  # fmt: skip
+    # Quotes, commas, colons and brackets in the path exercise the filter escaping.
+    odd_dir = tmp_path / "subs [it's, a:test]"
+    odd_dir.mkdir()
+    ass_path = odd_dir / "captions.ass"
+    ass_path.write_text(ass_subtitles(caption_cues(voice.words)), encoding="utf-8")
+    out = str(tmp_path / "final.mp4")
+
+    render_video(RenderInput(clips, durations, voice.path, str(ass_path), out))
+
+    probe = probe_media(out)
+    assert (probe.width, probe.height) == (1080, 1920)
+    assert (probe.video_codec, probe.audio_codec) == ("h264", "aac")
+    assert probe.fps == pytest.approx(24.0)
+    assert probe.duration_s == pytest.approx(total_s, abs=0.1)
+    assert mean_volume_db(out) > -40.0
+    assert check_render(out, RenderRules(min_duration_s=15.0)) == []
+
+    starts = [math.fsum(durations[:i]) for i in range(len(durations))]
+    middles = [start + d / 2 for start, d in zip(starts, durations, strict=True)]
+    signatures = [frame_signature(out, t) for t in middles]
+    for earlier, later in zip(signatures, signatures[1:], strict=False):
+        assert frames_differ(earlier, later)
+
+    first_caption = caption_cues(voice.words)[0]
+    drawn = _white_pixel_box(out, (first_caption.start_s + first_caption.end_s) / 2)
+    assert drawn is not None, "captions were not burned in"
+    allowed = caption_box()
+    assert allowed.inside(safe_box())
+    left, top, right, bottom = drawn
+    assert allowed.left <= left and right <= allowed.right
+    assert allowed.top <= top and bottom <= allowed.bottom
