@@ -1,0 +1,1 @@
+"""Dagster definitions: the orchestrator code location and the GPU code location."""

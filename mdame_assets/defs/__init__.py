@@ -1,0 +1,1 @@
+"""One folder per domain: assets, checks, sensors and schedules next to each other."""

@@ -1,0 +1,43 @@
+"""Quality gate on scene clips: every scene of a script past planning has a stored clip."""
+
+import dagster as dg
+
+from mdame_assets.defs.clips.assets import scene_clips
+from mdame_assets.runtime import Step, read_step
+from mdame_domain.media_store import parse_media_uri
+from mdame_resources.media import MediaStoreResource
+from mdame_resources.state import StateStoreResource
+
+PAST_VISUALS = (
+    "visuals_ready",
+    "voice_queued",
+    "voiced",
+    "render_queued",
+    "rendered",
+    "publishing",
+    "published",
+)
+
+
+def clip_problems(step: Step, media: MediaStoreResource) -> list[str]:
+    store, problems = media.store(), []
+    for script in step.state.list_work_units(
+        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+    ):
+        if script.state not in PAST_VISUALS:
+            continue
+        for scene in step.state.list_work_units("scene", script_id=script.id):
+            uri = scene.result.get("uri")
+            if scene.state != "ready" or not uri:
+                problems.append(f"scene {scene.id} of script {script.id} is {scene.state}")
+            elif not store.exists(parse_media_uri(uri)[0]):
+                problems.append(f"scene {scene.id}: clip {uri} missing from the media store")
+    return problems
+
+
+@dg.asset_check(asset=scene_clips, blocking=True)
+def clips_present(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
+) -> dg.AssetCheckResult:
+    problems = clip_problems(read_step(context, state.get_client(), "clips_present"), media)
+    return dg.AssetCheckResult(passed=not problems, metadata={"problems": problems})

@@ -1,0 +1,17 @@
+"""GPU location: a run of scene_clips for every partition whose scripts await their clips."""
+
+import dagster as dg
+
+from mdame_assets.defs.hops import AWAITING_CLIPS, run_requests
+from mdame_assets.jobs import scene_clips_job
+from mdame_resources.state import StateStoreResource
+
+
+@dg.sensor(
+    job=scene_clips_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+)
+def scene_jobs_sensor(
+    context: dg.SensorEvaluationContext, state: StateStoreResource
+) -> dg.SensorResult:
+    work = state.get_client().partitions_with_scripts_in(AWAITING_CLIPS)
+    return dg.SensorResult(run_requests=run_requests("clips", work))

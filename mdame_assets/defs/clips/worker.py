@@ -1,0 +1,106 @@
+"""The scene-clip pull worker: claim a job, consult the scene cache, generate on a miss.
+
+The same loop runs inside the GPU code location's scene_clips asset and as a standalone
+process on a CUDA host (`mdame worker`). A crashed worker's lease expires and the job is
+claimed again; the cache makes the second attempt cheap when the first got far enough.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mdame_core.state import Job, StateError, StateStore
+from mdame_domain.media_store import LocalMediaStore
+from mdame_resources.providers.visuals import VisualsResource
+
+SCENE_JOB_TYPE = "scene_clip"
+LEASE_S = 300
+CACHE_TTL_S = 30 * 24 * 3600
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class WorkerStats:
+    generated: int = 0
+    cache_hits: int = 0
+    failed: int = 0
+
+    def as_metadata(self) -> dict[str, int]:
+        return {"generated": self.generated, "cache_hits": self.cache_hits, "failed": self.failed}
+
+
+def process_job(
+    state: StateStore,
+    job: Job,
+    me: str,
+    visuals: VisualsResource,
+    media: LocalMediaStore,
+    scratch: Path,
+) -> bool:
+    """Makes (or finds) the clip for one job; returns True on a cache hit."""
+    payload = job.payload
+    scene_hash = payload["scene_hash"]
+    cached = state.lookup_scene_cache(scene_hash)
+    hit = cached is not None
+    if cached is None:
+        out = scratch / f"{scene_hash}.mp4"
+        visuals.generate(
+            scene_hash, payload["prompt"], payload["palette"], float(payload["duration_s"]), out
+        )
+        stored = media.put_file(out, ".mp4")
+        out.unlink(missing_ok=True)
+        state.put_scene_cache(scene_hash, stored.uri, stored.sha256, CACHE_TTL_S)
+        cached = state.lookup_scene_cache(scene_hash)
+        assert cached is not None
+    mark_scene_ready(state, payload["scene_id"], cached.uri, cached.content_sha256, hit)
+    state.complete_job(job.id, me, job.attempt, {"uri": cached.uri, "cache_hit": hit})
+    return hit
+
+
+def mark_scene_ready(state: StateStore, scene_id: int, uri: str, sha256: str, hit: bool) -> None:
+    scene = state.get_work_unit("scene", scene_id)
+    if scene is not None and scene.state in ("planned", "queued"):
+        state.transition(
+            "scene", scene.id, scene.state, "ready", {"uri": uri, "sha256": sha256, "cached": hit}
+        )
+
+
+def run_worker(
+    state: StateStore,
+    visuals: VisualsResource,
+    media: LocalMediaStore,
+    scratch: Path,
+    done: Callable[[], bool],
+    idle_wait_s: float = 1.0,
+    max_idle_s: float | None = None,
+) -> WorkerStats:
+    """Claims scene jobs until `done()` or, with max_idle_s, until idle that long."""
+    me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
+    while not done():
+        job = state.claim_job(SCENE_JOB_TYPE, me, LEASE_S)
+        if job is None:
+            state.reap_expired_jobs()
+            if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
+                break
+            time.sleep(idle_wait_s)
+            continue
+        idle_since = time.monotonic()
+        try:
+            if process_job(state, job, me, visuals, media, scratch):
+                stats.cache_hits += 1
+            else:
+                stats.generated += 1
+        except StateError:
+            raise  # a lost lease or a broken invariant: not this job's fault, stop loudly
+        except Exception as exc:  # noqa: BLE001 - the job records it; retried up to max_attempts
+            stats.failed += 1
+            state.fail_job(job.id, me, job.attempt, f"{type(exc).__name__}: {exc}"[:2000], True)
+    return stats

@@ -1,0 +1,17 @@
+"""Orchestrator: resumes a partition once its clips are ready, and retries stalled ones."""
+
+import dagster as dg
+
+from mdame_assets.defs.hops import AWAITING_PUBLISHING, run_requests
+from mdame_assets.jobs import publishing_job
+from mdame_resources.state import StateStoreResource
+
+
+@dg.sensor(
+    job=publishing_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+)
+def publishing_sensor(
+    context: dg.SensorEvaluationContext, state: StateStoreResource
+) -> dg.SensorResult:
+    work = state.get_client().partitions_with_scripts_in(AWAITING_PUBLISHING)
+    return dg.SensorResult(run_requests=run_requests("publish", work))

@@ -1,0 +1,1 @@
+"""The recovery pass: stalled work from crashed runs goes before new work."""

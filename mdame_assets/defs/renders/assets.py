@@ -1,0 +1,118 @@
+"""renders: one ffmpeg invocation per script: scene clips, voice and burned-in captions."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.partitions import content_partitions
+from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.work import advance, create
+from mdame_core.state import WorkUnit
+from mdame_domain.captions import ass_subtitles, caption_cues
+from mdame_domain.idempotency import idempotency_key
+from mdame_domain.probe import check_render, probe_media
+from mdame_domain.render import RenderInput, render_video, scene_durations
+from mdame_domain.voice import WordTiming
+from mdame_resources.media import MediaStoreResource
+from mdame_resources.state import StateStoreResource
+
+REVIEW_CHECK = "technical"
+
+
+def _render_inputs(
+    step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
+) -> RenderInput:
+    store = media.store()
+    voice = step.state.get_work_unit(
+        "voice_track", idempotency_key(script.idempotency_key, "voice")
+    )
+    if voice is None:
+        raise dg.Failure(f"script {script.id} is voiced but has no voice track")
+    scenes = sorted(
+        step.state.list_work_units("scene", script_id=script.id),
+        key=lambda s: s.payload["scene_index"],
+    )
+    words = [WordTiming(**w) for w in voice.payload["words"]]
+    subtitles = work / "captions.ass"
+    subtitles.write_text(ass_subtitles(caption_cues(words)), encoding="utf-8")
+    return RenderInput(
+        clip_paths=[str(store.path_for(s.result["uri"])) for s in scenes],
+        scene_durations_s=scene_durations(
+            [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
+        ),
+        voice_wav=str(store.path_for(voice.payload["uri"])),
+        subtitles_ass=str(subtitles),
+        out_path=str(work / "video.mp4"),
+    )
+
+
+def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
+    key = idempotency_key(script.idempotency_key, "render")
+    render = step.state.get_work_unit("render", key)
+    if render is None:
+        work = media.scratch_dir(f"render-{key[:16]}")
+        video = render_video(_render_inputs(step, script, media, work))
+        problems = check_render(video)
+        probe = probe_media(video)
+        stored = media.store().put_file(video, ".mp4")
+        render = create(
+            step.state,
+            "render",
+            key,
+            {
+                "script_id": script.id,
+                "uri": stored.uri,
+                "sha256": stored.sha256,
+                "width": probe.width,
+                "height": probe.height,
+                "duration_s": round(probe.duration_s, 3),
+                "problems": problems,
+            },
+        )
+    if render.state == "rendered":
+        verdict = "approved" if not render.payload["problems"] else "rejected"
+        step.state.record_review(
+            render.id,
+            render.payload["sha256"],
+            REVIEW_CHECK,
+            verdict,
+            {"problems": render.payload["problems"]},
+        )
+        render = advance(step.state, render, verdict)
+    if render.state != "approved":
+        advance(step.state, script, "failed", {"render_problems": render.payload["problems"]})
+        raise dg.Failure(f"render of script {script.id} rejected: {render.payload['problems']}")
+    advance(step.state, script, "rendered", {"render_id": render.id})
+    return {"uri": render.payload["uri"], "duration_s": render.payload["duration_s"]}
+
+
+@dg.asset(
+    partitions_def=content_partitions,
+    group_name="publishing",
+    deps=[voice_tracks],
+    kinds={"ffmpeg"},
+)
+def renders(
+    context: dg.AssetExecutionContext, state: StateStoreResource, media: MediaStoreResource
+) -> dg.MaterializeResult:
+    """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
+    with pipeline_step(context, state.get_client(), "renders") as step:
+        done = {}
+        for script in step.state.list_work_units(
+            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+        ):
+            if script.state == "voiced":
+                script = advance(step.state, script, "render_queued")
+            if script.state == "render_queued":
+                done[str(script.id)] = _render_for(step, script, media)
+        preview = next(iter(done.values()), {}).get("uri", "")
+    return dg.MaterializeResult(
+        metadata={
+            "rendered_now": len(done),
+            "renders": done,
+            "preview": dg.MetadataValue.path(str(media.store().path_for(preview)))
+            if preview
+            else "",
+        }
+    )

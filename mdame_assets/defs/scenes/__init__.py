@@ -1,0 +1,1 @@
+"""scenes stage."""

@@ -1,0 +1,34 @@
+"""Quality gate on the scene plan: every planned script has 5-10 scenes, each with a hash."""
+
+import dagster as dg
+
+from mdame_assets.defs.scenes.assets import scene_plan
+from mdame_assets.runtime import Step, read_step
+from mdame_resources.state import StateStoreResource
+
+MIN_SCENES, MAX_SCENES = 5, 10
+
+
+def scene_plan_problems(step: Step) -> list[str]:
+    problems = []
+    for script in step.state.list_work_units(
+        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+    ):
+        if script.state in ("drafted", "approved", "rejected"):
+            continue
+        scenes = step.state.list_work_units("scene", script_id=script.id)
+        if not MIN_SCENES <= len(scenes) <= MAX_SCENES:
+            problems.append(f"script {script.id} has {len(scenes)} scenes")
+        problems += [
+            f"scene {s.id} has no scene_hash" for s in scenes if not s.payload.get("scene_hash")
+        ]
+    return problems
+
+
+@dg.asset_check(asset=scene_plan, blocking=True)
+def scene_count(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource
+) -> dg.AssetCheckResult:
+    step = read_step(context, state.get_client(), "scene_count")
+    problems = scene_plan_problems(step)
+    return dg.AssetCheckResult(passed=not problems, metadata={"problems": problems})

@@ -1,0 +1,28 @@
+"""The daily schedule: 10:00 UTC, today's partition for every active dimension."""
+
+import dagster as dg
+
+from mdame_assets.jobs import content_job, partition_tags
+from mdame_assets.partitions import partition_key
+from mdame_resources.state import StateStoreResource
+
+
+@dg.schedule(
+    job=content_job,
+    cron_schedule="0 10 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+def daily_content_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
+    day = context.scheduled_execution_time.date()
+    active = [d.slug for d in state.get_client().list_dimensions() if d.active]
+    if not active:
+        return dg.SkipReason("no active dimensions")
+    return [
+        dg.RunRequest(
+            run_key=f"daily:{key}",
+            partition_key=key,
+            tags=partition_tags(key),
+        )
+        for key in (str(partition_key(day, slug)) for slug in active)
+    ]

@@ -1,0 +1,31 @@
+"""Quality gate: approved scripts clear the hook threshold and stay within 80-150 words."""
+
+import dagster as dg
+
+from mdame_assets.defs.scripts.assets import scripts
+from mdame_assets.runtime import read_step
+from mdame_resources.state import StateStoreResource
+
+MIN_WORDS, MAX_WORDS = 80, 150
+
+
+@dg.asset_check(asset=scripts, blocking=True)
+def hook_score(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource
+) -> dg.AssetCheckResult:
+    step = read_step(context, state.get_client(), "hook_score")
+    threshold, problems, scores = step.dimension.hook_threshold, [], []
+    for unit in step.state.list_work_units(
+        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+    ):
+        if unit.state == "rejected":
+            continue
+        script = unit.payload["script"]
+        scores.append(script["hook_score"])
+        if script["hook_score"] < threshold:
+            problems.append(f"script {unit.id}: hook {script['hook_score']:.2f} < {threshold}")
+        if not MIN_WORDS <= script["word_count"] <= MAX_WORDS:
+            problems.append(f"script {unit.id}: {script['word_count']} words")
+    return dg.AssetCheckResult(
+        passed=not problems, metadata={"problems": problems, "hook_scores": scores}
+    )

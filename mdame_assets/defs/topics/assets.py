@@ -1,0 +1,79 @@
+"""topics: the best trends that pass the dimension's safety profile, one per video to make."""
+
+import dagster as dg
+
+from mdame_assets.defs.trends.assets import trends
+from mdame_assets.partitions import content_partitions
+from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.work import advance, create
+from mdame_domain.idempotency import idempotency_key
+from mdame_resources.providers.safety import SafetyClassifierResource
+from mdame_resources.state import StateStoreResource
+
+# Topics decided per video slot before giving up: the feed's best items are tried in order.
+CANDIDATES_PER_VIDEO = 5
+
+
+def _decide(step: Step, safety: SafetyClassifierResource, trend) -> tuple[str, str]:
+    decision = safety.decide(
+        f"{trend.payload['title']}. {trend.payload['summary']}",
+        step.dimension.safety_profile,
+        step.dimension.blocked_terms,
+    )
+    step.state.log_safety_decision(
+        "topic",
+        trend.idempotency_key,
+        step.partition.dimension,
+        decision.verdict,
+        decision.rule,
+        list(decision.reasons),
+        decision.classifier,
+    )
+    return decision.verdict, decision.rule
+
+
+@dg.asset(
+    partitions_def=content_partitions, group_name="content", deps=[trends], kinds={"postgres"}
+)
+def topics(
+    context: dg.AssetExecutionContext, state: StateStoreResource, safety: SafetyClassifierResource
+) -> dg.MaterializeResult:
+    """Approved topics for the day; rejected ones keep an audit row with the rule that fired."""
+    with pipeline_step(context, state.get_client(), "topics") as step:
+        ranked = sorted(
+            step.state.list_work_units(
+                "trend", dimension_id=step.dimension_id, partition_date=step.partition.day
+            ),
+            key=lambda t: (-t.payload["score"], t.id),
+        )
+        wanted = step.dimension.videos_per_day
+        approved, rejected = 0, []
+        for trend in ranked[: wanted * CANDIDATES_PER_VIDEO]:
+            if approved >= wanted:
+                break
+            topic = create(
+                step.state,
+                "topic",
+                idempotency_key(trend.idempotency_key, "topic"),
+                {
+                    "dimension_id": step.dimension_id,
+                    "partition_date": step.partition.day.isoformat(),
+                    "trend_id": trend.id,
+                    "title": trend.payload["title"],
+                    "snippets": [trend.payload["summary"]] if trend.payload["summary"] else [],
+                    "keywords": trend.payload["keywords"],
+                },
+            )
+            if topic.state == "candidate":
+                verdict, rule = _decide(step, safety, trend)
+                target = "approved" if verdict == "allow" else "rejected"
+                topic = advance(step.state, topic, target, {"safety_rule": rule})
+            # A topic that passed safety uses its video slot even if the hook audit rejects it
+            # later: re-runs then pick exactly the same topics.
+            if topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook":
+                approved += 1
+            else:
+                rejected.append(topic.payload["title"])
+    return dg.MaterializeResult(
+        metadata={"approved": approved, "rejected": len(rejected), "rejected_titles": rejected}
+    )

@@ -1,0 +1,26 @@
+"""Quality gate: every approved topic has an 'allow' decision in the safety audit log."""
+
+import dagster as dg
+
+from mdame_assets.defs.topics.assets import topics
+from mdame_assets.runtime import read_step
+from mdame_resources.state import StateStoreResource
+
+
+@dg.asset_check(asset=topics, blocking=True)
+def topics_safety(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource
+) -> dg.AssetCheckResult:
+    step = read_step(context, state.get_client(), "topics_safety")
+    problems = []
+    for topic in step.state.list_work_units(
+        "topic", dimension_id=step.dimension_id, partition_date=step.partition.day
+    ):
+        trend = step.state.get_work_unit("trend", topic.payload["trend_id"])
+        verdict = step.state.last_safety_verdict("topic", trend.idempotency_key)
+        passed_safety = (
+            topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook"
+        )
+        if passed_safety and verdict != "allow":
+            problems.append(f"topic {topic.id} advanced with safety verdict {verdict!r}")
+    return dg.AssetCheckResult(passed=not problems, metadata={"problems": problems})

@@ -1,0 +1,1 @@
+"""trends stage."""

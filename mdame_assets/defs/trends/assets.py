@@ -1,0 +1,65 @@
+"""trends: the dimension's feeds, parsed, scored, de-duplicated and gated by volume."""
+
+import dagster as dg
+
+from mdame_assets.defs.recovery.logic import recovery_pass
+from mdame_assets.partitions import content_partitions
+from mdame_assets.runtime import pipeline_step
+from mdame_domain.idempotency import idempotency_key
+from mdame_domain.trends import FeedError, VolumeGateError, dedupe_trends, score_trends, volume_gate
+from mdame_resources.providers.trends import TrendSourceResource
+from mdame_resources.state import StateStoreResource
+
+MIN_TRENDS = 3
+MAX_TRENDS = 20
+
+
+@dg.asset(partitions_def=content_partitions, group_name="content", kinds={"postgres"})
+def trends(
+    context: dg.AssetExecutionContext, state: StateStoreResource, trend_source: TrendSourceResource
+) -> dg.MaterializeResult:
+    """Scored trend items for one dimension and day; the first stage of every run."""
+    with pipeline_step(context, state.get_client(), "trends") as step:
+        # Recovery before new work: stalled jobs and scripts from crashed runs go first.
+        recovered = recovery_pass(step)
+        items = []
+        for feed in step.dimension.feeds:
+            try:
+                items.extend(trend_source.read(feed))
+            except FeedError as exc:
+                raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
+        scored = dedupe_trends(score_trends(items, step.dimension.keywords, step.partition.as_of))
+        try:
+            kept = volume_gate(scored, MIN_TRENDS, MAX_TRENDS)
+        except VolumeGateError as exc:
+            raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
+        ids = [
+            step.state.upsert_work_unit(
+                "trend",
+                idempotency_key(step.partition.dimension, step.partition.day, "trend", t.item.guid),
+                {
+                    "dimension_id": step.dimension_id,
+                    "partition_date": step.partition.day.isoformat(),
+                    "title": t.item.title,
+                    "summary": t.item.summary,
+                    "url": t.item.url,
+                    "source": t.item.source,
+                    "published_at": t.item.published_at.isoformat()
+                    if t.item.published_at
+                    else None,
+                    "score": round(t.score, 6),
+                    "keywords": list(t.matched_keywords),
+                },
+            )
+            for t in kept
+        ]
+    return dg.MaterializeResult(
+        metadata={
+            "feed_items": len(items),
+            "after_dedupe": len(scored),
+            "kept": len(ids),
+            "top_score": kept[0].score if kept else 0.0,
+            "top_title": kept[0].item.title if kept else "",
+            "recovered": recovered,
+        }
+    )

@@ -1,0 +1,80 @@
+"""voice_tracks: the narration of every script whose visuals are ready; HALT when voice fails."""
+
+from dataclasses import asdict
+
+import dagster as dg
+
+from mdame_assets.defs.clips.checks import clip_problems
+from mdame_assets.partitions import content_partitions
+from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.work import advance, create
+from mdame_core.state import WorkUnit
+from mdame_domain.idempotency import idempotency_key
+from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
+from mdame_resources.state import StateStoreResource
+
+scene_clips_key = dg.AssetKey("scene_clips")
+
+
+def _voice_for(
+    step: Step, script: WorkUnit, voice: VoiceResource, media: MediaStoreResource
+) -> float:
+    """Synthesizes (or finds) the script's voice track; returns its duration."""
+    key = idempotency_key(script.idempotency_key, "voice")
+    existing = step.state.get_work_unit("voice_track", key)
+    if existing is None:
+        wav = media.scratch_dir("voice") / f"{key}.wav"
+        try:
+            track = voice.synthesize(script.payload["script"]["text"], step.dimension.voice, wav)
+        except VoiceSynthesisError as exc:
+            # Quality over availability: nothing degraded is published.
+            advance(step.state, script, "halted", {"reason": str(exc)[:500]})
+            raise dg.Failure(f"HALT: voice synthesis failed for script {script.id}: {exc}") from exc
+        stored = media.store().put_file(wav, ".wav")
+        wav.unlink(missing_ok=True)
+        existing = create(
+            step.state,
+            "voice_track",
+            key,
+            {
+                "script_id": script.id,
+                "uri": stored.uri,
+                "sha256": stored.sha256,
+                "duration_s": round(track.duration_s, 3),
+                "voice": step.dimension.voice,
+                "provider": voice.provider_name,
+                "words": [asdict(w) for w in track.words],
+            },
+        )
+    advance(step.state, script, "voiced", {"voice_track_id": existing.id})
+    return existing.payload["duration_s"]
+
+
+@dg.asset(
+    partitions_def=content_partitions,
+    group_name="publishing",
+    deps=[scene_clips_key],
+    kinds={"espeak"},
+)
+def voice_tracks(
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    voice: VoiceResource,
+    media: MediaStoreResource,
+) -> dg.MaterializeResult:
+    """Voice tracks with word timings for the captions."""
+    with pipeline_step(context, state.get_client(), "voice_tracks") as step:
+        # scene_clips ran in the GPU code location: its gate is re-checked on this side.
+        problems = clip_problems(step, media)
+        if problems:
+            raise dg.Failure("scene clips failed their checks: " + "; ".join(problems))
+        durations = {}
+        for script in step.state.list_work_units(
+            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+        ):
+            if script.state == "visuals_ready":
+                script = advance(step.state, script, "voice_queued")
+            if script.state == "voice_queued":  # also a resumed one from a crashed run
+                durations[str(script.id)] = _voice_for(step, script, voice, media)
+    return dg.MaterializeResult(metadata={"voiced_now": len(durations), "durations_s": durations})

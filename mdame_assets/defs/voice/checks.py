@@ -1,0 +1,39 @@
+"""Quality gate: every voiced script has an audible voice track in the media store."""
+
+import dagster as dg
+
+from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.runtime import read_step
+from mdame_domain.idempotency import idempotency_key
+from mdame_domain.probe import mean_volume_db
+from mdame_resources.media import MediaStoreResource
+from mdame_resources.state import StateStoreResource
+
+MIN_MEAN_VOLUME_DB = -40.0
+VOICED = ("voiced", "render_queued", "rendered", "publishing", "published")
+
+
+@dg.asset_check(asset=voice_tracks, blocking=True)
+def voice_present(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
+) -> dg.AssetCheckResult:
+    step = read_step(context, state.get_client(), "voice_present")
+    problems, volumes = [], {}
+    for script in step.state.list_work_units(
+        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
+    ):
+        if script.state not in VOICED:
+            continue
+        track = step.state.get_work_unit(
+            "voice_track", idempotency_key(script.idempotency_key, "voice")
+        )
+        path = media.store().path_for(track.payload["uri"]) if track else None
+        if path is None or not path.exists():
+            problems.append(f"script {script.id}: no voice file")
+            continue
+        volumes[str(script.id)] = volume = mean_volume_db(str(path))
+        if volume <= MIN_MEAN_VOLUME_DB or track.payload["duration_s"] <= 0:
+            problems.append(f"script {script.id}: voice too quiet ({volume:.1f} dB)")
+    return dg.AssetCheckResult(
+        passed=not problems, metadata={"problems": problems, "mean_volume_db": volumes}
+    )

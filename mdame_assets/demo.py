@@ -1,0 +1,143 @@
+"""`mdame demo`: today's partition of every active dimension, trend to published video.
+
+It runs the same jobs the schedule and sensors launch, in order (content_job, the GPU
+location's scene_clips_job, publishing_job), in this process and recorded in the Dagster
+instance, so the runs show up in `make ui` afterwards.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+import dagster as dg
+
+from mdame_assets import gpu, orchestrator
+from mdame_assets.defs.dimensions.registry import sync_registry
+from mdame_assets.jobs import partition_tags
+from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
+from mdame_core.state import StateStore
+from mdame_resources.providers.publisher import OutboxPublisher
+
+# Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+JOBS = (
+    (orchestrator.defs, "content_job"),
+    (gpu.defs, "scene_clips_job"),
+    (orchestrator.defs, "publishing_job"),
+)
+
+
+@dataclass
+class Outcome:
+    dimension: str
+    ok: bool
+    seconds: float
+    stage_seconds: dict[str, float]
+    error: str = ""
+
+
+def _stage_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
+    return {
+        event.step_key: round(event.event_specific_data.duration_ms / 1000, 2)
+        for event in result.all_events
+        if event.event_type_value == "STEP_SUCCESS" and event.step_key
+    }
+
+
+def _first_error(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            while error is not None and error.cause is not None:
+                error = error.cause  # the user code's exception, not Dagster's wrapper
+            return (error.message if error else "step failed").strip().splitlines()[0][:300]
+    return "run failed"
+
+
+def run_partition(instance: dg.DagsterInstance, key: str) -> Outcome:
+    started, stages = time.monotonic(), {}
+    for defs, job_name in JOBS:
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            partition_key=key,
+            instance=instance,
+            tags=partition_tags(key),
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+        stages.update(_stage_seconds(result))
+        if not result.success:
+            return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))
+    return Outcome(key, True, time.monotonic() - started, stages)
+
+
+def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[str]]:
+    outbox = OutboxPublisher().folder()
+    rows = []
+    for outcome in outcomes:
+        ref = PartitionRef.parse(outcome.dimension)
+        dim = state.get_dimension(ref.dimension)
+        if not outcome.ok:
+            rows.append(
+                [ref.dimension, dim.title if dim else "?", "-", "-", "FAILED: " + outcome.error]
+            )
+            continue
+        for script in state.list_work_units(
+            "script", dimension_id=dim.id, partition_date=day, state="published"
+        ):
+            render = state.get_work_unit("render", script.result.get("render_id", 0)) or None
+            for video_id in script.result.get("video_ids", []):
+                rows.append(
+                    [
+                        ref.dimension,
+                        script.payload["script"]["hook"][:48],
+                        f"{script.payload['script']['hook_score']:.2f}",
+                        f"{render.payload['duration_s']:.1f}s" if render else "?",
+                        str(outbox / ref.dimension / video_id / "video.mp4"),
+                    ]
+                )
+    return rows
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    header = ["dimension", "title", "hook", "duration", "file"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def main(day: date | None = None) -> int:
+    day = day or datetime.now(UTC).date()
+    instance = dg.DagsterInstance.get()
+    state = StateStore()
+    report = sync_registry(state)
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
+    known = set(instance.get_dynamic_partitions(DIMENSION_PARTITION))
+    instance.add_dynamic_partitions(
+        DIMENSION_PARTITION, [s for s in report.active if s not in known]
+    )
+
+    started = time.monotonic()
+    outcomes = []
+    for slug in report.active:
+        key = str(partition_key(day, slug))
+        print(f"[demo] {key}: running content -> scene clips -> publishing", file=sys.stderr)
+        outcome = run_partition(instance, key)
+        outcomes.append(outcome)
+        status = "ok" if outcome.ok else f"FAILED: {outcome.error}"
+        print(
+            f"[demo] {key}: {status} in {outcome.seconds:.1f}s {outcome.stage_seconds}",
+            file=sys.stderr,
+        )
+    print()
+    _print_table(_table(state, outcomes, day))
+    print(
+        f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} dimensions published in "
+        f"{time.monotonic() - started:.1f}s; videos are under {OutboxPublisher().folder()}"
+    )
+    print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")
+    state.close()
+    return 0 if outcomes and all(o.ok for o in outcomes) and not report.errors else 1

@@ -1,0 +1,47 @@
+"""The orchestrator code location: every CPU stage, its checks, the schedule and sensors."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
+from mdame_assets.defs.publications.assets import publications
+from mdame_assets.defs.publications.sensors import publishing_sensor
+from mdame_assets.defs.renders.assets import renders
+from mdame_assets.defs.renders.checks import render_probe
+from mdame_assets.defs.scenes.assets import scene_plan
+from mdame_assets.defs.scenes.checks import scene_count
+from mdame_assets.defs.schedules import daily_content_schedule
+from mdame_assets.defs.scripts.assets import scripts
+from mdame_assets.defs.scripts.checks import hook_score
+from mdame_assets.defs.topics.assets import topics
+from mdame_assets.defs.topics.checks import topics_safety
+from mdame_assets.defs.trends.assets import trends
+from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.defs.voice.checks import voice_present
+from mdame_assets.jobs import content_job, publishing_job
+from mdame_assets.partitions import content_partitions
+from mdame_assets.resources import shared_resources
+
+# scene_clips is materialized by the GPU location; here it is a spec, for lineage only.
+scene_clips_spec = dg.AssetSpec(
+    "scene_clips", deps=[scene_plan], partitions_def=content_partitions, group_name="visuals"
+)
+
+defs = dg.Definitions.merge(
+    dg.Definitions(
+        assets=[trends, topics, scripts, scene_plan],
+        asset_checks=[topics_safety, hook_score, scene_count],
+        jobs=[content_job],
+        schedules=[daily_content_schedule],
+        sensors=[dimension_registry_sensor],
+    ),
+    dg.Definitions(assets=[scene_clips_spec]),
+    dg.Definitions(
+        assets=[voice_tracks, renders, publications],
+        asset_checks=[voice_present, render_probe],
+        jobs=[publishing_job],
+        sensors=[publishing_sensor],
+    ),
+    dg.Definitions(resources=shared_resources()),
+)

@@ -1,0 +1,166 @@
+"""The `mdame` command line: database setup and inspection.
+
+    mdame db migrate                 apply pending migrations as the owner role
+    mdame db url [--role app|owner]  print the connection URL in use (for psql)
+    mdame db status                  applied migrations, recorded ENV, rows per table
+    mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
+    mdame demo                       today's partition of every active dimension, published
+    mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
+    mdame worker                     a standalone scene-clip pull worker (a CUDA host's loop)
+
+Errors print one line to stderr and exit 1 (set MDAME_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from mdame_core import settings
+from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
+from mdame_core.migrate import migrate
+
+
+def _db_migrate(args: argparse.Namespace) -> None:
+    applied = migrate(settings.database_url("owner"), settings.mdame_env())
+    if applied:
+        for name in applied:
+            print(f"applied {name}")
+    else:
+        print("up to date")
+
+
+def _db_url(args: argparse.Namespace) -> None:
+    print(settings.database_url(args.role))
+
+
+def _db_status(args: argparse.Namespace) -> None:
+    with psycopg.connect(settings.database_url("owner"), autocommit=True) as conn:
+        if not _exists(conn, "mdame.schema_migrations"):
+            print("not migrated: run `mdame db migrate`")
+            return
+        print("migrations:")
+        for name, applied_at in conn.execute(
+            "SELECT filename, applied_at FROM mdame.schema_migrations ORDER BY filename"
+        ):
+            print(f"  {name}  {applied_at:%Y-%m-%d %H:%M:%S%z}")
+        env = None
+        if _exists(conn, "mdame.environment"):
+            row = conn.execute("SELECT env FROM mdame.environment").fetchone()
+            env = row[0] if row else None
+        current = os.environ.get("ENV") or "unset"
+        note = "" if env == current else f"  (this shell has ENV={current}: clients will refuse)"
+        print(f"env: {env or 'not recorded'}{note}")
+        print("rows:")
+        tables = conn.execute(
+            """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'mdame' AND c.relkind IN ('r', 'p') ORDER BY c.relname"""
+        ).fetchall()
+        for (table,) in tables:
+            query = sql.SQL("SELECT count(*) FROM mdame.{}").format(sql.Identifier(table))
+            count = conn.execute(query).fetchone()[0]  # type: ignore[index]
+            print(f"  {table:<22} {count}")
+
+
+def _env(args: argparse.Namespace) -> None:
+    exports = {"ENV": settings.mdame_env(), **dagster_environment()}
+    for name, value in exports.items():
+        print(f"export {name}={shlex.quote(value)}")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    apply_dagster_environment()
+    os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
+    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    from mdame_assets.demo import main as demo_main  # Dagster loads only for these commands
+
+    code = demo_main()
+    print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
+    return code
+
+
+def _ui(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    apply_dagster_environment()
+    workspace = str(settings.REPO_ROOT / "workspace.yaml")
+    command = [
+        str(Path(sys.executable).parent / "dagster"),
+        "dev",
+        "-w",
+        workspace,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(args.port),
+    ]
+    os.execv(command[0], command)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    from mdame_assets.defs.clips.standalone import run_standalone_worker
+
+    return run_standalone_worker(max_idle_s=args.max_idle)
+
+
+def _exists(conn: psycopg.Connection, relation: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()
+    return bool(row and row[0])
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mdame", description="MD-AME operator commands")
+    groups = parser.add_subparsers(dest="group", required=True)
+    db = groups.add_parser("db", help="the PostgreSQL state store")
+    commands = db.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="apply pending migrations").set_defaults(func=_db_migrate)
+    url = commands.add_parser("url", help="print the connection URL in use")
+    url.add_argument("--role", choices=["app", "owner"], default="app")
+    url.set_defaults(func=_db_url)
+    commands.add_parser("status", help="migrations, ENV and row counts").set_defaults(
+        func=_db_status
+    )
+    groups.add_parser("env", help="shell exports for Dagster commands").set_defaults(func=_env)
+    groups.add_parser("demo", help="publish today's videos on the offline providers").set_defaults(
+        func=_demo
+    )
+    ui = groups.add_parser("ui", help="the Dagster UI with both code locations")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.set_defaults(func=_ui)
+    worker = groups.add_parser("worker", help="a standalone scene-clip pull worker")
+    worker.add_argument(
+        "--max-idle",
+        type=float,
+        default=None,
+        help="exit after this many idle seconds (default: run forever)",
+    )
+    worker.set_defaults(func=_worker)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # an operator command: one clear line, no traceback
+        if os.environ.get("MDAME_DEBUG"):
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"mdame: error: {message}", file=sys.stderr)
+        return 1
+    return code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

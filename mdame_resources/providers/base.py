@@ -1,0 +1,33 @@
+"""What every provider shares: a name for the ledgers, and the prod guard for offline ones."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from mdame_core.settings import mdame_env
+
+
+class ProviderResource(dg.ConfigurableResource):
+    """Base of every provider. `offline` providers refuse to run in ENV=prod."""
+
+    @property
+    def provider_name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def offline(self) -> bool:
+        return False
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        if self.offline and mdame_env() == "prod":
+            raise RuntimeError(
+                f"{self.provider_name} is an offline provider and ENV=prod refuses it; "
+                "configure the production provider"
+            )
+
+
+def not_built(provider: str, what: str) -> NotImplementedError:
+    """Production providers not built yet say so loudly instead of pretending."""
+    return NotImplementedError(
+        f"{provider}: {what} is not built yet; run with ENV=dev and the offline providers"
+    )

@@ -1,0 +1,148 @@
+"""Registry sync, the schedule and the hop sensors, evaluated against a real instance and DB;
+plus bad input: a malformed dimension file and a malformed feed."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from mdame_assets.defs.clips.assets import scene_clips
+from mdame_assets.defs.clips.sensors import scene_jobs_sensor
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
+from mdame_assets.defs.publications.sensors import publishing_sensor
+from mdame_assets.defs.scenes.assets import scene_plan
+from mdame_assets.defs.schedules import daily_content_schedule
+from mdame_assets.defs.scripts.assets import scripts
+from mdame_assets.defs.topics.assets import topics
+from mdame_assets.defs.trends.assets import trends
+from mdame_assets.partitions import partition_key
+
+DAY = date(2026, 11, 29)
+CONTENT = [trends, topics, scripts, scene_plan]
+
+
+def copy_dimensions(tmp_path: Path, *slugs: str) -> Path:
+    folder = tmp_path / "dimensions"
+    folder.mkdir()
+    for slug in slugs:
+        shutil.copy(DIMENSIONS_DIR / f"{slug}.yaml", folder)
+    return folder
+
+
+def test_registry_sensor_syncs_files_into_postgres_and_partitions(pipeline):
+    context = dg.build_sensor_context(
+        instance=pipeline.instance, resources={"state": pipeline.resources["state"]}
+    )
+    result = dimension_registry_sensor(context)
+
+    assert isinstance(result, dg.SensorResult)
+    [request] = result.dynamic_partitions_requests
+    assert sorted(request.partition_keys) == ["cooking", "science", "tech"]
+    assert [d.slug for d in pipeline.state.list_dimensions(active_only=True)] == [
+        "cooking",
+        "science",
+        "tech",
+    ]
+    accounts = pipeline.state.list_accounts("tech")
+    assert [(a.platform, a.handle) for a in accounts] == [("outbox", "tech-in-60")]
+
+
+def test_malformed_dimension_file_is_reported_and_others_keep_working(pipeline, tmp_path):
+    folder = copy_dimensions(tmp_path, "science", "tech")
+    sync_registry(pipeline.state, folder)
+    broken = (folder / "tech.yaml").read_text().replace("videos_per_day: 1", "videos_per_day: lots")
+    (folder / "tech.yaml").write_text(broken)
+    (folder / "new.yaml").write_text("slug: new\ntitle: [unclosed\n")
+
+    report = sync_registry(pipeline.state, folder)
+
+    assert report.active == ("science",)
+    assert any("tech.yaml" in e and "'videos_per_day'" in e for e in report.errors)
+    assert any("new.yaml" in e and "not valid YAML" in e for e in report.errors)
+    # A typo does not stop a running niche: tech keeps its last good config and stays active.
+    assert {d.slug for d in pipeline.state.list_dimensions(active_only=True)} == {"science", "tech"}
+
+
+def test_removed_or_deactivated_dimension_stops_being_scheduled(pipeline, tmp_path):
+    folder = copy_dimensions(tmp_path, "science", "tech", "cooking")
+    sync_registry(pipeline.state, folder)
+    (folder / "cooking.yaml").unlink()
+    text = (folder / "tech.yaml").read_text().replace("active: true", "active: false")
+    (folder / "tech.yaml").write_text(text)
+    sync_registry(pipeline.state, folder)
+
+    context = dg.build_schedule_context(
+        instance=pipeline.instance,
+        resources={"state": pipeline.resources["state"]},
+        scheduled_execution_time=datetime(2026, 11, 29, 10, tzinfo=UTC),
+    )
+    requests = daily_content_schedule(context)
+
+    assert [r.partition_key for r in requests] == ["2026-11-29|science"]
+    assert requests[0].tags["mdame/partition"] == "2026-11-29_science"
+
+
+def test_malformed_feed_fails_that_dimension_only(pipeline, tmp_path):
+    folder = copy_dimensions(tmp_path, "science")
+    bad_feed = tmp_path / "broken.xml"
+    bad_feed.write_text("<rss><channel><item><title>half a feed")
+    (folder / "broken.yaml").write_text(
+        (DIMENSIONS_DIR / "tech.yaml")
+        .read_text()
+        .replace("slug: tech", "slug: broken")
+        .replace("feeds/tech.xml", str(bad_feed))
+    )
+    pipeline.sync(folder)
+
+    bad = dg.materialize(
+        CONTENT,
+        partition_key=str(partition_key(DAY, "broken")),
+        instance=pipeline.instance,
+        resources=pipeline.resources,
+        raise_on_error=False,
+    )
+    good = dg.materialize(
+        CONTENT,
+        partition_key=str(partition_key(DAY, "science")),
+        instance=pipeline.instance,
+        resources=pipeline.resources,
+        raise_on_error=False,
+    )
+
+    assert not bad.success
+    [failure] = [e for e in bad.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "trends"
+    assert str(bad_feed) in str(failure.event_specific_data.error)
+    assert good.success
+    assert pipeline.state.list_work_units("script", state="planned")
+
+
+def test_hop_sensors_request_the_next_location_from_database_state(pipeline):
+    pipeline.sync()
+    key = str(partition_key(DAY, "cooking"))
+    context = dg.build_sensor_context(
+        instance=pipeline.instance, resources={"state": pipeline.resources["state"]}
+    )
+    assert scene_jobs_sensor(context).run_requests == []
+
+    assert dg.materialize(
+        CONTENT, partition_key=key, instance=pipeline.instance, resources=pipeline.resources
+    ).success
+
+    [clips] = scene_jobs_sensor(context).run_requests
+    assert clips.partition_key == key
+    assert publishing_sensor(context).run_requests == []
+
+    assert dg.materialize(
+        [scene_clips], partition_key=key, instance=pipeline.instance, resources=pipeline.resources
+    ).success
+
+    assert scene_jobs_sensor(context).run_requests == []
+    [publish] = publishing_sensor(context).run_requests
+    assert publish.partition_key == key
+    # The same database state asks for the same run: the run_key dedupes repeated ticks.
+    assert publishing_sensor(context).run_requests[0].run_key == publish.run_key
