@@ -9,75 +9,22 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import dagster as dg
 
-from mdame_assets import gpu, orchestrator
 from mdame_assets.defs.dimensions.registry import sync_registry
-from mdame_assets.jobs import partition_tags
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
+from mdame_assets.runs import Outcome, run_partition
 from mdame_core.state import StateStore
 from mdame_resources.providers.publisher import OutboxPublisher
-
-# Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-JOBS = (
-    (orchestrator.defs, "content_job"),
-    (gpu.defs, "scene_clips_job"),
-    (orchestrator.defs, "publishing_job"),
-)
-
-
-@dataclass
-class Outcome:
-    dimension: str
-    ok: bool
-    seconds: float
-    stage_seconds: dict[str, float]
-    error: str = ""
-
-
-def _stage_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
-    return {
-        event.step_key: round(event.event_specific_data.duration_ms / 1000, 2)
-        for event in result.all_events
-        if event.event_type_value == "STEP_SUCCESS" and event.step_key
-    }
-
-
-def _first_error(result: dg.ExecuteInProcessResult) -> str:
-    for event in result.all_events:
-        if event.event_type_value == "STEP_FAILURE":
-            error = event.event_specific_data.error
-            while error is not None and error.cause is not None:
-                error = error.cause  # the user code's exception, not Dagster's wrapper
-            return (error.message if error else "step failed").strip().splitlines()[0][:300]
-    return "run failed"
-
-
-def run_partition(instance: dg.DagsterInstance, key: str) -> Outcome:
-    started, stages = time.monotonic(), {}
-    for defs, job_name in JOBS:
-        result = defs.resolve_job_def(job_name).execute_in_process(
-            partition_key=key,
-            instance=instance,
-            tags=partition_tags(key),
-            raise_on_error=False,
-            run_config=QUIET,
-        )
-        stages.update(_stage_seconds(result))
-        if not result.success:
-            return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))
-    return Outcome(key, True, time.monotonic() - started, stages)
 
 
 def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[str]]:
     outbox = OutboxPublisher().folder()
     rows = []
     for outcome in outcomes:
-        ref = PartitionRef.parse(outcome.dimension)
+        ref = PartitionRef.parse(outcome.partition_key)
         dim = state.get_dimension(ref.dimension)
         if not outcome.ok:
             rows.append(

@@ -748,6 +748,14 @@ class StateStore:
         )
         return [PartitionWork(*row) for row in rows]
 
+    def job_states(self, idempotency_keys: Sequence[str]) -> dict[str, str]:
+        """State of each job by its idempotency key (keys with no job are absent)."""
+        rows = self._select(
+            "SELECT idempotency_key, state FROM mdame.jobs WHERE idempotency_key = ANY(%s)",
+            [list(idempotency_keys)],
+        )
+        return dict(rows)
+
     def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:
         rows = self._select(
             """SELECT verdict FROM mdame.safety_audit_logs

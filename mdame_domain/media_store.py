@@ -108,3 +108,28 @@ class LocalMediaStore:
         _check_sha(sha256)
         folder = self.root / sha256[:2]
         return folder.is_dir() and any(folder.glob(f"{sha256}*"))
+
+    # -- derived outputs -------------------------------------------------------------------
+    # A deterministic step (a render) whose output is already stored for the same inputs need
+    # not run again: a rerun after a crash between ffmpeg and the database row reuses the file.
+    def _derived_path(self, kind: str, inputs_digest: str) -> Path:
+        _check_sha(inputs_digest)
+        return self.root / "derived" / kind / inputs_digest
+
+    def find_derived(self, kind: str, inputs_digest: str) -> StoredMedia | None:
+        marker = self._derived_path(kind, inputs_digest)
+        if not marker.exists():
+            return None
+        uri = marker.read_text(encoding="utf-8").strip()
+        path = self.path_for(uri)
+        if not path.exists():
+            return None
+        sha256, _ = parse_media_uri(uri)
+        return StoredMedia(uri=uri, sha256=sha256, size=path.stat().st_size, path=path)
+
+    def remember_derived(self, kind: str, inputs_digest: str, stored: StoredMedia) -> None:
+        marker = self._derived_path(kind, inputs_digest)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        temp = marker.with_name(f".{marker.name}.tmp")
+        temp.write_text(stored.uri, encoding="utf-8")
+        os.replace(temp, marker)

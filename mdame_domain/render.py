@@ -8,6 +8,8 @@ padded or cut to the video's exact length.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,3 +163,28 @@ def render_video(inp: RenderInput) -> str:
     """Render the final video to inp.out_path and return that path."""
     run_tool(build_render_args(inp), timeout=render_timeout_s(inp.total_s))
     return inp.out_path
+
+
+# Bump when build_render_args changes what it makes from the same inputs.
+RENDER_RECIPE_VERSION = "render-v1"
+
+
+def render_inputs_digest(
+    clip_sha256s: Sequence[str],
+    scene_durations_s: Sequence[float],
+    voice_sha256: str,
+    subtitles_ass: str,
+    width: int = 1080,
+    height: int = 1920,
+    fps: int = 24,
+) -> str:
+    """SHA-256 naming everything a render is made from (content hashes, not paths)."""
+    recipe = {
+        "recipe": RENDER_RECIPE_VERSION,
+        "clips": list(clip_sha256s),
+        "durations": [round(d, 6) for d in scene_durations_s],
+        "voice": voice_sha256,
+        "subtitles": subtitles_ass,
+        "size": [width, height, fps],
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()

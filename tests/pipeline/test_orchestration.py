@@ -20,6 +20,7 @@ from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import partition_key
+from mdame_resources.providers.visuals import VisualsResource
 
 DAY = date(2026, 11, 29)
 CONTENT = [trends, topics, scripts, scene_plan]
@@ -146,3 +147,38 @@ def test_hop_sensors_request_the_next_location_from_database_state(pipeline):
     assert publish.partition_key == key
     # The same database state asks for the same run: the run_key dedupes repeated ticks.
     assert publishing_sensor(context).run_requests[0].run_key == publish.run_key
+
+
+class BrokenGpu(VisualsResource):
+    """A visuals provider whose every generation fails, like a GPU host with a broken driver."""
+
+    def generate(self, scene_hash, prompt, palette, duration_s, out):
+        raise RuntimeError("CUDA error: no kernel image is available")
+
+
+def test_scene_jobs_that_keep_failing_fail_their_script_instead_of_waiting(pipeline):
+    pipeline.sync()
+    key = str(partition_key(DAY, "science"))
+    assert dg.materialize(
+        CONTENT, partition_key=key, instance=pipeline.instance, resources=pipeline.resources
+    ).success
+    resources = {**pipeline.resources, "visuals": BrokenGpu()}
+
+    first, second = (
+        dg.materialize(
+            [scene_clips],
+            partition_key=key,
+            instance=pipeline.instance,
+            resources=resources,
+            raise_on_error=False,
+        )
+        for _ in range(2)
+    )
+
+    assert not first.success
+    [script] = pipeline.state.list_work_units("script")
+    assert script.state == "failed"
+    # Each job used its 3 attempts, then stopped for good; the failed script is terminal, so
+    # the next run has nothing left to wait for.
+    assert set(pipeline.state.count_jobs("scene_clip")) == {"dead"}
+    assert second.success

@@ -73,3 +73,19 @@ def test_bad_suffixes_are_rejected(tmp_path, suffix) -> None:
     source.write_bytes(b"x")
     with pytest.raises(ValueError):
         LocalMediaStore(tmp_path / "store").put_file(source, suffix)
+
+
+def test_derived_outputs_are_found_by_inputs_digest(tmp_path):
+    store = LocalMediaStore(tmp_path / "store")
+    source = tmp_path / "video.mp4"
+    source.write_bytes(b"rendered bytes")
+    digest = "ab" * 32
+    assert store.find_derived("render", digest) is None
+
+    stored = store.put_file(source, ".mp4")
+    store.remember_derived("render", digest, stored)
+
+    assert store.find_derived("render", digest) == stored
+    assert store.find_derived("render", "cd" * 32) is None
+    stored.path.unlink()  # a marker whose file is gone is a miss, not a broken hit
+    assert store.find_derived("render", digest) is None

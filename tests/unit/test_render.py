@@ -185,3 +185,14 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     left, top, right, bottom = drawn
     assert allowed.left <= left and right <= allowed.right
     assert allowed.top <= top and bottom <= allowed.bottom
+
+
+def test_render_inputs_digest_names_content_not_paths():
+    from mdame_domain.render import render_inputs_digest
+
+    base = render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "c" * 64, "[Script Info]")
+    assert base == render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "c" * 64, "[Script Info]")
+    assert base != render_inputs_digest(["b" * 64, "a" * 64], [3.0, 4.0], "c" * 64, "[Script Info]")
+    assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.5, 3.5], "c" * 64, "[Script Info]")
+    assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "d" * 64, "[Script Info]")
+    assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "c" * 64, "other")

@@ -8,6 +8,7 @@ from mdame_assets.defs.clips.worker import mark_scene_ready, run_worker
 from mdame_assets.defs.scenes.checks import scene_plan_problems
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.work import advance
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
@@ -35,6 +36,39 @@ def _settle_from_cache(step: Step) -> None:
         cached = step.state.lookup_scene_cache(scene.payload["scene_hash"])
         if cached is not None:
             mark_scene_ready(step.state, scene.id, cached.uri, cached.content_sha256, True)
+
+
+def _jobs_still_live(step: Step) -> bool:
+    """Whether any unfinished scene of the partition still has a queued or running job."""
+    keys = [scene.idempotency_key for scene in _pending_scenes(step)]
+    return any(s in ("queued", "running") for s in step.state.job_states(keys).values())
+
+
+def _finish_scripts(step: Step) -> tuple[list[int], list[int]]:
+    """Scripts whose scenes are all ready move on; a scene whose job died fails its script."""
+    ready, failed = [], []
+    for script in step.state.list_work_units(
+        "script",
+        dimension_id=step.dimension_id,
+        partition_date=step.partition.day,
+        state="planned",
+    ):
+        scenes = step.state.list_work_units("scene", script_id=script.id)
+        jobs = step.state.job_states([s.idempotency_key for s in scenes])
+        dead = [
+            s
+            for s in scenes
+            if s.state != "ready" and jobs.get(s.idempotency_key) in ("dead", "failed")
+        ]
+        if dead:
+            for scene in dead:
+                advance(step.state, scene, "failed", {"reason": "job dead after max attempts"})
+            advance(step.state, script, "failed", {"failed_scenes": [s.id for s in dead]})
+            failed.append(script.id)
+        elif all(s.state == "ready" for s in scenes):
+            advance(step.state, script, "visuals_ready")
+            ready.append(script.id)
+    return ready, failed
 
 
 scene_plan_key = dg.AssetKey("scene_plan")
@@ -67,26 +101,20 @@ def scene_clips(
             media.store(),
             media.scratch_dir("clips"),
             done=lambda: (
-                not _pending_scenes(step) or time.monotonic() - started > WAIT_FOR_OTHER_WORKERS_S
+                not _jobs_still_live(step) or time.monotonic() - started > WAIT_FOR_OTHER_WORKERS_S
             ),
         )
         _settle_from_cache(step)
-        pending = _pending_scenes(step)
-        if pending:
-            raise dg.Failure(f"{len(pending)} scenes still not ready (jobs failing or dead)")
-        ready = 0
-        for script in step.state.list_work_units(
-            "script",
-            dimension_id=step.dimension_id,
-            partition_date=step.partition.day,
-            state="planned",
-        ):
-            step.state.transition("script", script.id, "planned", "visuals_ready", {})
-            ready += 1
+        ready, failed = _finish_scripts(step)
+        if failed or _pending_scenes(step):
+            raise dg.Failure(
+                f"scene clips incomplete: scripts failed {failed}, "
+                f"{len(_pending_scenes(step))} scenes still waiting on live jobs"
+            )
     return dg.MaterializeResult(
         metadata={
             **stats.as_metadata(),
-            "scripts_ready": ready,
+            "scripts_ready": len(ready),
             "seconds": round(time.monotonic() - started, 2),
         }
     )

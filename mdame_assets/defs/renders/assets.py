@@ -12,7 +12,12 @@ from mdame_core.state import WorkUnit
 from mdame_domain.captions import ass_subtitles, caption_cues
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.probe import check_render, probe_media
-from mdame_domain.render import RenderInput, render_video, scene_durations
+from mdame_domain.render import (
+    RenderInput,
+    render_inputs_digest,
+    render_video,
+    scene_durations,
+)
 from mdame_domain.voice import WordTiming
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -22,7 +27,8 @@ REVIEW_CHECK = "technical"
 
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
-) -> RenderInput:
+) -> tuple[RenderInput, str]:
+    """What ffmpeg needs, and the digest of those inputs' contents."""
     store = media.store()
     voice = step.state.get_work_unit(
         "voice_track", idempotency_key(script.idempotency_key, "voice")
@@ -34,9 +40,10 @@ def _render_inputs(
         key=lambda s: s.payload["scene_index"],
     )
     words = [WordTiming(**w) for w in voice.payload["words"]]
+    subtitles_text = ass_subtitles(caption_cues(words))
     subtitles = work / "captions.ass"
-    subtitles.write_text(ass_subtitles(caption_cues(words)), encoding="utf-8")
-    return RenderInput(
+    subtitles.write_text(subtitles_text, encoding="utf-8")
+    inputs = RenderInput(
         clip_paths=[str(store.path_for(s.result["uri"])) for s in scenes],
         scene_durations_s=scene_durations(
             [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
@@ -45,17 +52,36 @@ def _render_inputs(
         subtitles_ass=str(subtitles),
         out_path=str(work / "video.mp4"),
     )
+    digest = render_inputs_digest(
+        [s.result["sha256"] for s in scenes],
+        inputs.scene_durations_s,
+        voice.payload["sha256"],
+        subtitles_text,
+        inputs.width,
+        inputs.height,
+        inputs.fps,
+    )
+    return inputs, digest
+
+
+def _rendered_file(step: Step, script: WorkUnit, media: MediaStoreResource, key: str):
+    """The stored MP4 for this script: reused when the same inputs were rendered before."""
+    work = media.scratch_dir(f"render-{key[:16]}")
+    inputs, digest = _render_inputs(step, script, media, work)
+    store = media.store()
+    stored = store.find_derived("render", digest)
+    if stored is None:
+        stored = store.put_file(render_video(inputs), ".mp4")
+        store.remember_derived("render", digest, stored)
+    return stored
 
 
 def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
     key = idempotency_key(script.idempotency_key, "render")
     render = step.state.get_work_unit("render", key)
     if render is None:
-        work = media.scratch_dir(f"render-{key[:16]}")
-        video = render_video(_render_inputs(step, script, media, work))
-        problems = check_render(video)
-        probe = probe_media(video)
-        stored = media.store().put_file(video, ".mp4")
+        stored = _rendered_file(step, script, media, key)
+        probe = probe_media(str(stored.path))
         render = create(
             step.state,
             "render",
@@ -67,7 +93,7 @@ def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict
                 "width": probe.width,
                 "height": probe.height,
                 "duration_s": round(probe.duration_s, 3),
-                "problems": problems,
+                "problems": check_render(str(stored.path)),
             },
         )
     if render.state == "rendered":

@@ -1,0 +1,65 @@
+"""Running one partition through the whole graph, in this process, as the sensors would:
+content_job, then the GPU location's scene_clips_job, then publishing_job. `mdame demo` and
+the crash harness use it; each job's run is recorded in the given Dagster instance."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import dagster as dg
+
+from mdame_assets import gpu, orchestrator
+from mdame_assets.jobs import partition_tags
+
+
+@dataclass
+class Outcome:
+    partition_key: str
+    ok: bool
+    seconds: float
+    stage_seconds: dict[str, float]
+    error: str = ""
+
+
+# Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+JOBS = (
+    (orchestrator.defs, "content_job"),
+    (gpu.defs, "scene_clips_job"),
+    (orchestrator.defs, "publishing_job"),
+)
+
+
+def _stage_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
+    return {
+        event.step_key: round(event.event_specific_data.duration_ms / 1000, 2)
+        for event in result.all_events
+        if event.event_type_value == "STEP_SUCCESS" and event.step_key
+    }
+
+
+def _first_error(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            while error is not None and error.cause is not None:
+                error = error.cause  # the user code's exception, not Dagster's wrapper
+            return (error.message if error else "step failed").strip().splitlines()[0][:300]
+    return "run failed"
+
+
+def run_partition(instance: dg.DagsterInstance, key: str) -> Outcome:
+    started, stages = time.monotonic(), {}
+    for defs, job_name in JOBS:
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            partition_key=key,
+            instance=instance,
+            tags=partition_tags(key),
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+        stages.update(_stage_seconds(result))
+        if not result.success:
+            return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))
+    return Outcome(key, True, time.monotonic() - started, stages)
