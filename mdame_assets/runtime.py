@@ -18,11 +18,17 @@ import dagster as dg
 
 from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
+from mdame_core.settings import seconds_setting
 from mdame_core.state import StateStore
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 
-LOCK_TTL_S = 120
-LOCK_WAIT_S = 600
+# Read per use so a harness can shorten them (a SIGKILLed run's lock must expire before the
+# next run takes over); production keeps the defaults.
+LOCK_TTL_ENV, LOCK_WAIT_ENV = "MDAME_LOCK_TTL_S", "MDAME_LOCK_WAIT_S"
+
+
+def lock_ttl_s() -> int:
+    return max(1, round(seconds_setting(LOCK_TTL_ENV, 120)))
 
 
 class LockUnavailable(dg.Failure):
@@ -46,7 +52,7 @@ class Step:
 def _acquire(state: StateStore, name: str, holder: str, wait_s: float) -> int:
     deadline = time.monotonic() + wait_s
     while True:
-        token = state.acquire_pipeline_lock(name, holder, LOCK_TTL_S)
+        token = state.acquire_pipeline_lock(name, holder, lock_ttl_s())
         if token is not None:
             return token
         if time.monotonic() >= deadline:
@@ -67,7 +73,7 @@ class _Heartbeat(threading.Thread):
         self.lost: Exception | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(LOCK_TTL_S / 4):
+        while not self.stopped.wait(lock_ttl_s() / 4):
             try:
                 self.state.heartbeat_pipeline_lock(*self.args)
             except Exception as exc:  # noqa: BLE001 - recorded, the step fails on exit
@@ -80,7 +86,7 @@ def pipeline_step(
     context: dg.AssetExecutionContext,
     state: StateStore,
     stage: str,
-    lock_wait_s: float = LOCK_WAIT_S,
+    lock_wait_s: float | None = None,
 ) -> Iterator[Step]:
     partition = PartitionRef.of(context)
     execution_id = context.run.run_id
@@ -92,7 +98,8 @@ def pipeline_step(
         )
     lock_name = f"pipeline:{partition.dimension}"
     holder = f"{execution_id}:{stage}"
-    token = _acquire(state, lock_name, holder, lock_wait_s)
+    wait_s = lock_wait_s if lock_wait_s is not None else seconds_setting(LOCK_WAIT_ENV, 600)
+    token = _acquire(state, lock_name, holder, wait_s)
     step = Step(
         partition,
         execution_id,

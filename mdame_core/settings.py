@@ -81,3 +81,17 @@ def superuser_url(dbname: str = "postgres") -> str:
 def _with_dbname(url: str, dbname: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + dbname))
+
+
+def seconds_setting(name: str, default: float) -> float:
+    """A positive duration from the environment (lock TTLs, leases), else the default."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise SettingsError(f"{name} must be positive, got {raw!r}")
+    return value

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, StateError, StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
 SCENE_JOB_TYPE = "scene_clip"
-LEASE_S = 300
+LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
 CACHE_TTL_S = 30 * 24 * 3600
 
 
@@ -85,7 +86,7 @@ def run_worker(
     """Claims scene jobs until `done()` or, with max_idle_s, until idle that long."""
     me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
     while not done():
-        job = state.claim_job(SCENE_JOB_TYPE, me, LEASE_S)
+        job = state.claim_job(SCENE_JOB_TYPE, me, round(seconds_setting(LEASE_ENV, 300)))
         if job is None:
             state.reap_expired_jobs()
             if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
