@@ -19,7 +19,7 @@ import dagster as dg
 from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
 from mdame_core.settings import seconds_setting
-from mdame_core.state import StateStore
+from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 
 # Read per use so a harness can shorten them (a SIGKILLed run's lock must expire before the
@@ -44,6 +44,12 @@ class Step:
     dimension: DimensionConfig
     dimension_id: int
     lock_token: int
+
+    def units(self, kind: str, **filters: Any) -> list[WorkUnit]:
+        """This partition's trends, topics or scripts (by day and dimension), oldest first."""
+        return self.state.list_work_units(
+            kind, dimension_id=self.dimension_id, partition_date=self.partition.day, **filters
+        )
 
     def log(self, status: str, **fields: Any) -> None:
         log_event(self.execution_id, self.partition.dimension, self.stage, status, **fields)

@@ -19,10 +19,8 @@ WAIT_FOR_OTHER_WORKERS_S = 900
 def _pending_scenes(step: Step) -> list:
     return [
         scene
-        for script in step.state.list_work_units(
+        for script in step.units(
             "script",
-            dimension_id=step.dimension_id,
-            partition_date=step.partition.day,
             state="planned",
         )
         for scene in step.state.list_work_units("scene", script_id=script.id)
@@ -47,10 +45,8 @@ def _jobs_still_live(step: Step) -> bool:
 def _finish_scripts(step: Step) -> tuple[list[int], list[int]]:
     """Scripts whose scenes are all ready move on; a scene whose job died fails its script."""
     ready, failed = [], []
-    for script in step.state.list_work_units(
+    for script in step.units(
         "script",
-        dimension_id=step.dimension_id,
-        partition_date=step.partition.day,
         state="planned",
     ):
         scenes = step.state.list_work_units("scene", script_id=script.id)

@@ -3,27 +3,18 @@
 import dagster as dg
 
 from mdame_assets.defs.clips.assets import scene_clips
+from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import Step, read_step
 from mdame_domain.media_store import parse_media_uri
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
-PAST_VISUALS = (
-    "visuals_ready",
-    "voice_queued",
-    "voiced",
-    "render_queued",
-    "rendered",
-    "publishing",
-    "published",
-)
+PAST_VISUALS = script_states("visuals_ready")
 
 
 def clip_problems(step: Step, media: MediaStoreResource) -> list[str]:
     store, problems = media.store(), []
-    for script in step.state.list_work_units(
-        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
+    for script in step.units("script"):
         if script.state not in PAST_VISUALS:
             continue
         for scene in step.state.list_work_units("scene", script_id=script.id):

@@ -5,6 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance, create
@@ -124,14 +125,10 @@ def renders(
 ) -> dg.MaterializeResult:
     """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
     with pipeline_step(context, state.get_client(), "renders") as step:
-        done = {}
-        for script in step.state.list_work_units(
-            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-        ):
-            if script.state == "voiced":
-                script = advance(step.state, script, "render_queued")
-            if script.state == "render_queued":
-                done[str(script.id)] = _render_for(step, script, media)
+        done = {
+            str(script.id): _render_for(step, script, media)
+            for script in scripts_entering(step, "voiced", "render_queued")
+        }
         preview = next(iter(done.values()), {}).get("uri", "")
     return dg.MaterializeResult(
         metadata={

@@ -15,9 +15,7 @@ def render_probe(
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "render_probe")
     problems, checked = [], 0
-    for script in step.state.list_work_units(
-        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
+    for script in step.units("script"):
         render_id = script.result.get("render_id")
         if render_id is None:
             continue

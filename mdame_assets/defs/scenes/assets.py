@@ -5,6 +5,7 @@ from dataclasses import asdict
 import dagster as dg
 
 from mdame_assets.defs.scripts.assets import script_from_payload, scripts
+from mdame_assets.lifecycle import script_states
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance, create
@@ -75,10 +76,8 @@ def scene_plan(
     """Scenes with on-screen text, a visual prompt, a style and a scene_hash; GPU jobs queued."""
     with pipeline_step(context, state.get_client(), "scene_plan") as step:
         hits = queued = 0
-        for script in step.state.list_work_units(
+        for script in step.units(
             "script",
-            dimension_id=step.dimension_id,
-            partition_date=step.partition.day,
             state="approved",
         ):
             h, q = _plan_script(step, script)
@@ -92,8 +91,6 @@ def scene_plan(
 def scene_counts(step: Step) -> dict[str, int]:
     return {
         str(script.id): len(step.state.list_work_units("scene", script_id=script.id))
-        for script in step.state.list_work_units(
-            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-        )
-        if script.state not in ("drafted", "approved", "rejected")
+        for script in step.units("script")
+        if script.state in script_states("planned")
     }

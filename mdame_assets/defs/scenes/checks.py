@@ -3,6 +3,7 @@
 import dagster as dg
 
 from mdame_assets.defs.scenes.assets import scene_plan
+from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import Step, read_step
 from mdame_resources.state import StateStoreResource
 
@@ -11,10 +12,8 @@ MIN_SCENES, MAX_SCENES = 5, 10
 
 def scene_plan_problems(step: Step) -> list[str]:
     problems = []
-    for script in step.state.list_work_units(
-        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
-        if script.state in ("drafted", "approved", "rejected"):
+    for script in step.units("script"):
+        if script.state not in script_states("planned"):
             continue
         scenes = step.state.list_work_units("scene", script_id=script.id)
         if not MIN_SCENES <= len(scenes) <= MAX_SCENES:

@@ -96,16 +96,12 @@ def scripts(
     with pipeline_step(context, state.get_client(), "scripts") as step:
         outcomes = [
             _script_for(step, topic, writer, safety)
-            for topic in step.state.list_work_units(
+            for topic in step.units(
                 "topic",
-                dimension_id=step.dimension_id,
-                partition_date=step.partition.day,
                 state="approved",
             )
         ]
-        approved = step.state.list_work_units(
-            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-        )
+        approved = step.units("script")
     scores = [s.payload["script"]["hook_score"] for s in approved]
     return dg.MaterializeResult(
         metadata={

@@ -15,9 +15,7 @@ def hook_score(
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "hook_score")
     threshold, problems, scores = step.dimension.hook_threshold, [], []
-    for unit in step.state.list_work_units(
-        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
+    for unit in step.units("script"):
         if unit.state == "rejected":
             continue
         script = unit.payload["script"]

@@ -41,9 +41,7 @@ def topics(
     """Approved topics for the day; rejected ones keep an audit row with the rule that fired."""
     with pipeline_step(context, state.get_client(), "topics") as step:
         ranked = sorted(
-            step.state.list_work_units(
-                "trend", dimension_id=step.dimension_id, partition_date=step.partition.day
-            ),
+            step.units("trend"),
             key=lambda t: (-t.payload["score"], t.id),
         )
         wanted = step.dimension.videos_per_day

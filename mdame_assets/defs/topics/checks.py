@@ -13,9 +13,7 @@ def topics_safety(
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "topics_safety")
     problems = []
-    for topic in step.state.list_work_units(
-        "topic", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
+    for topic in step.units("topic"):
         trend = step.state.get_work_unit("trend", topic.payload["trend_id"])
         verdict = step.state.last_safety_verdict("topic", trend.idempotency_key)
         passed_safety = (

@@ -5,6 +5,7 @@ from dataclasses import asdict
 import dagster as dg
 
 from mdame_assets.defs.clips.checks import clip_problems
+from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance, create
@@ -69,12 +70,8 @@ def voice_tracks(
         problems = clip_problems(step, media)
         if problems:
             raise dg.Failure("scene clips failed their checks: " + "; ".join(problems))
-        durations = {}
-        for script in step.state.list_work_units(
-            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-        ):
-            if script.state == "visuals_ready":
-                script = advance(step.state, script, "voice_queued")
-            if script.state == "voice_queued":  # also a resumed one from a crashed run
-                durations[str(script.id)] = _voice_for(step, script, voice, media)
+        durations = {
+            str(script.id): _voice_for(step, script, voice, media)
+            for script in scripts_entering(step, "visuals_ready", "voice_queued")
+        }
     return dg.MaterializeResult(metadata={"voiced_now": len(durations), "durations_s": durations})

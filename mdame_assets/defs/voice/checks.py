@@ -3,6 +3,7 @@
 import dagster as dg
 
 from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import read_step
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.probe import mean_volume_db
@@ -10,7 +11,7 @@ from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
 MIN_MEAN_VOLUME_DB = -40.0
-VOICED = ("voiced", "render_queued", "rendered", "publishing", "published")
+VOICED = script_states("voiced")
 
 
 @dg.asset_check(asset=voice_tracks, blocking=True)
@@ -19,9 +20,7 @@ def voice_present(
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "voice_present")
     problems, volumes = [], {}
-    for script in step.state.list_work_units(
-        "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-    ):
+    for script in step.units("script"):
         if script.state not in VOICED:
             continue
         track = step.state.get_work_unit(
