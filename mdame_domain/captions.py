@@ -210,6 +210,27 @@ def ass_time(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}.{centis:02d}"
 
 
+TITLE_FONT_SIZE = 60
+TITLE_MAX_LINES = 3  # on-screen text is at most 8 words
+
+
+def title_margin_top(height: int = 1920, zone: SafeZone = SHORTS_SAFE_ZONE) -> int:
+    return math.ceil(height * zone.top) + round(SAFE_PADDING_PX * height / 1920)
+
+
+def title_box(width: int = 1080, height: int = 1920, font_size: int = TITLE_FONT_SIZE) -> Box:
+    """The pixel box a scene's on-screen title may occupy (top-centre, below the top UI)."""
+    margins = caption_margins(width, height)
+    top = title_margin_top(height)
+    text_height = math.ceil(TITLE_MAX_LINES * font_size * LINE_HEIGHT_FACTOR)
+    return Box(
+        left=margins.left - OUTLINE_PX,
+        top=top - OUTLINE_PX,
+        right=width - margins.right + OUTLINE_PX,
+        bottom=top + text_height + OUTLINE_PX,
+    )
+
+
 def ass_subtitles(
     cues: Sequence[Cue],
     width: int = 1080,
@@ -218,8 +239,11 @@ def ass_subtitles(
     font_size: int = 72,
     primary: str = "#FFFFFF",
     outline: str = "#000000",
+    titles: Sequence[Cue] = (),
+    title_colour: str = "#FFE082",
 ) -> str:
-    """A complete ASS document: bold, outlined, bottom-centre captions inside the safe zone."""
+    """A complete ASS document: bold, outlined, bottom-centre captions inside the safe zone,
+    and optional per-scene titles (the scene's on-screen text) top-centre inside it too."""
     margins = caption_margins(width, height)
     if "," in font:
         raise ValueError(f"ASS font names cannot contain commas: {font!r}")
@@ -239,6 +263,10 @@ def ass_subtitles(
         f"Style: Caption,{font},{font_size},{ass_colour(primary)},{ass_colour(primary)},"
         f"{ass_colour(outline)},{ass_colour(outline, alpha=0x80)},-1,0,0,0,100,100,0,0,"
         f"1,{OUTLINE_PX},0,2,{margins.left},{margins.right},{margins.vertical},1",
+        f"Style: Title,{font},{TITLE_FONT_SIZE},{ass_colour(title_colour)},"
+        f"{ass_colour(title_colour)},{ass_colour(outline)},{ass_colour(outline, alpha=0x80)},"
+        f"-1,0,0,0,100,100,0,0,1,{OUTLINE_PX},0,8,{margins.left},{margins.right},"
+        f"{title_margin_top(height)},1",
         "",
         "[Events]",
         "Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text",
@@ -248,5 +276,11 @@ def ass_subtitles(
         f"Dialogue: 0,{ass_time(cue.start_s)},{ass_time(cue.end_s)},Caption,,0,0,0,,"
         f"{_size_override(cue.text, font_size, available_px)}{ass_escape(cue.text)}"
         for cue in cues
+    ]
+    events += [
+        f"Dialogue: 1,{ass_time(t.start_s)},{ass_time(t.end_s)},Title,,0,0,0,,"
+        f"{_size_override(t.text, TITLE_FONT_SIZE, available_px)}{ass_escape(t.text)}"
+        for t in titles
+        if t.text.strip()
     ]
     return "\n".join([*header, *events]) + "\n"

@@ -19,6 +19,7 @@ from mdame_domain.captions import (
     caption_cues,
     caption_margins,
     safe_box,
+    title_box,
 )
 from mdame_domain.voice import WordTiming
 
@@ -131,3 +132,14 @@ def test_libass_draws_every_caption_inside_the_box(tmp_path) -> None:
         assert drawn is not None, f"{cue.text!r} was not drawn"
         assert drawn.inside(allowed), f"{cue.text!r} drawn at {drawn}, allowed {allowed}"
     assert re.search(r"\{\\fs\d+\}WWW", ass_path.read_text())
+
+
+def test_scene_titles_are_drawn_top_centre_inside_the_safe_zone(tmp_path) -> None:
+    titles = [Cue(0.0, 1.0, "Webb spots water"), Cue(1.0, 2.0, "A much longer scene title here")]
+    ass_path = tmp_path / "titles.ass"
+    ass_path.write_text(ass_subtitles([], titles=titles), encoding="utf-8")
+    allowed = title_box(WIDTH, HEIGHT)
+    assert allowed.inside(safe_box(WIDTH, HEIGHT))
+    for title, drawn in zip(titles, _bright_boxes(str(ass_path), len(titles)), strict=True):
+        assert drawn is not None, f"{title.text!r} was not drawn"
+        assert drawn.inside(allowed), f"{title.text!r} drawn at {drawn}, allowed {allowed}"

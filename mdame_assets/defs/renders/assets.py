@@ -10,7 +10,7 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance, create
 from mdame_core.state import WorkUnit
-from mdame_domain.captions import ass_subtitles, caption_cues
+from mdame_domain.captions import Cue, ass_subtitles, caption_cues
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.probe import check_render, probe_media
 from mdame_domain.render import (
@@ -41,14 +41,20 @@ def _render_inputs(
         key=lambda s: s.payload["scene_index"],
     )
     words = [WordTiming(**w) for w in voice.payload["words"]]
-    subtitles_text = ass_subtitles(caption_cues(words))
+    durations = scene_durations(
+        [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
+    )
+    starts = [sum(durations[:i]) for i in range(len(durations))]
+    titles = [
+        Cue(start, start + length, scene.payload["plan"]["on_screen_text"])
+        for scene, start, length in zip(scenes, starts, durations, strict=True)
+    ]
+    subtitles_text = ass_subtitles(caption_cues(words), titles=titles)
     subtitles = work / "captions.ass"
     subtitles.write_text(subtitles_text, encoding="utf-8")
     inputs = RenderInput(
         clip_paths=[str(store.path_for(s.result["uri"])) for s in scenes],
-        scene_durations_s=scene_durations(
-            [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
-        ),
+        scene_durations_s=durations,
         voice_wav=str(store.path_for(voice.payload["uri"])),
         subtitles_ass=str(subtitles),
         out_path=str(work / "video.mp4"),
