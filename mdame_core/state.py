@@ -16,11 +16,15 @@ JSON arguments (payloads, details, results, configs) are limited to 256 KiB of t
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, NewType
+from typing import Any, NewType, TextIO
 from uuid import UUID
 
 import psycopg
@@ -270,6 +274,7 @@ class StateStore:
         if self.env not in ENVIRONMENTS:
             raise EnvironmentMismatch(f"ENV must be one of {ENVIRONMENTS}, not {self.env!r}")
         self._statement_timeout_ms = statement_timeout_ms
+        self._crash = _crash_hooks_from_env(self.env)  # None unless MDAME_CRASH_AT is set
         self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._queries: dict[tuple[str, int], str] = {}
         # Check once on a plain connection so a mismatch raises here instead of making the pool
@@ -348,12 +353,23 @@ class StateStore:
                 return rows
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    # ---- crash-hook points (a later issue injects SIGKILL here); no-ops now ------------
+    # ---- crash-hook points: MDAME_CRASH_AT / MDAME_RPC_TRACE (see CrashPoint) ----------
     def _before_commit(self, rpc: str) -> None:
         """Called after the RPC ran, immediately before its COMMIT is sent."""
+        crash = self._crash
+        if crash is None or crash.phase != "before" or crash.rpc != rpc:
+            return
+        if _commits.count(rpc) == crash.n - 1:  # this call would be the n-th commit
+            _sigkill_self(crash)
 
     def _after_commit(self, rpc: str) -> None:
         """Called immediately after the COMMIT of the RPC returned."""
+        if self._crash is None and not _commits.tracing:
+            return  # inert unless configured
+        n = _commits.record(rpc)
+        crash = self._crash
+        if crash is not None and crash.phase == "after" and crash.rpc == rpc and n == crash.n:
+            _sigkill_self(crash)
 
     def _query(self, rpc: str, nargs: int) -> str:
         key = (rpc, nargs)
@@ -763,6 +779,93 @@ class StateStore:
             [subject_kind, subject_key],
         )
         return rows[0][0] if rows else None
+
+
+# ------------------------------------------------------------------------------------------
+# The crash hook (fault injection for the crash harness, `mdame chaos`)
+# ------------------------------------------------------------------------------------------
+CRASH_ENV = "MDAME_CRASH_AT"
+TRACE_ENV = "MDAME_RPC_TRACE"
+_CRASH_PHASES = ("before", "after")
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """`<rpc>:<n>:<before|after>`: SIGKILL this process just before, or just after, the COMMIT
+    of the n-th committed call of `rpc` in this process (n counts from 1)."""
+
+    rpc: str
+    n: int
+    phase: str
+
+    @classmethod
+    def parse(cls, spec: str) -> CrashPoint:
+        parts = spec.strip().split(":")
+        if (
+            len(parts) != 3
+            or not _RPC_NAME.match(parts[0])
+            or not parts[1].isdigit()
+            or int(parts[1]) < 1
+            or parts[2] not in _CRASH_PHASES
+        ):
+            raise SettingsError(
+                f"{CRASH_ENV}={spec!r} is malformed: expected <rpc>:<n>:<before|after> with n >= 1,"
+                " for example transition:3:after"
+            )
+        return cls(parts[0], int(parts[1]), parts[2])
+
+    def __str__(self) -> str:
+        return f"{self.rpc}:{self.n}:{self.phase}"
+
+
+class _CommitLog:
+    """Process-wide count of committed calls per RPC (what a crash point's n counts), and the
+    optional MDAME_RPC_TRACE file: one line per committed RPC, flushed, so it survives a kill."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._trace: TextIO | None = None
+        self._trace_path = ""
+
+    @property
+    def tracing(self) -> bool:
+        return bool(os.environ.get(TRACE_ENV))
+
+    def count(self, rpc: str) -> int:
+        with self._lock:
+            return self._counts.get(rpc, 0)
+
+    def record(self, rpc: str) -> int:
+        with self._lock:
+            n = self._counts[rpc] = self._counts.get(rpc, 0) + 1
+            path = os.environ.get(TRACE_ENV, "")
+            if path:
+                if self._trace is None or path != self._trace_path:
+                    self._trace, self._trace_path = open(path, "a", encoding="utf-8"), path  # noqa: SIM115
+                self._trace.write(rpc + "\n")
+                self._trace.flush()
+            return n
+
+
+_commits = _CommitLog()
+
+
+def _crash_hooks_from_env(env: str) -> CrashPoint | None:
+    """The configured crash point; refused in prod, where nothing may kill the pipeline."""
+    spec = os.environ.get(CRASH_ENV, "")
+    if not spec:
+        return None
+    if env == "prod":
+        raise SettingsError(f"{CRASH_ENV} is a test-only fault injection and is refused in prod")
+    return CrashPoint.parse(spec)
+
+
+def _sigkill_self(crash: CrashPoint) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"mdame: {CRASH_ENV}={crash}: SIGKILL\n")
+        sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _uuid(value: UUID | str | None) -> UUID | None:

@@ -1,0 +1,129 @@
+"""The crash hook: MDAME_CRASH_AT kills the process with SIGKILL right before or right after the
+n-th commit of an RPC; MDAME_RPC_TRACE records every committed RPC. A real subprocess is killed
+and the database is read afterwards to see which commits landed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from mdame_core.settings import SettingsError
+from mdame_core.state import CRASH_ENV, TRACE_ENV, CrashPoint, StateStore
+
+# Four dimensions created one call at a time, with other RPCs and a refused call in between:
+# only committed calls of the named RPC count towards n.
+CALLS = """
+import os
+from mdame_core.state import InvalidInput, StateStore
+
+store = StateStore(os.environ["URL"], env="dev")
+store.upsert_dimension("d1", "One")
+store.set_dimensions_active(["d1"])
+try:
+    store.upsert_dimension("NOT A SLUG", "refused, rolled back: not a commit")
+except InvalidInput:
+    pass
+store.upsert_dimension("d2", "Two")
+store.upsert_dimension("d3", "Three")
+store.set_dimensions_active(["d1", "d2", "d3"])
+store.close()
+print("finished")
+"""
+ALL_COMMITS = [
+    "upsert_dimension",
+    "set_dimensions_active",
+    "upsert_dimension",
+    "upsert_dimension",
+    "set_dimensions_active",
+]
+
+
+def _run(url: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    trace = tmp_path / "trace.txt"
+    clean_env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, TRACE_ENV)}
+    done = subprocess.run(
+        [sys.executable, "-c", CALLS],
+        env={**clean_env, "ENV": "dev", "URL": url, TRACE_ENV: str(trace), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done, trace.read_text().splitlines() if trace.exists() else []
+
+
+def _slugs(owner: psycopg.Connection) -> list[str]:
+    return [r[0] for r in owner.execute("SELECT slug FROM mdame.dimensions ORDER BY slug")]
+
+
+def test_a_clean_run_traces_every_commit_in_order(fresh_db, owner, tmp_path) -> None:
+    done, trace = _run(fresh_db.app, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "finished" in done.stdout
+    assert trace == ALL_COMMITS  # the refused call is not a commit
+    assert _slugs(owner) == ["d1", "d2", "d3"]
+
+
+def test_crash_after_the_nth_commit_keeps_that_commit(fresh_db, owner, tmp_path) -> None:
+    done, trace = _run(fresh_db.app, tmp_path, **{CRASH_ENV: "upsert_dimension:2:after"})
+
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "finished" not in done.stdout
+    assert trace == ALL_COMMITS[:3]
+    assert _slugs(owner) == ["d1", "d2"]  # d2's commit landed, d3 never ran
+
+
+def test_crash_before_the_nth_commit_loses_that_commit(fresh_db, owner, tmp_path) -> None:
+    done, trace = _run(fresh_db.app, tmp_path, **{CRASH_ENV: "upsert_dimension:2:before"})
+
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert trace == ALL_COMMITS[:2]
+    # d2's call ran but its transaction never committed: the server rolled it back.
+    assert _slugs(owner) == ["d1"]
+    active = owner.execute("SELECT count(*) FROM mdame.dimensions WHERE active").fetchone()
+    assert active == (1,)
+
+
+def test_a_point_the_process_never_reaches_does_nothing(fresh_db, owner, tmp_path) -> None:
+    done, trace = _run(fresh_db.app, tmp_path, **{CRASH_ENV: "upsert_dimension:4:before"})
+
+    assert done.returncode == 0, done.stderr
+    assert trace == ALL_COMMITS
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "transition",
+        "transition:1",
+        "transition:0:after",
+        "transition:-1:after",
+        "transition:x:after",
+        "transition:1:during",
+        "Transition:1:after",
+        "transition:1:after:again",
+    ],
+)
+def test_a_malformed_crash_point_is_refused_at_construction(spec, monkeypatch) -> None:
+    monkeypatch.setenv(CRASH_ENV, spec)
+    # Refused before any connection is tried: the URL points nowhere.
+    with pytest.raises(SettingsError, match="malformed"):
+        StateStore("postgresql://nobody@127.0.0.1:1/none", env="dev")
+
+
+def test_the_crash_hook_is_refused_in_prod(monkeypatch) -> None:
+    monkeypatch.setenv(CRASH_ENV, "transition:1:after")
+    with pytest.raises(SettingsError, match="refused in prod"):
+        StateStore("postgresql://nobody@127.0.0.1:1/none", env="prod")
+
+
+def test_crash_point_round_trips() -> None:
+    point = CrashPoint.parse("complete_job:12:before")
+    assert (point.rpc, point.n, point.phase) == ("complete_job", 12, "before")
+    assert str(point) == "complete_job:12:before"
