@@ -1,0 +1,355 @@
+"""The crash harness: kill the pipeline at every commit boundary, rerun it, check it converged.
+
+1. A clean run of one partition, from a fresh database and home, records the sequence of RPC
+   commits (MDAME_RPC_TRACE). Each (rpc, n) in it is a crash point, except the heartbeats
+   (of the lock, of a job's lease): timer threads send those, so their number varies from run
+   to run (a crash during a heartbeat is a crash mid-step, which neighbouring points cover).
+2. For every crash point, before and after its commit: a fresh database and home, a run with
+   MDAME_CRASH_AT (it must die by SIGKILL), then reruns without it, as the next cron ticks
+   would, until one finishes (at most `max_reruns`).
+3. After each case the invariants (invariants.py) must hold and the end state must equal the
+   clean run's.
+
+Runs are child processes forked from a warm fork server (multiprocessing's forkserver, see
+child.py), so, as with any multiprocessing program, a script that uses the Harness keeps its
+top-level code under `if __name__ == "__main__":`. `jobs` cases run at once. Lock TTL and job
+lease are a few seconds, so a rerun takes over from the killed run quickly; a shared media root
+lets reruns reuse renders, clips and render analyses.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import psycopg
+
+from mdame_assets.chaos.child import MEMO_ENV
+from mdame_assets.chaos.invariants import EndState, snapshot, violations
+from mdame_core import scratch_db
+from mdame_core.state import CRASH_ENV, TRACE_ENV, CrashPoint, StateStore
+
+DEFAULT_DAY = date(2026, 11, 29)
+DEFAULT_DIMENSION = "science"
+# Heartbeats (of the pipeline lock, of a job's lease) are sent by timer threads: how many a run
+# sends varies, so they are not deterministic crash points.
+TIMER_RPC_PREFIX = "heartbeat_"
+PHASES = ("before", "after")
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    day: date = DEFAULT_DAY
+    dimension: str = DEFAULT_DIMENSION
+    jobs: int = 2  # cases at once
+    lock_ttl_s: int = 2  # a killed run's lock and job leases expire this fast
+    job_lease_s: int = 2
+    max_reruns: int = 3
+    run_timeout_s: float = 600.0
+    memo: bool = True  # reuse clips and render analyses across cases (child.py)
+    media_root: Path | None = None  # None: a fresh temporary store for this harness run
+    keep_failed: bool = False  # keep a failed case's database and home for inspection
+
+    @property
+    def partition_key(self) -> str:
+        return f"{self.day.isoformat()}|{self.dimension}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exitcode: int | None  # None: killed by the harness after run_timeout_s
+    seconds: float
+    log: Path
+    commits: int  # RPC commits this run recorded
+
+    @property
+    def killed(self) -> bool:
+        return self.exitcode == -signal.SIGKILL
+
+    def error(self) -> str:
+        """The outcome's error line, or the log's last line."""
+        if self.exitcode is None:
+            return "timed out"
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        for line in reversed(lines):
+            if line.startswith("{"):
+                try:
+                    return json.loads(line).get("error") or f"exit {self.exitcode}"
+                except ValueError:
+                    break
+        return (lines[-1] if lines else "") or f"exit {self.exitcode}"
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    commits: tuple[str, ...]  # RPC names in commit order
+    transitions: tuple[tuple[str, str], ...]  # (kind, to_state) of each transition commit
+    end: EndState
+    seconds: float
+    violations: tuple[str, ...]
+
+    def crash_points(self) -> list[tuple[str, int]]:
+        seen: dict[str, int] = {}
+        points = []
+        for rpc in self.commits:
+            seen[rpc] = seen.get(rpc, 0) + 1
+            if not rpc.startswith(TIMER_RPC_PREFIX):
+                points.append((rpc, seen[rpc]))
+        return points
+
+    def transition_to(self, kind: str, to_state: str, which: int = 1) -> tuple[str, int]:
+        """The crash point of the `which`-th transition of a `kind` into `to_state`."""
+        matches = [i for i, t in enumerate(self.transitions, 1) if t == (kind, to_state)]
+        if len(matches) < which:
+            raise LookupError(f"the clean run has no transition #{which} of a {kind} to {to_state}")
+        return ("transition", matches[which - 1])
+
+    def nth(self, rpc: str, which: int) -> tuple[str, int]:
+        """('rpc', n) for the which-th commit of rpc; negative counts from the last."""
+        total = self.commits.count(rpc)
+        n = which if which > 0 else total + 1 + which
+        if not 1 <= n <= total:
+            raise LookupError(f"the clean run has {total} commits of {rpc}, not #{which}")
+        return (rpc, n)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    index: int
+    point: CrashPoint
+    died: bool
+    reruns: int
+    violations: tuple[str, ...]
+    seconds: float
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.died and not self.violations
+
+    @property
+    def result(self) -> str:
+        if self.violations:
+            extra = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+            return f"VIOLATION: {self.violations[0]}{extra}"
+        if not self.died:
+            return f"NOT REACHED: {self.note}"
+        return "ok" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass
+class _Case:
+    """A fresh database and home for one run sequence."""
+
+    db: scratch_db.DbUrls
+    home: Path
+    runs: int = 0
+
+
+class Harness:
+    """Use as a context manager: it owns the seeded database, the fork server and temp dirs."""
+
+    def __init__(self, config: ChaosConfig | None = None) -> None:
+        self.config = config or ChaosConfig()
+        self._stack = ExitStack()
+        self._db_lock = threading.Lock()
+        self._live: set[multiprocessing.process.BaseProcess] = set()
+        self._live_lock = threading.Lock()
+        self._stopped = threading.Event()
+        self.work = Path()
+        self.media = Path()
+        self.seed = ""
+        self._keep_work = False
+
+    # -- setup ---------------------------------------------------------------------------
+    def __enter__(self) -> Harness:
+        try:
+            self._setup()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped.set()
+        self._kill_live()
+        self._stack.close()
+
+    def _setup(self) -> None:
+        self.work = Path(tempfile.mkdtemp(prefix="mdame-chaos-"))
+        self._stack.callback(lambda: self._keep_work or shutil.rmtree(self.work, True))
+        self.media = self.config.media_root or self.work / "media"
+        self.media.mkdir(parents=True, exist_ok=True)
+        # A migrated database with the dimension registry synced, copied for every case.
+        template = scratch_db.ensure_template()
+        seed = scratch_db.create_database(template, "_seed")
+        self._stack.callback(scratch_db.drop_database, seed.name)
+        from mdame_assets.defs.dimensions.registry import sync_registry
+
+        with StateStore(seed.app, env="dev", pool_max=1) as state:
+            report = sync_registry(state)
+        if self.config.dimension not in report.active:
+            raise ValueError(f"dimension {self.config.dimension!r} is not an active dimension")
+        self.seed = seed.name
+        self._ctx = multiprocessing.get_context("forkserver")
+        # The fork server imports Dagster and the definitions once; every run forks from it.
+        self._ctx.set_forkserver_preload(["mdame_assets.chaos.child"])
+
+    @contextmanager
+    def _fresh(self, name: str, keep: Callable[[], bool] = lambda: False) -> Iterator[_Case]:
+        with self._db_lock:  # CREATE DATABASE ... TEMPLATE wants the template to itself
+            db = scratch_db.create_database(self.seed)
+        home = self.work / name
+        home.mkdir(parents=True)
+        case = _Case(db, home)
+        try:
+            yield case
+        finally:
+            if not keep():
+                scratch_db.drop_database(db.name)
+                shutil.rmtree(home, ignore_errors=True)
+
+    # -- runs ----------------------------------------------------------------------------
+    def _env(self, case: _Case, crash: CrashPoint | None) -> dict[str, str | None]:
+        return {
+            "ENV": "dev",
+            "MDAME_DATABASE_URL": case.db.owner,
+            "MDAME_APP_DATABASE_URL": case.db.app,
+            "MDAME_HOME": str(case.home),
+            "MDAME_MEDIA_ROOT": str(self.media),
+            "MDAME_LOG_FILE": str(case.home / "pipeline.jsonl"),
+            "MDAME_LOCK_TTL_S": str(self.config.lock_ttl_s),
+            "MDAME_LOCK_WAIT_S": str(max(60, 10 * self.config.lock_ttl_s)),
+            "MDAME_JOB_LEASE_S": str(self.config.job_lease_s),
+            MEMO_ENV: "1" if self.config.memo else None,
+            CRASH_ENV: str(crash) if crash else None,
+            TRACE_ENV: str(case.home / f"trace-{case.runs + 1}.txt"),
+        }
+
+    def _run(self, case: _Case, crash: CrashPoint | None = None) -> RunResult:
+        from mdame_assets.chaos.child import forked_main
+
+        env = self._env(case, crash)
+        case.runs += 1
+        log = case.home / f"run-{case.runs}.log"
+        started = time.monotonic()
+        proc = self._ctx.Process(
+            target=forked_main, args=(self.config.partition_key, env, str(log))
+        )
+        with self._live_lock:
+            if self._stopped.is_set():
+                raise RuntimeError("the harness is stopping")
+            proc.start()
+            self._live.add(proc)
+        proc.join(self.config.run_timeout_s)
+        timed_out = proc.is_alive()
+        if timed_out:
+            proc.kill()
+            proc.join()
+        with self._live_lock:
+            self._live.discard(proc)
+        exitcode = None if timed_out else proc.exitcode
+        trace = Path(str(env[TRACE_ENV]))
+        commits = len(trace.read_text().splitlines()) if trace.exists() else 0
+        return RunResult(exitcode, time.monotonic() - started, log, commits)
+
+    def _kill_live(self) -> None:
+        with self._live_lock:
+            for proc in list(self._live):
+                if proc.is_alive():
+                    proc.kill()
+
+    # -- the clean run -------------------------------------------------------------------
+    def clean_run(self) -> CleanRun:
+        with self._fresh("clean") as case:
+            run = self._run(case)
+            if run.exitcode != 0:
+                raise RuntimeError(f"the clean run failed: {run.error()} (log {run.log})")
+            trace = (case.home / "trace-1.txt").read_text().split()
+            with psycopg.connect(case.db.app, autocommit=True) as conn:
+                transitions = conn.execute(
+                    """SELECT subject_kind, to_state FROM mdame.events
+                        WHERE event = 'transition' ORDER BY id"""
+                ).fetchall()
+            end = snapshot(case.db.app, case.home, self.media)
+            found = violations(case.db.app, case.home, self.media)
+            return CleanRun(
+                tuple(trace), tuple(map(tuple, transitions)), end, run.seconds, tuple(found)
+            )
+
+    # -- one crash case ------------------------------------------------------------------
+    def run_case(self, clean: CleanRun, point: CrashPoint, index: int = 0) -> CaseResult:
+        """Crash at `point` on a fresh database, rerun until done, check the invariants."""
+        started = time.monotonic()
+        failed = False
+        keep = lambda: failed and self.config.keep_failed  # noqa: E731 - read at case end
+        with self._fresh(f"case-{index}-{point}".replace(":", "-"), keep) as case:
+            crashed = self._run(case, point)
+            last, reruns = self._rerun(case, crashed)
+            found = []
+            if last.exitcode != 0:
+                found.append(f"did not finish after {reruns} reruns: {last.error()} ({last.log})")
+            found += violations(case.db.app, case.home, self.media, clean.end)
+            failed = bool(found) or not crashed.killed
+            note = "" if crashed.killed else _not_reached(crashed, point)
+            if keep():
+                self._keep_work = True
+                note += f" [kept: database {case.db.name}, home {case.home}]"
+        seconds = time.monotonic() - started
+        return CaseResult(index, point, crashed.killed, reruns, tuple(found), seconds, note)
+
+    def _rerun(self, case: _Case, first: RunResult) -> tuple[RunResult, int]:
+        """The next cron ticks: runs without a crash until one finishes (at most max_reruns)."""
+        last, reruns = first, 0
+        while last.exitcode != 0 and reruns < self.config.max_reruns:
+            reruns += 1
+            last = self._run(case)
+        return last, reruns
+
+    def run_cases(
+        self,
+        clean: CleanRun,
+        points: Sequence[CrashPoint],
+        progress: Callable[[CaseResult], None] | None = None,
+    ) -> list[CaseResult]:
+        """Every case, `jobs` at once; results in the order of `points`."""
+
+        def one(item: tuple[int, CrashPoint]) -> CaseResult:
+            result = self.run_case(clean, item[1], item[0])
+            if progress is not None:
+                progress(result)
+            return result
+
+        pool = ThreadPoolExecutor(max_workers=max(1, self.config.jobs))
+        try:
+            return list(pool.map(one, enumerate(points, 1)))
+        except BaseException:  # Ctrl-C or a harness error: stop, do not run the rest
+            self._stopped.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._kill_live()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+
+def expand(points: Iterable[tuple[str, int]], phases: Sequence[str] = PHASES) -> list[CrashPoint]:
+    """Each (rpc, n), before and after its commit."""
+    return [CrashPoint(rpc, n, phase) for rpc, n in points for phase in phases]
+
+
+def _not_reached(run: RunResult, point: CrashPoint) -> str:
+    return (
+        f"the run ended (exit {run.exitcode}) after {run.commits} commits without reaching "
+        f"{point}: {run.error()}"
+    )

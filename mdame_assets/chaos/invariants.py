@@ -1,0 +1,329 @@
+"""What must hold after any crash and rerun: the invariants the crash harness checks.
+
+`snapshot` reads a finished partition's end state (database rows and files); `violations` lists
+every broken invariant, each as one line naming the row or file. Both only read: SELECTs as the
+application role, and files under MDAME_HOME and the media root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from mdame_domain.media_store import LocalMediaStore, sha256_file
+from mdame_domain.outbox import list_outbox
+
+
+@dataclass(frozen=True)
+class EndState:
+    """The comparable end state of one partition: keys, states and content hashes."""
+
+    units: Mapping[str, Mapping[str, str]]  # kind -> idempotency key -> state
+    jobs: Mapping[str, str]  # job idempotency key -> state
+    video_ids: Mapping[str, str]  # publication key -> video id
+    quota: Mapping[str, str]  # quota key -> ledger state
+    hashes: Mapping[str, str] = field(default_factory=dict)  # "voice:<key>" ... -> sha256
+
+    def differences(self, clean: EndState) -> list[str]:
+        """How this end state differs from the clean run's (empty when equal)."""
+        found: list[str] = []
+        for kind in sorted(set(self.units) | set(clean.units)):
+            found += _diff(kind, self.units.get(kind, {}), clean.units.get(kind, {}))
+        found += _diff("job", self.jobs, clean.jobs)
+        found += _diff("video id", self.video_ids, clean.video_ids)
+        found += _diff("quota", self.quota, clean.quota)
+        found += _diff("content hash", self.hashes, clean.hashes)
+        return found
+
+
+def _diff(label: str, got: Mapping[str, str], want: Mapping[str, str]) -> list[str]:
+    out = []
+    for key in sorted(set(got) | set(want)):
+        if got.get(key) != want.get(key):
+            out.append(
+                f"end state: {label} {_short(key)} is {got.get(key, 'absent')}, "
+                f"clean run has {want.get(key, 'absent')}"
+            )
+    return out
+
+
+def _short(key: str) -> str:
+    return key if len(key) <= 24 else f"{key[:20]}..."
+
+
+# ------------------------------------------------------------------------------------------
+# Reading
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Unit:
+    kind: str
+    id: int
+    key: str
+    state: str
+    terminal: bool
+    payload: dict[str, Any]
+    result: dict[str, Any]
+
+
+def _rows(conn: psycopg.Connection, query: str, args: Iterable[Any] = ()) -> list[tuple]:
+    return conn.execute(query, list(args)).fetchall()
+
+
+def _units(conn: psycopg.Connection) -> list[Unit]:
+    units = []
+    for kind, table in _rows(conn, "SELECT kind, table_name FROM mdame.work_kinds ORDER BY kind"):
+        rows = _rows(
+            conn,
+            f"""SELECT u.id, u.idempotency_key, u.state, s.is_terminal, u.payload, u.result
+                  FROM mdame."{table}" u
+                  JOIN mdame.work_states s ON s.kind = u.kind AND s.state = u.state
+                 ORDER BY u.id""",
+        )
+        units += [Unit(kind, *row) for row in rows]
+    return units
+
+
+def _file_hashes(units: list[Unit], media: LocalMediaStore, home: Path) -> dict[str, str]:
+    """Content hashes the pipeline recorded, checked against the bytes actually stored."""
+    hashes = {}
+    for unit in units:
+        if unit.kind in ("voice_track", "render"):
+            uri, sha = unit.payload.get("uri"), unit.payload.get("sha256")
+        elif unit.kind == "scene":
+            uri, sha = unit.result.get("uri"), unit.result.get("sha256")
+        else:
+            continue
+        if uri and sha:
+            path = media.path_for(uri)
+            hashes[f"{unit.kind}:{unit.key}"] = sha256_file(path) if path.exists() else "missing"
+    for entry in list_outbox(home / "outbox"):
+        for path in (entry.video_path, entry.metadata_path):
+            rel = path.relative_to(home / "outbox")
+            hashes[f"outbox:{rel}"] = sha256_file(path) if path.exists() else "missing"
+    return hashes
+
+
+def snapshot(app_url: str, home: Path, media_root: Path) -> EndState:
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        units = _units(conn)
+        jobs = dict(_rows(conn, "SELECT idempotency_key, state FROM mdame.jobs"))
+        quota = dict(_rows(conn, "SELECT quota_key, state FROM mdame.quota_ledger"))
+    by_kind: dict[str, dict[str, str]] = {}
+    for unit in units:
+        by_kind.setdefault(unit.kind, {})[unit.key] = unit.state
+    video_ids = {u.key: str(u.result.get("video_id")) for u in units if u.kind == "publication"}
+    hashes = _file_hashes(units, LocalMediaStore(media_root), home)
+    return EndState(by_kind, jobs, video_ids, quota, hashes)
+
+
+# ------------------------------------------------------------------------------------------
+# The invariants
+# ------------------------------------------------------------------------------------------
+def violations(
+    app_url: str, home: Path, media_root: Path, clean: EndState | None = None
+) -> list[str]:
+    """Every broken invariant after a run (or a crash and its reruns) has finished.
+
+    With `clean` (the clean run's end state), non-terminal units and queued jobs are legitimate
+    only where the clean run leaves them too, and the end state must equal it.
+    """
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        units = _units(conn)
+        found = [
+            *_publications(conn, units, home),
+            *_unfinished(conn, units, clean),
+            *_ledgers(conn),
+            *_attempts(conn),
+            *_events(conn, units),
+            *_locks(conn),
+        ]
+    if clean is not None:
+        found += snapshot(app_url, home, media_root).differences(clean)
+    return found
+
+
+def _publications(conn: psycopg.Connection, units: list[Unit], home: Path) -> list[str]:
+    """One publication per script and account; one outbox entry per published publication."""
+    found = []
+    for script_id, account_id, n in _rows(
+        conn,
+        """SELECT script_id, account_id, count(*) FROM mdame.publications
+            GROUP BY 1, 2 HAVING count(*) > 1""",
+    ):
+        found.append(f"duplicate publication: script {script_id} account {account_id} x{n}")
+    accounts = dict(
+        _rows(
+            conn,
+            """SELECT dimension_id, count(*) FROM mdame.dimension_accounts
+                WHERE active GROUP BY 1""",
+        )
+    )
+    pubs = [u for u in units if u.kind == "publication"]
+    for script in (u for u in units if u.kind == "script" and u.state == "published"):
+        mine = [p for p in pubs if p.payload["script_id"] == script.id]
+        published = [p for p in mine if p.state == "published"]
+        wanted = accounts.get(script.payload["dimension_id"], 0)
+        if len(published) != wanted or len(mine) != wanted:
+            found.append(
+                f"script {script.id} is published with {len(published)} published of "
+                f"{len(mine)} publications, expected {wanted} (one per account)"
+            )
+    expected = {str(p.result.get("video_id")) for p in pubs if p.state == "published"}
+    entries = [e.video_id for e in list_outbox(home / "outbox")]
+    for video_id in sorted(set(entries) - expected):
+        found.append(f"outbox entry {video_id} belongs to no published publication")
+    for video_id in sorted(expected - set(entries)):
+        found.append(f"published video {video_id} has no outbox entry")
+    if len(entries) != len(set(entries)):
+        found.append(f"outbox holds the same video id twice: {sorted(entries)}")
+    outbox = home / "outbox"
+    stray = sorted(str(p.relative_to(outbox)) for p in outbox.glob("*/.tmp-*"))
+    if stray:
+        found.append(f"half-written outbox entries left behind: {stray}")
+    return found
+
+
+def _unfinished(conn: psycopg.Connection, units: list[Unit], clean: EndState | None) -> list[str]:
+    """Every unit terminal (or where the clean run leaves it); no job held by a dead lease."""
+    found = []
+    for unit in units:
+        legit = clean is not None and clean.units.get(unit.kind, {}).get(unit.key) == unit.state
+        if not unit.terminal and not legit:
+            found.append(f"{unit.kind} {unit.id} stuck in non-terminal state {unit.state}")
+    for job_id, key, state, owner in _rows(
+        conn, "SELECT id, idempotency_key, state, lease_owner FROM mdame.jobs ORDER BY id"
+    ):
+        if state == "running":
+            # Every process of the case has exited: a running job's lease holder is dead.
+            found.append(f"job {job_id} still held by the dead lease of {owner}")
+        elif state != "succeeded" and (clean is None or clean.jobs.get(key) != state):
+            found.append(f"job {job_id} ended {state}")
+    return found
+
+
+def _ledgers(conn: psycopg.Connection) -> list[str]:
+    """reserved = committed/settled + released (nothing left open), and never above a cap."""
+    found = []
+    for key, state in _rows(
+        conn, "SELECT quota_key, state FROM mdame.quota_ledger WHERE state = 'reserved'"
+    ):
+        found.append(f"quota reservation {_short(key)} left open ({state})")
+    for account, day, cap, used in _rows(
+        conn,
+        """SELECT l.account_id, l.day, a.daily_quota_units,
+                  sum(l.units) FILTER (WHERE l.state <> 'released')
+             FROM mdame.quota_ledger l JOIN mdame.dimension_accounts a ON a.id = l.account_id
+            GROUP BY 1, 2, 3""",
+    ):
+        if (used or 0) > cap:
+            found.append(f"quota of account {account} on {day}: {used} units used, cap {cap}")
+    published = {
+        key
+        for (key,) in _rows(
+            conn, "SELECT idempotency_key FROM mdame.publications WHERE state = 'published'"
+        )
+    }
+    for (key,) in _rows(conn, "SELECT quota_key FROM mdame.quota_ledger WHERE state = 'committed'"):
+        if key not in published:
+            found.append(f"quota {_short(key)} committed for no published publication")
+    for key in sorted(published):
+        n = _rows(
+            conn,
+            "SELECT count(*) FROM mdame.quota_ledger WHERE quota_key = %s AND state = 'committed'",
+            [key],
+        )[0][0]
+        if n != 1:
+            found.append(f"publication {_short(key)} has {n} committed quota entries, not 1")
+    for key, state in _rows(
+        conn, "SELECT attempt_key, state FROM mdame.budget_ledger WHERE state = 'reserved'"
+    ):
+        found.append(f"budget reservation {_short(key)} left open ({state})")
+    for scope, period, cap, used in _rows(
+        conn,
+        """SELECT c.scope, c.period, c.cap_micros,
+                  coalesce(sum(CASE l.state WHEN 'settled' THEN l.actual_micros
+                                            WHEN 'reserved' THEN l.reserved_micros END), 0)
+             FROM mdame.budget_caps c
+             LEFT JOIN mdame.budget_ledger l ON l.scope = c.scope AND l.period = c.period
+            GROUP BY 1, 2, 3""",
+    ):
+        if used > cap:
+            found.append(f"budget {scope}/{period}: {used} micros used, cap {cap}")
+    return found
+
+
+def _attempts(conn: psycopg.Connection) -> list[str]:
+    """Every provider attempt resolved, and at most one success per work key (no double post)."""
+    found = []
+    for attempt_id, key, status in _rows(
+        conn,
+        """SELECT id, work_key, status FROM mdame.provider_attempts
+            WHERE status IN ('submitted', 'unknown') ORDER BY id""",
+    ):
+        found.append(f"provider attempt {attempt_id} for {_short(key)} left {status}")
+    for key, n in _rows(
+        conn,
+        """SELECT work_key, count(*) FROM mdame.provider_attempts
+            WHERE status = 'succeeded' GROUP BY 1 HAVING count(*) > 1""",
+    ):
+        found.append(f"work key {_short(key)} succeeded {n} times at the provider")
+    return found
+
+
+def _events(conn: psycopg.Connection, units: list[Unit]) -> list[str]:
+    """Every transition event is an allowed edge, and each unit's events chain to its state."""
+    found = [
+        f"illegal transition in events: {kind} {subject} {src} -> {dst} (event {event_id})"
+        for event_id, kind, subject, src, dst in _rows(
+            conn,
+            """SELECT e.id, e.subject_kind, e.subject_id, e.from_state, e.to_state
+                 FROM mdame.events e
+                WHERE e.event = 'transition'
+                  AND NOT EXISTS (SELECT FROM mdame.allowed_transitions a
+                                   WHERE a.kind = e.subject_kind AND a.from_state = e.from_state
+                                     AND a.to_state = e.to_state)
+                ORDER BY e.id""",
+        )
+    ]
+    history: dict[tuple[str, int], list[tuple[str, str | None, str | None]]] = {}
+    for kind, subject, event, src, dst in _rows(
+        conn,
+        """SELECT e.subject_kind, e.subject_id, e.event, e.from_state, e.to_state
+             FROM mdame.events e JOIN mdame.work_kinds k ON k.kind = e.subject_kind
+            WHERE e.event IN ('created', 'transition') ORDER BY e.id""",
+    ):
+        history.setdefault((kind, subject), []).append((event, src, dst))
+    for unit in units:
+        found += _chain(unit, history.get((unit.kind, unit.id), []))
+    return found
+
+
+def _chain(unit: Unit, events: list[tuple[str, str | None, str | None]]) -> list[str]:
+    name = f"{unit.kind} {unit.id}"
+    if not events or events[0][0] != "created":
+        return [f"{name} has no 'created' event first"]
+    state = events[0][2]
+    for event, src, dst in events[1:]:
+        if event == "created":
+            return [f"{name} was created twice"]
+        if src != state:
+            return [f"{name}: transition {src} -> {dst} recorded while it was {state}"]
+        state = dst
+    if state != unit.state:
+        return [f"{name} is {unit.state} but its events end at {state}"]
+    return []
+
+
+def _locks(conn: psycopg.Connection) -> list[str]:
+    return [
+        f"lock {name} still held by {holder} (token {token})"
+        for name, holder, token in _rows(
+            conn,
+            """SELECT lock_name, holder, token FROM mdame.system_locks
+                WHERE released_at IS NULL AND expires_at > now()""",
+        )
+    ]
