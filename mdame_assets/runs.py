@@ -49,6 +49,20 @@ def _first_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
+def whole_graph(*, without: tuple[str, ...] = ()) -> list:
+    """Every asset and asset check of both code locations (minus the named assets), for
+    materializing a partition in one in-process run, as tests and tools do."""
+    items: list = []
+    for defs in (orchestrator.defs, gpu.defs):
+        items += [
+            a
+            for a in defs.assets
+            if isinstance(a, dg.AssetsDefinition) and a.key.to_user_string() not in without
+        ]
+        items += list(defs.asset_checks)
+    return items
+
+
 def run_partition(instance: dg.DagsterInstance, key: str) -> Outcome:
     started, stages = time.monotonic(), {}
     for defs, job_name in JOBS:

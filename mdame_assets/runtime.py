@@ -55,17 +55,25 @@ class Step:
         log_event(self.execution_id, self.partition.dimension, self.stage, status, **fields)
 
 
-def _acquire(state: StateStore, name: str, holder: str, wait_s: float) -> int:
+def dimension_lock_name(dimension_slug: str) -> str:
+    return f"pipeline:{dimension_slug}"
+
+
+def acquire_dimension_lock(
+    state: StateStore, dimension_slug: str, holder: str, wait_s: float | None = None
+) -> int:
+    """The dimension's pipeline lock (a fencing token), waiting up to MDAME_LOCK_WAIT_S for a
+    live holder; a duplicate cron tick waits here, then finds the work already done."""
+    name = dimension_lock_name(dimension_slug)
+    wait_s = wait_s if wait_s is not None else seconds_setting(LOCK_WAIT_ENV, 600)
     deadline = time.monotonic() + wait_s
-    while True:
-        token = state.acquire_pipeline_lock(name, holder, lock_ttl_s())
-        if token is not None:
-            return token
+    while (token := state.acquire_pipeline_lock(name, holder, lock_ttl_s())) is None:
         if time.monotonic() >= deadline:
             raise LockUnavailable(
                 f"pipeline lock {name!r} still held by another run after {wait_s}s"
             )
-        time.sleep(1.0)
+        time.sleep(0.5)
+    return token
 
 
 class _Heartbeat(threading.Thread):
@@ -102,10 +110,9 @@ def pipeline_step(
             f"dimension {partition.dimension!r} is not in the registry; add dimensions/"
             f"{partition.dimension}.yaml and let the registry sensor sync it"
         )
-    lock_name = f"pipeline:{partition.dimension}"
+    lock_name = dimension_lock_name(partition.dimension)
     holder = f"{execution_id}:{stage}"
-    wait_s = lock_wait_s if lock_wait_s is not None else seconds_setting(LOCK_WAIT_ENV, 600)
-    token = _acquire(state, lock_name, holder, wait_s)
+    token = acquire_dimension_lock(state, partition.dimension, holder, lock_wait_s)
     step = Step(
         partition,
         execution_id,

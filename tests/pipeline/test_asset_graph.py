@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from mdame_assets import gpu, orchestrator
 from mdame_assets.partitions import partition_key
+from mdame_assets.runs import whole_graph
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import frame_signature, frames_differ, mean_volume_db, probe_media
 
@@ -29,17 +29,9 @@ TABLES = (
 )
 
 
-def all_assets_and_checks() -> list:
-    graph = []
-    for defs in (orchestrator.defs, gpu.defs):
-        graph += [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-        graph += list(defs.asset_checks)
-    return graph
-
-
 def materialize(pipeline, key: str) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        all_assets_and_checks(),
+        whole_graph(),
         partition_key=key,
         instance=pipeline.instance,
         resources=pipeline.resources,

@@ -37,8 +37,17 @@ def _settle_from_cache(step: Step) -> None:
 
 
 def _jobs_still_live(step: Step) -> bool:
-    """Whether any unfinished scene of the partition still has a queued or running job."""
-    keys = [scene.idempotency_key for scene in _pending_scenes(step)]
+    """Whether any scene job of the partition is still queued or running.
+
+    Every scene counts, ready ones too: a run that crashed after filling the cache left its
+    scene settled from the cache but its (reaped) job queued, and the job must still be done
+    (a cache hit) so nothing stays queued forever.
+    """
+    keys = [
+        scene.idempotency_key
+        for script in step.units("script", state="planned")
+        for scene in step.state.list_work_units("scene", script_id=script.id)
+    ]
     return any(s in ("queued", "running") for s in step.state.job_states(keys).values())
 
 

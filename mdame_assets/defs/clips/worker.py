@@ -3,19 +3,22 @@
 The same loop runs inside the GPU code location's scene_clips asset and as a standalone
 process on a CUDA host (`mdame worker`). A crashed worker's lease expires and the job is
 claimed again; the cache makes the second attempt cheap when the first got far enough.
+While a job is being made its lease is renewed, so a slow but live worker keeps its job and
+only a dead one loses it.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mdame_core.settings import seconds_setting
-from mdame_core.state import Job, StateError, StateStore
+from mdame_core.state import Job, LeaseLost, StateConflict, StateError, StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
@@ -26,6 +29,36 @@ CACHE_TTL_S = 30 * 24 * 3600
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_s() -> int:
+    return max(1, round(seconds_setting(LEASE_ENV, 300)))
+
+
+class _LeaseKeeper(threading.Thread):
+    """Renews a claimed job's lease every third of it while the job is being made."""
+
+    def __init__(self, state: StateStore, job: Job, me: str, lease: int) -> None:
+        super().__init__(daemon=True, name=f"lease:{job.id}")
+        self.state, self.job, self.me, self.lease = state, job, me, lease
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.lease / 3):
+            try:
+                self.state.heartbeat_job(self.job.id, self.me, self.job.attempt, self.lease)
+            except LeaseLost:
+                return  # reaped and taken over: complete_job will say so
+            except Exception:  # noqa: BLE001 - database briefly unreachable: try the next beat
+                continue
+
+    def __enter__(self) -> _LeaseKeeper:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
 
 
 @dataclass
@@ -47,6 +80,18 @@ def process_job(
     scratch: Path,
 ) -> bool:
     """Makes (or finds) the clip for one job; returns True on a cache hit."""
+    with _LeaseKeeper(state, job, me, lease_s()):
+        return _process(state, job, me, visuals, media, scratch)
+
+
+def _process(
+    state: StateStore,
+    job: Job,
+    me: str,
+    visuals: VisualsResource,
+    media: LocalMediaStore,
+    scratch: Path,
+) -> bool:
     payload = job.payload
     scene_hash = payload["scene_hash"]
     cached = state.lookup_scene_cache(scene_hash)
@@ -68,10 +113,17 @@ def process_job(
 
 def mark_scene_ready(state: StateStore, scene_id: int, uri: str, sha256: str, hit: bool) -> None:
     scene = state.get_work_unit("scene", scene_id)
-    if scene is not None and scene.state in ("planned", "queued"):
+    if scene is None or scene.state not in ("planned", "queued"):
+        return
+    try:
         state.transition(
             "scene", scene.id, scene.state, "ready", {"uri": uri, "sha256": sha256, "cached": hit}
         )
+    except StateConflict:
+        # Another worker (a reaped lease's old holder) got there first: the row decides.
+        again = state.get_work_unit("scene", scene_id)
+        if again is None or again.state != "ready":
+            raise
 
 
 def run_worker(
@@ -86,7 +138,7 @@ def run_worker(
     """Claims scene jobs until `done()` or, with max_idle_s, until idle that long."""
     me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
     while not done():
-        job = state.claim_job(SCENE_JOB_TYPE, me, round(seconds_setting(LEASE_ENV, 300)))
+        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s())
         if job is None:
             state.reap_expired_jobs()
             if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:

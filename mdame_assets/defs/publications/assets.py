@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from mdame_assets.defs.recovery.logic import reconcile_publication
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
@@ -32,20 +33,6 @@ def _approved_file(
     if not step.state.is_approved(render.id, actual):
         raise dg.Failure(f"render {render.id}: file {path} ({actual[:12]}) is not the approved one")
     return render, path
-
-
-def _reconcile(step: Step, pub: WorkUnit, publisher: PublisherResource, slug: str) -> WorkUnit:
-    """A publication left 'uploading' by a crash: ask the channel, never just resubmit."""
-    attempts = step.state.list_attempts(pub.idempotency_key)
-    attempt = attempts[-1] if attempts else None
-    video_id = publisher.find(slug, pub.idempotency_key)
-    if attempt is not None and attempt.status in ("submitted", "unknown"):
-        step.state.reconcile_attempt(
-            attempt.id, "succeeded" if video_id else "failed", {"video_id": video_id}
-        )
-    if video_id:
-        return advance(step.state, pub, "published", {"video_id": video_id, "reconciled": True})
-    return advance(step.state, pub, "pending", {"reconciled": True})
 
 
 def _upload(
@@ -106,7 +93,7 @@ def _publish_script(
                 complete = False
                 continue
             if pub.state == "uploading":
-                pub = _reconcile(step, pub, publisher, step.partition.dimension)
+                pub = reconcile_publication(step.state, pub, publisher, step.partition.dimension)
             if pub.state == "pending":
                 pub = _upload(step, pub, publisher, video, render, script)
         step.state.commit_quota(key)

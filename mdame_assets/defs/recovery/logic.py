@@ -1,19 +1,282 @@
-"""The recovery pass, run before new work: expired job leases back to the queue, and a count
-of this dimension's stalled scripts, which the downstream stages of this run resume (every
-stage also accepts its own in-progress state, e.g. voice_queued, as 'crashed here, redo')."""
+"""The recovery pass: stalled work from crashed runs is dealt with before new work.
+
+1. Expired job leases go back to the queue (or to dead once their attempts are used up).
+2. Scripts of the dimension stuck in an in-progress state, unchanged for `stall_after_s`:
+   - voice_queued / render_queued: a run crashed there. The finding counts one attempt
+     (bump_work_attempt) and the script stays put, so its stage resumes it (every stage accepts
+     its own in-progress state as 'crashed here, redo'). A script already resumed
+     `max_attempts` times is failed with the reason instead of crashing runs forever.
+   - publishing: a video may be out, so the outcome of every unsettled upload is asked of the
+     channel first (here when a publisher is given, else by the publications stage, which
+     reconciles before any new submission). A script with a video out is resumed, never failed;
+     only one with nothing out and nothing in flight is counted, and failed at max attempts
+     (its quota reservations released).
+Recently changed scripts are left alone: a crash a minute ago is resumed by the stage without
+counting against it, so an immediate rerun ends exactly like a clean run.
+
+Exclusion: the pass acts under the dimension's pipeline lock (inside a pipeline step, or taking
+it in `recover_dimension_locked`), so two passes, or a pass and a stage, never act on one
+script at once. Should a transition still lose a race (StateConflict), the script is re-read and
+the decision made again from what the database now says.
+"""
 
 from __future__ import annotations
 
-from mdame_assets.runtime import Step
+import contextlib
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
 
-STALLED_STATES = ("voice_queued", "render_queued", "publishing")
+from mdame_assets.runtime import Step, acquire_dimension_lock, dimension_lock_name
+from mdame_assets.work import advance
+from mdame_core.state import Attempt, NotFound, StateConflict, StateStore, WorkUnit
+from mdame_resources.providers.publisher import PublisherResource
+
+RETRY_STATES = ("voice_queued", "render_queued")
+PUBLISHING = "publishing"
+STALLED_STATES = (*RETRY_STATES, PUBLISHING)
+UNSETTLED = ("submitted", "unknown")  # attempt outcomes nobody knows yet
+STALL_AFTER_S = 600.0  # unchanged this long in an in-progress state: a run crashed there
+MAX_ATTEMPTS = 3  # resumed this often and stalled again: failed, not retried forever
+_RACE_RETRIES = 3
 
 
-def recovery_pass(step: Step) -> dict[str, int]:
-    reaped = step.state.reap_expired_jobs()
-    stalled = sum(
-        len(step.state.list_work_units("script", dimension_id=step.dimension_id, state=s))
-        for s in STALLED_STATES
-    )
-    step.log("recovery", reaped_jobs=reaped, stalled_scripts=stalled)
-    return {"reaped_jobs": reaped, "stalled_scripts": stalled}
+class Action(StrEnum):
+    NONE = "none"  # not (or no longer) in an in-progress state
+    WAIT = "wait"  # changed recently: resumed by its stage without counting an attempt
+    RETRY = "retry"  # count the attempt; its stage resumes it
+    FAIL = "fail"  # resumed max_attempts times already
+    RECONCILE = "reconcile"  # an upload's outcome is unknown: ask the channel first
+    RESUME = "resume"  # a video is out: the publications stage finishes it; never failed
+
+
+@dataclass(frozen=True)
+class Uploads:
+    """What a publishing script's publications say: anything in flight, anything out."""
+
+    in_flight: bool = False
+    out: bool = False
+
+
+def decide(
+    script_state: str,
+    attempts: int,
+    age_s: float,
+    uploads: Uploads | None = None,
+    *,
+    stall_after_s: float = STALL_AFTER_S,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> Action:
+    """What the pass does with one script (pure: the rules above, nothing else)."""
+    if script_state not in STALLED_STATES:
+        return Action.NONE
+    if age_s < stall_after_s:
+        return Action.WAIT
+    if script_state == PUBLISHING and uploads is not None:
+        if uploads.in_flight:
+            return Action.RECONCILE
+        if uploads.out:
+            return Action.RESUME
+    return Action.FAIL if attempts >= max_attempts else Action.RETRY
+
+
+@dataclass
+class RecoveryReport:
+    reaped_jobs: int = 0
+    retried: list[int] = field(default_factory=list)  # script ids, attempt counted
+    failed: list[int] = field(default_factory=list)  # script ids
+    reconciled: list[int] = field(default_factory=list)  # publication ids settled here
+    to_reconcile: list[int] = field(default_factory=list)  # script ids left to the stage
+    resumable: list[int] = field(default_factory=list)  # script ids left as they are
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "reaped_jobs": self.reaped_jobs,
+            "stalled_retried": len(self.retried),
+            "stalled_failed": len(self.failed),
+            "publications_reconciled": len(self.reconciled),
+            "awaiting_reconcile": len(self.to_reconcile),
+            "resumable": len(self.resumable),
+        }
+
+
+# ------------------------------------------------------------------------------------------
+# Publications: reconcile an unknown outcome with the channel (the publications stage uses it)
+# ------------------------------------------------------------------------------------------
+def _last_attempt(state: StateStore, pub: WorkUnit) -> Attempt | None:
+    attempts = state.list_attempts(pub.idempotency_key)
+    return attempts[-1] if attempts else None
+
+
+def in_flight(state: StateStore, pub: WorkUnit) -> bool:
+    """Whether the channel may have a video for `pub` that the database does not record."""
+    if pub.state == "uploading":
+        return True
+    last = _last_attempt(state, pub)
+    return last is not None and last.status in UNSETTLED
+
+
+def reconcile_publication(
+    state: StateStore, pub: WorkUnit, publisher: PublisherResource, dimension_slug: str
+) -> WorkUnit:
+    """Settles what a crash or a timeout left unknown, from the channel's answer, never by
+    resubmitting: the attempt becomes succeeded or failed, an 'uploading' publication
+    published or pending (to be uploaded again). Returns the publication, re-read."""
+    last = _last_attempt(state, pub)
+    video_id = last.detail.get("video_id") if last and last.status == "succeeded" else None
+    video_id = video_id or publisher.find(dimension_slug, pub.idempotency_key)
+    if last is not None and last.status in UNSETTLED:
+        state.reconcile_attempt(
+            last.id, "succeeded" if video_id else "failed", {"video_id": video_id}
+        )
+    if pub.state != "uploading":
+        return pub
+    if video_id:
+        return advance(state, pub, "published", {"video_id": video_id, "reconciled": True})
+    return advance(state, pub, "pending", {"reconciled": True})
+
+
+# ------------------------------------------------------------------------------------------
+# The pass
+# ------------------------------------------------------------------------------------------
+@dataclass
+class _Pass:
+    state: StateStore
+    dimension_slug: str
+    publisher: PublisherResource | None
+    stall_after_s: float
+    max_attempts: int
+    report: RecoveryReport
+
+    def recover(self, script: WorkUnit) -> None:
+        for _ in range(_RACE_RETRIES):
+            try:
+                self._act(script)
+                return
+            except StateConflict:
+                # Lost a race (a stage or another writer moved it): the row decides, re-read.
+                again = self.state.get_work_unit("script", script.id)
+                if again is None:
+                    return
+                script = again
+        self.report.resumable.append(script.id)  # still moving: the next pass looks again
+
+    def _decide(self, script: WorkUnit, pubs: list[WorkUnit]) -> Action:
+        uploads = Uploads(
+            in_flight=any(in_flight(self.state, p) for p in pubs),
+            out=any(p.state == "published" for p in pubs),
+        )
+        age_s = (datetime.now(UTC) - script.updated_at).total_seconds()
+        return decide(
+            script.state,
+            script.attempts,
+            age_s,
+            uploads,
+            stall_after_s=self.stall_after_s,
+            max_attempts=self.max_attempts,
+        )
+
+    def _publications(self, script: WorkUnit) -> list[WorkUnit]:
+        if script.state != PUBLISHING:
+            return []
+        return self.state.list_work_units("publication", script_id=script.id)
+
+    def _act(self, script: WorkUnit) -> None:
+        pubs = self._publications(script)
+        action = self._decide(script, pubs)
+        if action is Action.RECONCILE and self.publisher is not None:
+            for pub in pubs:
+                if in_flight(self.state, pub):
+                    reconcile_publication(self.state, pub, self.publisher, self.dimension_slug)
+                    self.report.reconciled.append(pub.id)
+            pubs = self._publications(script)  # what the channel said decides the rest
+            action = self._decide(script, pubs)
+        if action is Action.RETRY:
+            self.state.bump_work_attempt(
+                "script", script.id, {"recovered": "stalled", "stalled_in": script.state}
+            )
+            self.report.retried.append(script.id)
+        elif action is Action.FAIL:
+            self._fail(script, pubs)
+        elif action is Action.RECONCILE:
+            self.report.to_reconcile.append(script.id)
+        elif action in (Action.WAIT, Action.RESUME):
+            self.report.resumable.append(script.id)
+
+    def _fail(self, script: WorkUnit, pubs: list[WorkUnit]) -> None:
+        reason = (
+            f"stalled in {script.state} again after {script.attempts} resumed attempts "
+            f"(max {self.max_attempts})"
+        )
+        for pub in pubs:  # nothing is out and nothing in flight (decide made sure)
+            _release_quota(self.state, pub.idempotency_key)
+            if pub.state == "pending":
+                advance(self.state, pub, "failed", {"reason": reason})
+        advance(self.state, script, "failed", {"reason": reason})
+        self.report.failed.append(script.id)
+
+
+def _release_quota(state: StateStore, quota_key: str) -> None:
+    with contextlib.suppress(NotFound):  # never reserved
+        state.release_quota(quota_key)
+
+
+def recover(
+    state: StateStore,
+    dimension_id: int,
+    dimension_slug: str,
+    *,
+    publisher: PublisherResource | None = None,
+    stall_after_s: float = STALL_AFTER_S,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> RecoveryReport:
+    """One pass over the dimension's stalled scripts. The caller holds the pipeline lock."""
+    report = RecoveryReport(reaped_jobs=state.reap_expired_jobs())
+    work = _Pass(state, dimension_slug, publisher, stall_after_s, max_attempts, report)
+    for script_state in STALLED_STATES:
+        for script in state.list_work_units(
+            "script", dimension_id=dimension_id, state=script_state
+        ):
+            work.recover(script)
+    return report
+
+
+def recover_dimension_locked(
+    state: StateStore,
+    dimension_slug: str,
+    *,
+    publisher: PublisherResource | None = None,
+    stall_after_s: float = STALL_AFTER_S,
+    max_attempts: int = MAX_ATTEMPTS,
+    lock_wait_s: float | None = None,
+) -> RecoveryReport:
+    """A pass outside a pipeline run (a sensor, an operator): it takes the dimension's pipeline
+    lock first, waiting like a stage does, so it never overlaps a stage or another pass."""
+    dimension = state.get_dimension(dimension_slug)
+    if dimension is None:
+        raise ValueError(f"dimension {dimension_slug!r} is not in the registry")
+    holder = f"recovery:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    token = acquire_dimension_lock(state, dimension_slug, holder, lock_wait_s)
+    try:
+        return recover(
+            state,
+            dimension.id,
+            dimension_slug,
+            publisher=publisher,
+            stall_after_s=stall_after_s,
+            max_attempts=max_attempts,
+        )
+    finally:
+        state.release_pipeline_lock(dimension_lock_name(dimension_slug), holder, token)
+
+
+def recovery_pass(step: Step, publisher: PublisherResource | None = None) -> dict[str, Any]:
+    """The pass at the start of a run, under the run step's pipeline lock."""
+    report = recover(step.state, step.dimension_id, step.partition.dimension, publisher=publisher)
+    counts = report.counts()
+    step.log("recovery", **counts)
+    return counts

@@ -7,6 +7,7 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import pipeline_step
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.trends import FeedError, VolumeGateError, dedupe_trends, score_trends, volume_gate
+from mdame_resources.providers.publisher import PublisherResource
 from mdame_resources.providers.trends import TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
@@ -16,12 +17,15 @@ MAX_TRENDS = 20
 
 @dg.asset(partitions_def=content_partitions, group_name="content", kinds={"postgres"})
 def trends(
-    context: dg.AssetExecutionContext, state: StateStoreResource, trend_source: TrendSourceResource
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    trend_source: TrendSourceResource,
+    publisher: PublisherResource,
 ) -> dg.MaterializeResult:
     """Scored trend items for one dimension and day; the first stage of every run."""
     with pipeline_step(context, state.get_client(), "trends") as step:
         # Recovery before new work: stalled jobs and scripts from crashed runs go first.
-        recovered = recovery_pass(step)
+        recovered = recovery_pass(step, publisher)
         items = []
         for feed in step.dimension.feeds:
             try:

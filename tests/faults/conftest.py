@@ -1,0 +1,201 @@
+"""Fixtures for the fault tests.
+
+`rendered` runs one partition for real, once per session, up to its approved render (the
+expensive part: clips, voice, ffmpeg render and probes) and keeps that database and home. Each
+`rig` is a private copy of it (CREATE DATABASE ... TEMPLATE, and a copied home), so a test
+starts right before publishing in well under a second. `warm_home` is a fresh home whose media
+store already holds those renders, so a full run from scratch reuses the render (the store's
+own derived-output memo) instead of paying ffmpeg again. `throwaway_cluster` is a PostgreSQL
+cluster of the test's own, for stopping the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from faultkit import DAY, DIMENSION, close_short_clients
+
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+from mdame_assets.runs import whole_graph
+from mdame_core import scratch_db, settings
+from mdame_core.migrate import migrate
+from mdame_core.state import StateStore
+from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.selection import offline_providers
+from mdame_resources.state import StateStoreResource, close_clients
+
+DB_LOCAL = settings.REPO_ROOT / "scripts" / "db-local.sh"
+
+
+def offline_resources(app_url: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "state": StateStoreResource(database_url=app_url),
+        "media": MediaStoreResource(),
+        **offline_providers(),
+        **overrides,
+    }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    db_name: str  # nobody connected: a template for CREATE DATABASE
+    home: Path
+
+
+@pytest.fixture(scope="session")
+def rendered(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
+    db = scratch_db.create_database(template_db, "_rendered")
+    home = tmp_path_factory.mktemp("rendered-home")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MDAME_HOME", str(home))
+            mp.delenv("MDAME_MEDIA_ROOT", raising=False)
+            with StateStore(db.app, env="dev") as state:
+                sync_registry(state, DIMENSIONS_DIR)
+            try:
+                with dg.instance_for_test() as instance:
+                    instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
+                    result = dg.materialize(
+                        whole_graph(without=("publications",)),
+                        partition_key=str(partition_key(DAY, DIMENSION)),
+                        instance=instance,
+                        resources=offline_resources(db.app),
+                        raise_on_error=False,
+                    )
+            finally:
+                close_clients()  # no connection may stay: the database is copied from
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+        yield Snapshot(db.name, home)
+    finally:
+        scratch_db.drop_database(db.name)
+
+
+@dataclass
+class Rig:
+    """A partition right before publishing, all of its own: database, home, Dagster instance."""
+
+    db: scratch_db.DbUrls
+    su_url: str
+    home: Path
+    state: StateStore
+    instance: dg.DagsterInstance
+
+    def materialize(self, selection: list[Any], **resource_overrides: Any):
+        return dg.materialize(
+            selection,
+            partition_key=str(partition_key(DAY, DIMENSION)),
+            instance=self.instance,
+            resources=offline_resources(self.db.app, **resource_overrides),
+            raise_on_error=False,
+        )
+
+    def script(self):
+        [script] = self.state.list_work_units("script")
+        return script
+
+
+@pytest.fixture
+def rig(rendered: Snapshot, tmp_path: Path) -> Iterator[Rig]:
+    su_url = settings.superuser_url()  # before MDAME_HOME points elsewhere
+    db = scratch_db.create_database(rendered.db_name, "_rig")
+    home = tmp_path / "home"
+    shutil.copytree(rendered.home, home, symlinks=True)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            # In-process runs (run_partition) resolve everything from the environment.
+            mp.setenv("MDAME_HOME", str(home))
+            mp.setenv("MDAME_DATABASE_URL", db.owner)
+            mp.setenv("MDAME_APP_DATABASE_URL", db.app)
+            mp.delenv("MDAME_MEDIA_ROOT", raising=False)
+            state = StateStore(db.app, env="dev")
+            try:
+                with dg.instance_for_test() as instance:
+                    instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
+                    yield Rig(db, su_url, home, state, instance)
+            finally:
+                close_clients()
+                close_short_clients()
+                state.close()
+    finally:
+        scratch_db.drop_database(db.name)
+
+
+@pytest.fixture
+def warm_home(rendered: Snapshot, tmp_path: Path) -> Path:
+    """An empty home whose media store holds what a run of this partition stores."""
+    home = tmp_path / "home"
+    shutil.copytree(rendered.home / "media", home / "media", symlinks=True)
+    return home
+
+
+@pytest.fixture
+def fresh_synced(fresh_db: scratch_db.DbUrls) -> scratch_db.DbUrls:
+    """A fresh database with the dimension registry synced (what the registry sensor does)."""
+    with StateStore(fresh_db.app, env="dev") as state:
+        sync_registry(state, DIMENSIONS_DIR)
+    return fresh_db
+
+
+# ------------------------------------------------------------------------------------------
+# A PostgreSQL cluster of the test's own
+# ------------------------------------------------------------------------------------------
+@dataclass
+class Cluster:
+    home: Path
+    env: dict[str, str]
+    owner: str
+    app: str
+    superuser: str
+
+    def ctl(self, command: str) -> None:
+        """scripts/db-local.sh start|stop|kill against this cluster only."""
+        done = subprocess.run(
+            [str(DB_LOCAL), command], env=self.env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"db-local.sh {command}: {done.stdout}{done.stderr}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def throwaway_cluster() -> Iterator[Cluster]:
+    if settings.is_external():
+        pytest.skip("needs local PostgreSQL binaries (unset MDAME_DATABASE_URL)")
+    home = Path(tempfile.mkdtemp(prefix="mdame-faults-pg-"))
+    os.chmod(home, 0o755)  # as root, the server runs as 'postgres' and must reach its data
+    port = _free_port()
+    data = home / "pg" / "data"
+    # Written first, so db-local.sh can only ever touch this data directory and port.
+    (home / "pg.env").write_text(f"MDAME_PG_PORT={port}\nMDAME_PG_DATA={data}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDAME_")}
+    env.update(MDAME_HOME=str(home), MDAME_PG_PORT=str(port))
+    base = f"127.0.0.1:{port}"
+    cluster = Cluster(
+        home,
+        env,
+        owner=f"postgresql://{settings.OWNER_ROLE}@{base}/mdame",
+        app=f"postgresql://{settings.APP_ROLE}@{base}/mdame",
+        superuser=f"postgresql://postgres@{base}/postgres",
+    )
+    try:
+        cluster.ctl("start")
+        migrate(cluster.owner, "dev")
+        yield cluster
+    finally:
+        subprocess.run([str(DB_LOCAL), "kill"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,134 @@
+"""The connection dies mid-RPC, or a statement times out: the client raises, and what happened
+is decided by re-reading the database, never by the client's error.
+
+Three faults, each inside the publishing stage (where a wrong guess would mean a second video):
+- the reply to a COMMIT is lost (a proxy forwards the COMMIT after finish_attempt, then cuts
+  the connection): the call raised, yet the attempt is recorded as succeeded; the rerun sees the
+  upload as done and does not submit again;
+- pg_terminate_backend kills record_attempt while it waits: nothing committed, so the rerun
+  finds the publication 'uploading' with no attempt, asks the channel, and uploads once;
+- a statement timeout cancels reserve_quota while it waits: nothing committed, so the rerun
+  reserves (once) and publishes.
+All three end in the same state as an undisturbed run.
+"""
+
+from __future__ import annotations
+
+from faultkit import (
+    CALLS,
+    DAY,
+    RecordingOutbox,
+    ReplyDropper,
+    ShortTimeoutState,
+    owner_transaction,
+    terminate_when_blocked,
+)
+
+from mdame_assets.chaos.invariants import violations
+from mdame_assets.defs.publications.assets import publications
+from mdame_domain.idempotency import idempotency_key
+from mdame_domain.outbox import list_outbox, outbox_video_id
+from mdame_resources.state import StateStoreResource
+
+
+def _errors(result) -> str:
+    return " ".join(str(e.event_specific_data.error) for e in result.all_events if e.is_failure)
+
+
+def _publication_key(rig) -> str:
+    [account] = rig.state.list_accounts("science")
+    return idempotency_key(
+        rig.script().idempotency_key, "publication", account.platform, account.handle
+    )
+
+
+def _assert_converged(rig, attempts: list[str]) -> None:
+    """The end state of an undisturbed run (plus any attempt the fault legitimately left)."""
+    [pub] = rig.state.list_work_units("publication")
+    [account] = rig.state.list_accounts("science")
+    assert rig.script().state == "published"
+    assert pub.state == "published"
+    assert pub.result["video_id"] == outbox_video_id(pub.idempotency_key)
+    assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == attempts
+    usage = rig.state.quota_usage(account.id, DAY)
+    assert (usage.reserved_units, usage.committed_units) == (0, 1600)
+    assert [e.video_id for e in list_outbox(rig.home / "outbox")] == [pub.result["video_id"]]
+    assert violations(rig.db.app, rig.home, rig.home / "media") == []
+
+
+def _rerun(rig) -> None:
+    CALLS.clear()
+    rerun = rig.materialize([publications], publisher=RecordingOutbox())
+    assert rerun.success, _errors(rerun)
+
+
+def test_commit_whose_reply_is_lost_is_seen_as_done_by_the_rerun(rig):
+    proxy = ReplyDropper(rig.db.app)
+    try:
+        proxy.arm("finish_attempt")
+        first = rig.materialize(
+            [publications], state=StateStoreResource(database_url=proxy.url(rig.db.app))
+        )
+    finally:
+        proxy.close()
+
+    assert proxy.fired.is_set()
+    assert not first.success
+    assert "connection" in _errors(first).lower()
+    # The client saw a lost connection; the database says the upload succeeded.
+    [pub] = rig.state.list_work_units("publication")
+    assert pub.state == "uploading"
+    assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == ["succeeded"]
+
+    _rerun(rig)
+
+    assert ("publish", pub.idempotency_key) not in CALLS  # done, so not submitted again
+    _assert_converged(rig, ["succeeded"])
+
+
+def test_rpc_killed_by_pg_terminate_backend_did_not_happen_and_is_redone(rig):
+    key = _publication_key(rig)
+    with owner_transaction(rig.db.owner) as owner:
+        # Holding the attempt ledger's per-key lock makes record_attempt wait right there.
+        owner.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"mdame.provider_attempts:{key}",),
+        )
+        killer = terminate_when_blocked(rig.su_url, rig.db.name, "record_attempt")
+        first = rig.materialize([publications], publisher=RecordingOutbox())
+        killer.join(30)
+
+    assert killer.killed
+    assert not first.success
+    [pub] = rig.state.list_work_units("publication")
+    assert pub.state == "uploading"  # committed before the kill
+    assert rig.state.list_attempts(key) == []  # the killed call did not commit
+    assert list_outbox(rig.home / "outbox") == []
+
+    _rerun(rig)
+
+    assert [m for m, _ in CALLS] == ["find", "publish"]  # asked first, then uploaded once
+    _assert_converged(rig, ["succeeded"])
+
+
+def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
+    [account] = rig.state.list_accounts("science")
+    impatient = ShortTimeoutState(database_url=rig.db.app, statement_timeout_ms=500)
+    with owner_transaction(rig.db.owner) as owner:
+        # The account row serialises quota reservations: reserve_quota waits on it, times out.
+        owner.execute(
+            "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
+        )
+        first = rig.materialize([publications], publisher=RecordingOutbox(), state=impatient)
+
+    assert not first.success
+    assert "statement timeout" in _errors(first)
+    assert rig.script().state == "publishing"
+    [pub] = rig.state.list_work_units("publication")
+    assert pub.state == "pending"
+    usage = rig.state.quota_usage(account.id, DAY)
+    assert (usage.reserved_units, usage.committed_units) == (0, 0)  # nothing was reserved
+
+    _rerun(rig)
+
+    _assert_converged(rig, ["succeeded"])

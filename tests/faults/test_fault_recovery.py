@@ -1,0 +1,236 @@
+"""The recovery pass on seeded stalled scripts of various ages and attempt counts.
+
+Stalled long enough in voice_queued / render_queued: one attempt is counted and the script
+stays for its stage to resume, or it is failed with the reason once max attempts are used.
+Recently changed ones are left alone. A 'publishing' script is never failed while an upload's
+outcome is unknown: the channel is asked first. Concurrent passes converge, and a pass that
+loses a race to another writer re-reads instead of crashing.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from faultkit import (
+    DAY,
+    age,
+    owner_transaction,
+    rows,
+    seed_dimension,
+    seed_script,
+    wait_for,
+)
+
+from mdame_assets.defs.recovery.logic import (
+    MAX_ATTEMPTS,
+    STALL_AFTER_S,
+    recover,
+    recover_dimension_locked,
+)
+from mdame_core.state import StateStore
+from mdame_domain.outbox import list_outbox
+from mdame_resources.providers.publisher import OutboxPublisher
+
+OLD = STALL_AFTER_S * 6  # stalled for an hour
+RECENT = 60.0  # changed a minute ago: a run may just have crashed, or still be on it
+
+
+def _stalled(
+    state: StateStore,
+    owner_url: str,
+    dimension_id: int,
+    name: str,
+    in_state: str,
+    attempts: int,
+    seconds: float,
+) -> int:
+    """A script in `in_state` with `attempts` counted, last changed `seconds` ago."""
+    script = seed_script(state, dimension_id, name, in_state, attempts)
+    age(owner_url, "scripts", script, seconds)
+    return script
+
+
+def _publication(
+    state: StateStore,
+    owner_url: str,
+    script_id: int,
+    account_id: int,
+    name: str,
+    attempt_status: str | None,
+    channel: OutboxPublisher | None,
+) -> None:
+    """A publication as a crash or a timeout leaves it: quota reserved; with attempt_status,
+    mid-upload with that attempt; with a channel, the video actually arrived there."""
+    render = state.upsert_work_unit("render", f"render:{name}", {"script_id": script_id})
+    key = f"publication:{name}"
+    pub = state.upsert_work_unit(
+        "publication",
+        key,
+        {"script_id": script_id, "render_id": render, "account_id": account_id},
+    )
+    assert state.reserve_quota(account_id, DAY, 1600, key) is not None
+    if attempt_status is not None:
+        state.transition("publication", pub, "pending", "uploading")
+        attempt = state.record_attempt(key, "OutboxPublisher", "0" * 64, "submitted")
+        if attempt_status == "unknown":
+            state.finish_attempt(attempt, "unknown")
+    if channel is not None:  # the upload did reach the channel
+        video = channel.folder().parent / f"{name}.mp4"
+        video.write_bytes(b"not really a video")
+        channel.publish("science", key, video, {"published_at": "2026-11-30T00:00:00+00:00"})
+    age(owner_url, "scripts", script_id, OLD)
+
+
+def _unit(state: StateStore, kind: str, unit_id: int):
+    return state.get_work_unit(kind, unit_id)
+
+
+def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
+    state, fresh_db, tmp_path: Path
+):
+    dim, account = seed_dimension(state)
+    other, _ = seed_dimension(state, "cooking")
+    channel = OutboxPublisher(root=str(tmp_path / "outbox"))
+    (tmp_path / "outbox").mkdir()
+    url = fresh_db.owner
+    ids = {
+        "voice_0": _stalled(state, url, dim, "v0", "voice_queued", 0, OLD),
+        "render_2": _stalled(state, url, dim, "r2", "render_queued", 2, OLD),
+        "voice_max": _stalled(state, url, dim, "v3", "voice_queued", MAX_ATTEMPTS, OLD),
+        "render_over": _stalled(state, url, dim, "r5", "render_queued", 5, OLD),
+        "voice_recent": _stalled(state, url, dim, "vr", "voice_queued", MAX_ATTEMPTS, RECENT),
+        "render_recent": _stalled(state, url, dim, "rr", "render_queued", 0, RECENT),
+        "voiced_old": _stalled(state, url, dim, "vo", "voiced", MAX_ATTEMPTS, OLD),
+        "other_dimension": _stalled(state, url, other, "od", "voice_queued", MAX_ATTEMPTS, OLD),
+    }
+    for name, status, arrived, attempts in [
+        ("pub_out", "unknown", True, MAX_ATTEMPTS),  # uploaded, answer lost
+        ("pub_lost", "submitted", False, MAX_ATTEMPTS),  # crashed mid-upload, nothing arrived
+        ("pub_pending", None, False, 0),  # never got to the upload
+    ]:
+        ids[name] = seed_script(state, dim, name, "publishing", attempts)
+        _publication(state, url, ids[name], account, name, status, channel if arrived else None)
+    before = {name: _unit(state, "script", i) for name, i in ids.items()}
+
+    # Without a publisher (the pipeline's pass in trends): publishing is left to be reconciled.
+    blind = recover(state, dim, "science")
+
+    pub_out = state.get_work_unit("publication", "publication:pub_out")
+    assert pub_out.state == "uploading"
+    assert [a.status for a in state.list_attempts("publication:pub_out")] == ["unknown"]
+    assert _unit(state, "script", ids["pub_out"]).state == "publishing"
+    assert _unit(state, "script", ids["pub_lost"]).state == "publishing"
+    assert sorted(blind.to_reconcile) == sorted([ids["pub_out"], ids["pub_lost"]])
+
+    after = {name: _unit(state, "script", i) for name, i in ids.items()}
+    # Stalled below max attempts: one attempt counted, still resumable where it stalled.
+    for name in ("voice_0", "render_2", "pub_pending"):
+        assert after[name].state == before[name].state, name
+        assert after[name].attempts == before[name].attempts + 1, name
+    # At max attempts: failed, with the reason.
+    for name in ("voice_max", "render_over"):
+        assert after[name].state == "failed", name
+        assert before[name].state in after[name].result["reason"], name
+    # Recent, not in progress, or another dimension's: untouched.
+    for name in ("voice_recent", "render_recent", "voiced_old", "other_dimension"):
+        assert after[name] == before[name], name
+
+    # With the publisher: ask the channel, then decide on what it said.
+    informed = recover(state, dim, "science", publisher=channel)
+
+    assert sorted(informed.reconciled) == sorted(
+        [pub_out.id, state.get_work_unit("publication", "publication:pub_lost").id]
+    )
+    # The video is out: published, attempt settled, script left for the stage to finish.
+    pub_out = state.get_work_unit("publication", "publication:pub_out")
+    assert pub_out.state == "published" and pub_out.result["video_id"]
+    [attempt] = state.list_attempts("publication:pub_out")
+    assert (attempt.status, attempt.detail["reconciled_from"]) == ("succeeded", "unknown")
+    assert _unit(state, "script", ids["pub_out"]).state == "publishing"
+    # Nothing arrived and nothing is in flight, attempts used up: failed, quota given back.
+    pub_lost = state.get_work_unit("publication", "publication:pub_lost")
+    assert pub_lost.state == "failed"
+    assert [a.status for a in state.list_attempts("publication:pub_lost")] == ["failed"]
+    assert _unit(state, "script", ids["pub_lost"]).state == "failed"
+    assert rows(
+        fresh_db.app,
+        "SELECT state FROM mdame.quota_ledger WHERE quota_key = 'publication:pub_lost'",
+    ) == [("released",)]
+    assert len(list_outbox(tmp_path / "outbox")) == 1
+
+    # A pass right after changes nothing more.
+    snapshot = {name: _unit(state, "script", i) for name, i in ids.items()}
+    recover(state, dim, "science", publisher=channel)
+    assert {name: _unit(state, "script", i) for name, i in ids.items()} == snapshot
+
+
+def test_two_concurrent_passes_converge(state, fresh_db):
+    dim, _ = seed_dimension(state)
+    retry = [
+        _stalled(state, fresh_db.owner, dim, f"r{i}", "voice_queued", 1, OLD) for i in range(24)
+    ]
+    fail = [
+        _stalled(state, fresh_db.owner, dim, f"f{i}", "render_queued", MAX_ATTEMPTS, OLD)
+        for i in range(8)
+    ]
+    start, errors = threading.Barrier(2), []
+
+    def one_pass() -> None:
+        try:
+            with StateStore(fresh_db.app, env="dev", pool_max=2) as mine:
+                start.wait()
+                recover_dimension_locked(mine, "science", lock_wait_s=30)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    passes = [threading.Thread(target=one_pass) for _ in range(2)]
+    for t in passes:
+        t.start()
+    for t in passes:
+        t.join(60)
+
+    assert errors == []
+    for script in retry:  # counted once, not once per pass
+        unit = _unit(state, "script", script)
+        assert (unit.state, unit.attempts) == ("voice_queued", 2)
+        assert [e.event for e in state.list_events("script", script)].count("attempt") == 2
+    for script in fail:
+        events = state.list_events("script", script)
+        assert _unit(state, "script", script).state == "failed"
+        assert [e.to_state for e in events if e.event == "transition"].count("failed") == 1
+
+
+def test_a_pass_that_loses_a_race_re_reads_instead_of_crashing(state, fresh_db):
+    dim, _ = seed_dimension(state)
+    script = _stalled(state, fresh_db.owner, dim, "raced", "voice_queued", MAX_ATTEMPTS, OLD)
+    outcome: dict = {}
+
+    def one_pass() -> None:
+        try:
+            with StateStore(fresh_db.app, env="dev", pool_max=1) as mine:
+                outcome["report"] = recover(mine, dim, "science")
+        except Exception as exc:  # reported below
+            outcome["error"] = exc
+
+    with owner_transaction(fresh_db.owner) as other_writer:
+        # Another writer (a stage) holds the row and moves it on while the pass waits to fail it.
+        other_writer.execute("SELECT 1 FROM mdame.scripts WHERE id = %s FOR UPDATE", (script,))
+        racer = threading.Thread(target=one_pass)
+        racer.start()
+        wait_for(
+            "the pass to wait on the script row",
+            lambda: rows(
+                fresh_db.owner,
+                """SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+                    AND wait_event_type = 'Lock' AND query LIKE '%%mdame.transition(%%'""",
+            ),
+        )
+        other_writer.execute(
+            "SELECT mdame.transition('script', %s, 'voice_queued', 'voiced', '{}')", (script,)
+        )
+    racer.join(30)
+
+    assert "error" not in outcome, outcome.get("error")
+    assert _unit(state, "script", script).state == "voiced"  # the other writer's move stands
+    assert outcome["report"].failed == []
