@@ -13,19 +13,13 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from mdame_assets.jobs import partition_tags
+from mdame_assets.lifecycle import script_states
 from mdame_assets.partitions import partition_key
 from mdame_core.state import PartitionWork
 
 STALL_RETRY_S = 1800
 AWAITING_CLIPS = ("planned",)
-AWAITING_PUBLISHING = (
-    "visuals_ready",
-    "voice_queued",
-    "voiced",
-    "render_queued",
-    "rendered",
-    "publishing",
-)
+AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")
 
 
 def run_requests(prefix: str, work: list[PartitionWork]) -> list[dg.RunRequest]:

@@ -12,6 +12,7 @@ import dagster as dg
 
 from mdame_assets.defs.recovery.logic import reconcile_publication
 from mdame_assets.defs.renders.assets import renders
+from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance, create
@@ -117,12 +118,8 @@ def publications(
 ) -> dg.MaterializeResult:
     """Published videos: exactly one per script and account, whatever crashes in between."""
     with pipeline_step(context, state.get_client(), "publications") as step:
-        published = {}
-        for script in step.state.list_work_units(
-            "script", dimension_id=step.dimension_id, partition_date=step.partition.day
-        ):
-            if script.state == "rendered":
-                script = advance(step.state, script, "publishing")
-            if script.state == "publishing":
-                published[str(script.id)] = _publish_script(step, script, publisher, media)
+        published = {
+            str(script.id): _publish_script(step, script, publisher, media)
+            for script in scripts_entering(step, "rendered", "publishing")
+        }
     return dg.MaterializeResult(metadata={"published_now": published})
