@@ -1,12 +1,19 @@
-"""What every stage does around its work: the pipeline lock, the run record and JSON logs.
+"""What every stage does around its work: the pipeline lock as a fence, the run record, JSON logs.
 
-A stage runs as `with pipeline_step(context, state, "scripts") as step:`. It holds the
-dimension's pipeline lock (a duplicate cron tick waits here, then finds the work done), records
-the run under its execution_id (the Dagster run id) and logs started / succeeded / failed lines.
+A stage runs as `with pipeline_step(context, state, "scripts") as step:`. It takes the
+dimension's pipeline lock once, without waiting: the run queue already allows one run per
+dimension at a time (dagster.yaml), so a busy lock means a duplicate launch or a dead run's
+lease, and the step fails with LockBusy for the job's RetryPolicy to try again later.
+
+The lock is the fence: `step.state` is a fenced view of the state store, so every write carries
+the lock's token and the database refuses it once the lock moved on. A heartbeat thread renews
+the lease; when a renewal is refused, or cannot get through before the lease runs out, the fence
+is lost and the step makes no further call or side effect (`step.checkpoint()` before each one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -19,20 +26,22 @@ import dagster as dg
 from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
 from mdame_core.settings import seconds_setting
-from mdame_core.state import StateStore, WorkUnit
+from mdame_core.state import Fence, LeaseLost, StateStore, WorkUnit
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 
-# Read per use so a harness can shorten them (a SIGKILLed run's lock must expire before the
-# next run takes over); production keeps the defaults.
-LOCK_TTL_ENV, LOCK_WAIT_ENV = "MDAME_LOCK_TTL_S", "MDAME_LOCK_WAIT_S"
+# Read per use so a harness can shorten it (a SIGKILLed run's lock must expire before the next
+# run takes over); production keeps the default.
+LOCK_TTL_ENV = "MDAME_LOCK_TTL_S"
+# After a failed renewal, try again this often until the lease would run out.
+RENEW_RETRY_S = 0.5
 
 
 def lock_ttl_s() -> int:
     return max(1, round(seconds_setting(LOCK_TTL_ENV, 120)))
 
 
-class LockUnavailable(dg.Failure):
-    pass
+class LockBusy(Exception):
+    """Another live holder has the dimension's lock: transient, retried by the RetryPolicy."""
 
 
 @dataclass
@@ -40,10 +49,9 @@ class Step:
     partition: PartitionRef
     execution_id: str
     stage: str
-    state: StateStore
+    state: StateStore  # fenced while the step holds the lock; plain for read-only steps
     dimension: DimensionConfig
     dimension_id: int
-    lock_token: int
 
     def units(self, kind: str, **filters: Any) -> list[WorkUnit]:
         """This partition's trends, topics or scripts (by day and dimension), oldest first."""
@@ -51,94 +59,122 @@ class Step:
             kind, dimension_id=self.dimension_id, partition_date=self.partition.day, **filters
         )
 
+    def scripts_in(self, *states: str) -> list[WorkUnit]:
+        """This partition's scripts in any of `states`, oldest first."""
+        return [s for s in self.units("script") if s.state in states]
+
+    def checkpoint(self) -> None:
+        """Raises FenceLost when the lock is known lost: call before every side effect."""
+        if self.state.fence is not None:
+            self.state.fence.check()
+
     def log(self, status: str, **fields: Any) -> None:
         log_event(self.execution_id, self.partition.dimension, self.stage, status, **fields)
 
 
 def dimension_lock_name(dimension_slug: str) -> str:
+    """The same name as the database's mdame.dimension_lock_name, which the fence checks."""
     return f"pipeline:{dimension_slug}"
 
 
-def acquire_dimension_lock(
-    state: StateStore, dimension_slug: str, holder: str, wait_s: float | None = None
-) -> int:
-    """The dimension's pipeline lock (a fencing token), waiting up to MDAME_LOCK_WAIT_S for a
-    live holder; a duplicate cron tick waits here, then finds the work already done."""
-    name = dimension_lock_name(dimension_slug)
-    wait_s = wait_s if wait_s is not None else seconds_setting(LOCK_WAIT_ENV, 600)
-    deadline = time.monotonic() + wait_s
-    while (token := state.acquire_pipeline_lock(name, holder, lock_ttl_s())) is None:
-        if time.monotonic() >= deadline:
-            raise LockUnavailable(
-                f"pipeline lock {name!r} still held by another run after {wait_s}s"
-            )
-        time.sleep(0.5)
-    return token
+def acquire_fence(state: StateStore, dimension_slug: str, holder: str) -> Fence:
+    """The dimension's pipeline lock as a Fence, or LockBusy while a live holder has it."""
+    name, ttl = dimension_lock_name(dimension_slug), lock_ttl_s()
+    started = time.monotonic()
+    token = state.acquire_pipeline_lock(name, holder, ttl)
+    if token is None:
+        lock = state.get_lock(name)
+        raise LockBusy(
+            f"pipeline lock {name!r} is held by {lock.holder if lock else '?'} "
+            f"until {lock.expires_at if lock else '?'}; the run queue allows one run per "
+            "dimension, so this is a duplicate launch or a dead run's lease: retried later"
+        )
+    fence = Fence(name, holder, token, ttl)
+    fence.renewed(started)
+    return fence
 
 
 class _Heartbeat(threading.Thread):
-    """Keeps the lock alive while a long step (a render) runs; stops on release."""
+    """Renews the lease every quarter TTL. A refused renewal (taken over) loses the fence at
+    once; a failed one (database unreachable) is retried until the lease would have run out."""
 
-    def __init__(self, state: StateStore, name: str, holder: str, token: int) -> None:
-        super().__init__(daemon=True, name=f"heartbeat:{name}")
-        self.args = (name, holder, token)
-        self.state = state
+    def __init__(self, state: StateStore, fence: Fence) -> None:
+        super().__init__(daemon=True, name=f"heartbeat:{fence.lock_name}")
+        self.state, self.fence = state, fence
         self.stopped = threading.Event()
-        self.lost: Exception | None = None
 
     def run(self) -> None:
-        while not self.stopped.wait(lock_ttl_s() / 4):
+        fence, wait = self.fence, self.fence.ttl_s / 4
+        while not self.stopped.wait(wait):
+            sent = time.monotonic()
             try:
-                self.state.heartbeat_pipeline_lock(*self.args)
-            except Exception as exc:  # noqa: BLE001 - recorded, the step fails on exit
-                self.lost = exc
+                self.state.heartbeat_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+            except LeaseLost as exc:
+                fence.lose(f"renewal refused: {exc}")
                 return
+            except Exception as exc:  # noqa: BLE001 - unreachable for now: retry within the lease
+                if fence.lost is not None:
+                    fence.lose(f"could not renew: {type(exc).__name__}")
+                    return
+                wait = min(RENEW_RETRY_S, fence.ttl_s / 4)
+                continue
+            fence.renewed(sent)
+            wait = fence.ttl_s / 4
+
+    def __enter__(self) -> _Heartbeat:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+
+
+@contextmanager
+def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[StateStore]:
+    """The dimension's lock for the block, renewed by a heartbeat: yields the fenced store."""
+    fence = acquire_fence(state, dimension_slug, holder)
+    try:
+        with _Heartbeat(state, fence):
+            yield state.fenced(fence)
+    finally:
+        # A lost lock needs no release (another holder has it, or it expired).
+        with contextlib.suppress(LeaseLost):
+            state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+
+
+def _dimension(state: StateStore, partition: PartitionRef) -> tuple[DimensionConfig, int]:
+    row = state.get_dimension(partition.dimension)
+    if row is None:
+        raise dg.Failure(
+            f"dimension {partition.dimension!r} is not in the registry; add dimensions/"
+            f"{partition.dimension}.yaml and let the registry sensor sync it",
+            allow_retries=False,
+        )
+    return dimension_from_json(row.config), row.id
 
 
 @contextmanager
 def pipeline_step(
-    context: dg.AssetExecutionContext,
-    state: StateStore,
-    stage: str,
-    lock_wait_s: float | None = None,
+    context: dg.AssetExecutionContext, state: StateStore, stage: str
 ) -> Iterator[Step]:
     partition = PartitionRef.of(context)
     execution_id = context.run.run_id
-    dimension_row = state.get_dimension(partition.dimension)
-    if dimension_row is None:
-        raise dg.Failure(
-            f"dimension {partition.dimension!r} is not in the registry; add dimensions/"
-            f"{partition.dimension}.yaml and let the registry sensor sync it"
+    dimension, dimension_id = _dimension(state, partition)
+    with held_lock(state, partition.dimension, f"{execution_id}:{stage}") as fenced:
+        step = Step(partition, execution_id, stage, fenced, dimension, dimension_id)
+        fenced.start_pipeline_run(
+            execution_id, partition.dimension, str(partition.key), fenced.fence.token
         )
-    lock_name = dimension_lock_name(partition.dimension)
-    holder = f"{execution_id}:{stage}"
-    token = acquire_dimension_lock(state, partition.dimension, holder, lock_wait_s)
-    step = Step(
-        partition,
-        execution_id,
-        stage,
-        state,
-        dimension_from_json(dimension_row.config),
-        dimension_row.id,
-        token,
-    )
-    heartbeat = _Heartbeat(state, lock_name, holder, token)
-    heartbeat.start()
-    state.start_pipeline_run(execution_id, partition.dimension, str(partition.key), token)
-    step.log("started", lock_token=token)
-    started = time.monotonic()
-    try:
-        yield step
-        if heartbeat.lost is not None:
-            raise dg.Failure(f"lost the pipeline lock during {stage}: {heartbeat.lost}")
-        step.log("succeeded", seconds=round(time.monotonic() - started, 3))
-    except BaseException as exc:
-        step.log("failed", error=str(exc)[:500], seconds=round(time.monotonic() - started, 3))
-        raise
-    finally:
-        heartbeat.stopped.set()
-        heartbeat.join(timeout=5)
-        state.release_pipeline_lock(lock_name, holder, token)
+        step.log("started", lock_token=fenced.fence.token)
+        started = time.monotonic()
+        try:
+            yield step
+            step.checkpoint()  # the work is only done if the lock held to the end
+            step.log("succeeded", seconds=round(time.monotonic() - started, 3))
+        except BaseException as exc:
+            step.log("failed", error=str(exc)[:500], seconds=round(time.monotonic() - started, 3))
+            raise
 
 
 def read_step(
@@ -146,15 +182,7 @@ def read_step(
 ) -> Step:
     """A Step for read-only work (asset checks): no lock, no run record."""
     partition = PartitionRef.of(context)
-    row = state.get_dimension(partition.dimension)
-    if row is None:
-        raise dg.Failure(f"dimension {partition.dimension!r} is not in the registry")
+    dimension, dimension_id = _dimension(state, partition)
     return Step(
-        partition,
-        context.op_execution_context.run_id,
-        stage,
-        state,
-        dimension_from_json(row.config),
-        row.id,
-        0,
+        partition, context.op_execution_context.run_id, stage, state, dimension, dimension_id
     )

@@ -16,11 +16,13 @@ JSON arguments (payloads, details, results, configs) are limited to 256 KiB of t
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -80,6 +82,18 @@ class NotFound(StateError):
     """MD006: the row the call refers to does not exist."""
 
 
+class Fenced(LeaseLost):
+    """MD007: the caller's pipeline-lock token is not (or no longer) the live one."""
+
+
+class FenceLost(Fenced):
+    """Raised before anything is sent: this holder knows its lock is lost (taken over, or not
+    renewed before its lease ran out), so it makes no further call."""
+
+    def __init__(self, lock_name: str, reason: str) -> None:
+        super().__init__("fence", f"lock {lock_name} lost: {reason}", "MD007")
+
+
 _ERRORS: dict[str, type[StateError]] = {
     "MD001": InvalidInput,
     "MD002": IdempotencyConflict,
@@ -87,6 +101,7 @@ _ERRORS: dict[str, type[StateError]] = {
     "MD004": LeaseLost,
     "MD005": ReconcileRequired,
     "MD006": NotFound,
+    "MD007": Fenced,
 }
 
 
@@ -222,6 +237,17 @@ class PartitionWork:
 
 
 @dataclass(frozen=True)
+class UploadStart:
+    """begin_upload's answer. action: 'published' (done), 'no_quota' (nothing reserved),
+    'reconcile' (attempt_id's outcome must be settled first) or 'submit' (upload, then
+    finish_upload(attempt_id))."""
+
+    publication_id: int
+    action: str
+    attempt_id: int | None
+
+
+@dataclass(frozen=True)
 class LockInfo:
     lock_name: str
     holder: str
@@ -254,6 +280,51 @@ def _obj(value: JsonObject | None) -> Jsonb:
 
 
 # ------------------------------------------------------------------------------------------
+# The fence: a pipeline lock held by this process
+# ------------------------------------------------------------------------------------------
+class Fence:
+    """The pipeline lock a writer holds: its token, and whether it is known to be lost.
+
+    Fenced RPCs carry the token and the database refuses them once the lock moved on. On this
+    side, `check()` refuses before anything is sent once the lock is known lost (a heartbeat was
+    refused) or could not be renewed before its lease ran out (the database unreachable): the
+    holder makes no further call and no further side effect.
+    """
+
+    def __init__(self, lock_name: str, holder: str, token: int, ttl_s: float) -> None:
+        self.lock_name, self.holder, self.token, self.ttl_s = lock_name, holder, token, ttl_s
+        self._deadline = time.monotonic() + ttl_s  # the lease, measured from before acquiring
+        self._lost: str | None = None
+        self._guard = threading.Lock()
+
+    def renewed(self, sent_at: float) -> None:
+        """A heartbeat sent at `sent_at` (time.monotonic()) succeeded."""
+        with self._guard:
+            if self._lost is None:
+                self._deadline = max(self._deadline, sent_at + self.ttl_s)
+
+    def lose(self, reason: str) -> None:
+        with self._guard:
+            self._lost = self._lost or reason
+
+    @property
+    def deadline(self) -> float:
+        return self._deadline
+
+    @property
+    def lost(self) -> str | None:
+        with self._guard:
+            if self._lost is None and time.monotonic() >= self._deadline:
+                self._lost = f"not renewed within its {self.ttl_s:g}s lease"
+            return self._lost
+
+    def check(self) -> None:
+        reason = self.lost
+        if reason is not None:
+            raise FenceLost(self.lock_name, reason)
+
+
+# ------------------------------------------------------------------------------------------
 # The client
 # ------------------------------------------------------------------------------------------
 class StateStore:
@@ -274,6 +345,7 @@ class StateStore:
         if self.env not in ENVIRONMENTS:
             raise EnvironmentMismatch(f"ENV must be one of {ENVIRONMENTS}, not {self.env!r}")
         self._statement_timeout_ms = statement_timeout_ms
+        self._fence: Fence | None = None  # set on the views that fenced() returns
         self._crash = _crash_hooks_from_env(self.env)  # None unless MDAME_CRASH_AT is set
         self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._queries: dict[tuple[str, int], str] = {}
@@ -320,6 +392,26 @@ class StateStore:
     def close(self) -> None:
         self._pool.close()
 
+    def fenced(self, fence: Fence) -> StateStore:
+        """A view of this client that writes under `fence`: the fenced RPCs carry its token, and
+        every call first checks that the lock is not known lost. It shares this client's pool;
+        close the client, not the view."""
+        view = copy.copy(self)
+        view._fence = fence
+        return view
+
+    @property
+    def fence(self) -> Fence | None:
+        return self._fence
+
+    def _token(self) -> int:
+        if self._fence is None:
+            raise RuntimeError(
+                "this call changes a partition's work and needs the pipeline lock: "
+                "make it on state.fenced(fence)"
+            )
+        return self._fence.token
+
     def __enter__(self) -> StateStore:
         return self
 
@@ -333,6 +425,8 @@ class StateStore:
         Every state change passes here, which is what lets a crash harness stop the process
         right before or after the commit of the n-th call of an RPC (see the hooks below).
         """
+        if self._fence is not None:
+            self._fence.check()
         query = self._query(rpc, len(args))
         for may_retry in (True, False):
             with self._pool.connection() as conn, conn.cursor() as cur:
@@ -389,6 +483,8 @@ class StateStore:
         self, query: str, args: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         """Reads: one autocommit SELECT, never a write (the role could not write anyway)."""
+        if self._fence is not None:
+            self._fence.check()
         with self._pool.connection() as conn:
             return conn.execute(query, args).fetchall()
 
@@ -451,7 +547,9 @@ class StateStore:
     # -- work units ----------------------------------------------------------------------
     def upsert_work_unit(self, kind: str, idempotency_key: str, payload: JsonObject) -> int:
         """Creates the unit once per key (same key and payload: same id; other payload: raises)."""
-        return self._scalar("upsert_work_unit", kind, idempotency_key, _json(payload))
+        return self._scalar(
+            "upsert_work_unit", kind, idempotency_key, _json(payload), self._token()
+        )
 
     def transition(
         self,
@@ -462,10 +560,12 @@ class StateStore:
         detail: JsonObject | None = None,
     ) -> int:
         """Checked move from_state -> to_state, detail merged into result; returns the event id."""
-        return self._scalar("transition", kind, unit_id, from_state, to_state, _obj(detail))
+        return self._scalar(
+            "transition", kind, unit_id, from_state, to_state, _obj(detail), self._token()
+        )
 
     def bump_work_attempt(self, kind: str, unit_id: int, detail: JsonObject | None = None) -> int:
-        return self._scalar("bump_work_attempt", kind, unit_id, _obj(detail))
+        return self._scalar("bump_work_attempt", kind, unit_id, _obj(detail), self._token())
 
     # -- jobs ----------------------------------------------------------------------------
     def enqueue_job(
@@ -487,8 +587,11 @@ class StateStore:
             delay_seconds,
         )
 
-    def claim_job(self, job_type: str, worker_id: str, lease_seconds: int) -> Job | None:
-        rows = self.call("claim_job", job_type, worker_id, lease_seconds)
+    def claim_job(
+        self, job_type: str, worker_id: str, lease_seconds: int, partition_key: str | None = None
+    ) -> Job | None:
+        """The next runnable job of a type (of one partition, or of any when None)."""
+        rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None
         return Job(*rows[0], worker_id=worker_id)
@@ -533,6 +636,10 @@ class StateStore:
         rows = self.call("put_scene_cache", scene_hash, uri, content_sha256, ttl_seconds)
         return CacheEntry(*rows[0])
 
+    def invalidate_scene_cache(self, scene_hash: str, uri: str, reason: str) -> bool:
+        """Drops the entry naming `uri` (its file is missing or corrupt); True if dropped."""
+        return self._scalar("invalidate_scene_cache", scene_hash, uri, reason)
+
     # -- budgets and quotas --------------------------------------------------------------
     def set_budget_cap(self, scope: str, period: str, cap_micros: int) -> int:
         return self._scalar("set_budget_cap", scope, period, cap_micros)
@@ -567,19 +674,36 @@ class StateStore:
         request_hash: str,
         status: str,
         detail: JsonObject | None = None,
+        grace_seconds: int = 0,
     ) -> int:
-        """The attempt id; ReconcileRequired while the last attempt's outcome is unknown."""
+        """The attempt id; ReconcileRequired while the last attempt's outcome is unknown. The
+        attempt is leased to this lock holder until its lock's expiry plus `grace_seconds`."""
         return self._scalar(
-            "record_attempt", work_key, provider, request_hash, status, _obj(detail)
+            "record_attempt",
+            work_key,
+            provider,
+            request_hash,
+            status,
+            _obj(detail),
+            self._token(),
+            grace_seconds,
         )
 
     def finish_attempt(self, attempt_id: int, status: str, detail: JsonObject | None = None) -> str:
-        return self._scalar("finish_attempt", attempt_id, status, _obj(detail))
+        return self._scalar("finish_attempt", attempt_id, status, _obj(detail), self._token())
 
     def reconcile_attempt(
-        self, attempt_id: int, final_status: str, detail: JsonObject | None = None
+        self,
+        attempt_id: int,
+        final_status: str,
+        detail: JsonObject | None = None,
+        asked_at: datetime | None = None,
     ) -> str:
-        return self._scalar("reconcile_attempt", attempt_id, final_status, _obj(detail))
+        """Settles an unknown outcome from the provider's answer, asked at `asked_at` (the
+        database's clock, `db_now()`, read before asking)."""
+        return self._scalar(
+            "reconcile_attempt", attempt_id, final_status, _obj(detail), self._token(), asked_at
+        )
 
     # -- reviews and safety --------------------------------------------------------------
     def record_review(
@@ -591,7 +715,13 @@ class StateStore:
         detail: JsonObject | None = None,
     ) -> int:
         return self._scalar(
-            "record_review", render_id, content_sha256, check_name, verdict, _obj(detail)
+            "record_review",
+            render_id,
+            content_sha256,
+            check_name,
+            verdict,
+            _obj(detail),
+            self._token(),
         )
 
     def is_approved(self, render_id: int, content_sha256: str) -> bool:
@@ -616,9 +746,131 @@ class StateStore:
             rule,
             _json(list(reasons)),
             classifier,
+            self._token(),
         )
 
+    # -- phases: a stage's work and its recovery point in one transaction (0005) -----------
+    def record_trends(self, dimension_slug: str, items: Sequence[JsonObject]) -> list[int]:
+        """Stores the day's trends ({"key", "payload"} each), all or none; their ids."""
+        return self._scalar("record_trends", dimension_slug, _json(list(items)), self._token())
+
+    def decide_topic(self, idempotency_key: str, payload: JsonObject, decision: JsonObject) -> int:
+        """Creates the topic once and, while a candidate, logs the safety decision ({"verdict",
+        "rule", "reasons", "classifier"}) and approves or rejects it, together."""
+        return self._scalar(
+            "decide_topic", idempotency_key, _json(payload), _json(decision), self._token()
+        )
+
+    def record_script(self, idempotency_key: str, payload: JsonObject, decision: JsonObject) -> int:
+        """Creates the script once and, while drafted, logs its safety decision, approves or
+        rejects it and marks its topic scripted, together."""
+        return self._scalar(
+            "record_script", idempotency_key, _json(payload), _json(decision), self._token()
+        )
+
+    def plan_scenes(
+        self,
+        script_id: int,
+        scenes: Sequence[JsonObject],
+        job_type: str,
+        max_attempts: int,
+        partition_key: str,
+    ) -> int:
+        """The script's scenes ({"key", "payload", "cached", "job"} each): cached ones ready,
+        the rest queued with their jobs, and the script planned, together. Jobs enqueued."""
+        return self._scalar(
+            "plan_scenes",
+            script_id,
+            _json(list(scenes)),
+            job_type,
+            max_attempts,
+            partition_key,
+            self._token(),
+        )
+
+    def complete_scene_job(
+        self, job: Job, uri: str, content_sha256: str, cache_hit: bool, ttl_seconds: int
+    ) -> CacheEntry:
+        """Cache entry, scene ready and job succeeded, together, under the job's lease."""
+        rows = self.call(
+            "complete_scene_job",
+            job.id,
+            job.worker_id,
+            job.attempt,
+            uri,
+            content_sha256,
+            cache_hit,
+            ttl_seconds,
+        )
+        return CacheEntry(rows[0][0], rows[0][1], job.lease_expires_at)
+
+    def finish_visuals(self, script_id: int) -> str:
+        """visuals_ready, failed (a scene's job died) or still planned; the script's state."""
+        return self._scalar("finish_visuals", script_id, self._token())
+
+    def record_voice(self, script_id: int, idempotency_key: str, payload: JsonObject) -> int:
+        return self._scalar(
+            "record_voice", script_id, idempotency_key, _json(payload), self._token()
+        )
+
+    def record_render(
+        self, script_id: int, idempotency_key: str, payload: JsonObject, check_name: str
+    ) -> str:
+        """The render, its review and verdict, and the script rendered or failed, together."""
+        return self._scalar(
+            "record_render", script_id, idempotency_key, _json(payload), check_name, self._token()
+        )
+
+    def begin_upload(
+        self,
+        idempotency_key: str,
+        payload: JsonObject,
+        units: int,
+        provider: str,
+        required_reviews: Sequence[str],
+        grace_seconds: int,
+    ) -> UploadStart:
+        """The recovery point before an upload (see UploadStart)."""
+        rows = self.call(
+            "begin_upload",
+            idempotency_key,
+            _json(payload),
+            units,
+            provider,
+            list(required_reviews),
+            grace_seconds,
+            self._token(),
+        )
+        return UploadStart(*rows[0])
+
+    def finish_upload(
+        self,
+        attempt_id: int,
+        status: str,
+        video_id: str | None = None,
+        detail: JsonObject | None = None,
+    ) -> str:
+        """This holder's upload outcome: succeeded, failed or unknown; the publication's state."""
+        return self._scalar(
+            "finish_upload", attempt_id, status, video_id, _obj(detail), self._token()
+        )
+
+    def reconcile_upload(
+        self, publication_id: int, video_id: str | None, asked_at: datetime
+    ) -> str:
+        """Settles an unsettled upload from the channel's answer asked at `asked_at`."""
+        return self._scalar("reconcile_upload", publication_id, video_id, asked_at, self._token())
+
+    def fail_script(self, script_id: int, reason: str) -> bool:
+        """Fails a script, its pending publications and their quota; False if a video may be
+        out or in flight (reconcile first)."""
+        return self._scalar("fail_script", script_id, reason, self._token())
+
     # -- reads (SELECT only) -------------------------------------------------------------
+    def db_now(self) -> datetime:
+        """The database's clock (leases and reconcile answers are judged by it)."""
+        return self._select("SELECT now()")[0][0]
+
     def environment(self) -> str:
         return self._select("SELECT env FROM mdame.environment")[0][0]
 

@@ -64,6 +64,10 @@ def _check_suffix(suffix: str) -> None:
         raise ValueError(f"suffix must look like '.mp4' (or be empty): {suffix!r}")
 
 
+class MediaProblem(RuntimeError):
+    """A stored object is missing or its bytes changed: what it stood for must be made again."""
+
+
 class LocalMediaStore:
     """Content-addressed files under one root directory."""
 
@@ -102,6 +106,28 @@ class LocalMediaStore:
         """Local path of a stored URI (whether or not the file is present)."""
         sha256, suffix = parse_media_uri(uri)
         return self._path(sha256, suffix)
+
+    def problem(self, uri: str, sha256: str | None = None) -> str | None:
+        """Why the object behind `uri` cannot be trusted (missing, or its bytes no longer hash
+        to its name or to the expected `sha256`), or None when it is intact. Reading a file
+        back for use goes through this: media vanishes and rots, the database does not know."""
+        expected, _ = parse_media_uri(uri)
+        if sha256 is not None and sha256 != expected:
+            return f"{uri} is recorded with SHA-256 {sha256[:12]}, not its name's"
+        path = self.path_for(uri)
+        if not path.is_file():
+            return f"{uri} is missing from the media store"
+        actual = sha256_file(path)
+        if actual != expected:
+            return f"{uri} is corrupt: its bytes hash to {actual[:12]}"
+        return None
+
+    def verified_path(self, uri: str, sha256: str | None = None) -> Path:
+        """The local path of `uri` after checking its bytes; MediaProblem when it fails."""
+        problem = self.problem(uri, sha256)
+        if problem is not None:
+            raise MediaProblem(problem)
+        return self.path_for(uri)
 
     def exists(self, sha256: str) -> bool:
         """Whether any file with this content hash is stored (whatever its suffix)."""

@@ -4,11 +4,10 @@ import time
 
 import dagster as dg
 
-from mdame_assets.defs.clips.worker import mark_scene_ready, run_worker
+from mdame_assets.defs.clips.worker import run_worker
 from mdame_assets.defs.scenes.checks import scene_plan_problems
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
@@ -16,64 +15,15 @@ from mdame_resources.state import StateStoreResource
 WAIT_FOR_OTHER_WORKERS_S = 900
 
 
-def _pending_scenes(step: Step) -> list:
-    return [
-        scene
-        for script in step.units(
-            "script",
-            state="planned",
-        )
-        for scene in step.state.list_work_units("scene", script_id=script.id)
-        if scene.state != "ready"
-    ]
-
-
-def _settle_from_cache(step: Step) -> None:
-    """A worker that crashed after filling the cache left its scene queued: finish it here."""
-    for scene in _pending_scenes(step):
-        cached = step.state.lookup_scene_cache(scene.payload["scene_hash"])
-        if cached is not None:
-            mark_scene_ready(step.state, scene.id, cached.uri, cached.content_sha256, True)
-
-
 def _jobs_still_live(step: Step) -> bool:
-    """Whether any scene job of the partition is still queued or running.
-
-    Every scene counts, ready ones too: a run that crashed after filling the cache left its
-    scene settled from the cache but its (reaped) job queued, and the job must still be done
-    (a cache hit) so nothing stays queued forever.
-    """
+    """Whether a scene job of the partition's planned scripts is still queued or running (a
+    standalone worker may hold one; an expired lease is reaped and claimed here)."""
     keys = [
         scene.idempotency_key
-        for script in step.units("script", state="planned")
+        for script in step.scripts_in("planned")
         for scene in step.state.list_work_units("scene", script_id=script.id)
     ]
     return any(s in ("queued", "running") for s in step.state.job_states(keys).values())
-
-
-def _finish_scripts(step: Step) -> tuple[list[int], list[int]]:
-    """Scripts whose scenes are all ready move on; a scene whose job died fails its script."""
-    ready, failed = [], []
-    for script in step.units(
-        "script",
-        state="planned",
-    ):
-        scenes = step.state.list_work_units("scene", script_id=script.id)
-        jobs = step.state.job_states([s.idempotency_key for s in scenes])
-        dead = [
-            s
-            for s in scenes
-            if s.state != "ready" and jobs.get(s.idempotency_key) in ("dead", "failed")
-        ]
-        if dead:
-            for scene in dead:
-                advance(step.state, scene, "failed", {"reason": "job dead after max attempts"})
-            advance(step.state, script, "failed", {"failed_scenes": [s.id for s in dead]})
-            failed.append(script.id)
-        elif all(s.state == "ready" for s in scenes):
-            advance(step.state, script, "visuals_ready")
-            ready.append(script.id)
-    return ready, failed
 
 
 scene_plan_key = dg.AssetKey("scene_plan")
@@ -97,9 +47,10 @@ def scene_clips(
         # The scene_plan checks ran in the other code location: check again before GPU work.
         problems = scene_plan_problems(step)
         if problems:
-            raise dg.Failure("scene plan failed its checks: " + "; ".join(problems))
+            raise dg.Failure(
+                "scene plan failed its checks: " + "; ".join(problems), allow_retries=False
+            )
         started = time.monotonic()
-        _settle_from_cache(step)
         stats = run_worker(
             step.state,
             visuals,
@@ -108,18 +59,21 @@ def scene_clips(
             done=lambda: (
                 not _jobs_still_live(step) or time.monotonic() - started > WAIT_FOR_OTHER_WORKERS_S
             ),
+            partition_key=str(step.partition.key),
         )
-        _settle_from_cache(step)
-        ready, failed = _finish_scripts(step)
-        if failed or _pending_scenes(step):
+        outcomes = {str(s.id): step.state.finish_visuals(s.id) for s in step.scripts_in("planned")}
+        failed = sorted(k for k, v in outcomes.items() if v == "failed")
+        if failed:
             raise dg.Failure(
-                f"scene clips incomplete: scripts failed {failed}, "
-                f"{len(_pending_scenes(step))} scenes still waiting on live jobs"
+                f"scene clips failed for scripts {failed}: a scene's job died", allow_retries=False
             )
+        waiting = sorted(k for k, v in outcomes.items() if v == "planned")
+        if waiting:
+            raise dg.Failure(f"scene clips incomplete: scripts {waiting} wait on live jobs")
     return dg.MaterializeResult(
         metadata={
             **stats.as_metadata(),
-            "scripts_ready": len(ready),
+            "scripts_ready": sum(v == "visuals_ready" for v in outcomes.values()),
             "seconds": round(time.monotonic() - started, 2),
         }
     )

@@ -17,14 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mdame_assets.defs.clips.cache import CACHE_TTL_S, SCENE_JOB_TYPE, cached_clip
 from mdame_core.settings import seconds_setting
-from mdame_core.state import Job, LeaseLost, StateConflict, StateError, StateStore
+from mdame_core.state import Job, LeaseLost, StateError, StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
-SCENE_JOB_TYPE = "scene_clip"
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
-CACHE_TTL_S = 30 * 24 * 3600
 
 
 def worker_id() -> str:
@@ -94,8 +93,7 @@ def _process(
 ) -> bool:
     payload = job.payload
     scene_hash = payload["scene_hash"]
-    cached = state.lookup_scene_cache(scene_hash)
-    hit = cached is not None
+    cached = cached_clip(state, media, scene_hash)
     if cached is None:
         out = scratch / f"{scene_hash}.mp4"
         visuals.generate(
@@ -103,27 +101,12 @@ def _process(
         )
         stored = media.put_file(out, ".mp4")
         out.unlink(missing_ok=True)
-        state.put_scene_cache(scene_hash, stored.uri, stored.sha256, CACHE_TTL_S)
-        cached = state.lookup_scene_cache(scene_hash)
-        assert cached is not None
-    mark_scene_ready(state, payload["scene_id"], cached.uri, cached.content_sha256, hit)
-    state.complete_job(job.id, me, job.attempt, {"uri": cached.uri, "cache_hit": hit})
-    return hit
-
-
-def mark_scene_ready(state: StateStore, scene_id: int, uri: str, sha256: str, hit: bool) -> None:
-    scene = state.get_work_unit("scene", scene_id)
-    if scene is None or scene.state not in ("planned", "queued"):
-        return
-    try:
-        state.transition(
-            "scene", scene.id, scene.state, "ready", {"uri": uri, "sha256": sha256, "cached": hit}
-        )
-    except StateConflict:
-        # Another worker (a reaped lease's old holder) got there first: the row decides.
-        again = state.get_work_unit("scene", scene_id)
-        if again is None or again.state != "ready":
-            raise
+        uri, sha256 = stored.uri, stored.sha256
+    else:
+        uri, sha256 = cached.uri, cached.content_sha256
+    # Cache entry, scene ready and job done commit together, under the job's lease.
+    state.complete_scene_job(job, uri, sha256, cached is not None, CACHE_TTL_S)
+    return cached is not None
 
 
 def run_worker(
@@ -134,11 +117,13 @@ def run_worker(
     done: Callable[[], bool],
     idle_wait_s: float = 1.0,
     max_idle_s: float | None = None,
+    partition_key: str | None = None,
 ) -> WorkerStats:
-    """Claims scene jobs until `done()` or, with max_idle_s, until idle that long."""
+    """Claims scene jobs (of one partition, or of any when None) until `done()` or, with
+    max_idle_s, until idle that long."""
     me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
     while not done():
-        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s())
+        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s(), partition_key)
         if job is None:
             state.reap_expired_jobs()
             if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:

@@ -1,12 +1,16 @@
-"""publications: each approved render published once per account, crash-safe.
+"""publications: each approved render published once per active account, crash-safe.
 
-The upload is an external side effect, so it follows Stripe-style recovery points: the
-publication row moves pending -> uploading before the call, the attempt ledger records
-'submitted' before it and the outcome after it, and a run that finds a publication still
-'uploading' asks the channel what happened before it ever submits again.
+The upload is an external side effect, so it follows Stripe-style recovery points, each one RPC:
+begin_upload (publication, quota reservation, attempt 'submitted' and publication 'uploading',
+together), the upload, then finish_upload (outcome, publication state and quota, together). A
+run that finds an upload whose outcome nobody recorded asks the channel first
+(reconcile_upload), never submitting again while an earlier submission may still land.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -15,90 +19,115 @@ from mdame_assets.defs.renders.assets import renders
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, create
+from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
-from mdame_domain.media_store import sha256_file
+from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.publisher import PublisherResource
 from mdame_resources.state import StateStoreResource
 
 
-def _approved_file(
-    step: Step, script: WorkUnit, media: MediaStoreResource
-) -> tuple[WorkUnit, Path]:
-    """The render to publish, refusing a file whose bytes are not the ones approved."""
-    render = step.state.get_work_unit("render", script.result["render_id"])
-    path = media.store().path_for(render.payload["uri"])
-    actual = sha256_file(path) if path.exists() else "missing"
-    if not step.state.is_approved(render.id, actual):
-        raise dg.Failure(f"render {render.id}: file {path} ({actual[:12]}) is not the approved one")
-    return render, path
+@contextmanager
+def _private_copy(media: MediaStoreResource, render: WorkUnit) -> Iterator[tuple[Path, str]]:
+    """A private copy of the render and its SHA-256: the bytes hashed (and approved) are the
+    bytes uploaded, whatever happens to the stored file meanwhile."""
+    store = media.store()
+    source = store.verified_path(render.payload["uri"], render.payload["sha256"])
+    copy = media.scratch_dir("publish") / f"{render.payload['sha256']}.{render.id}.mp4"
+    copy.write_bytes(source.read_bytes())
+    try:
+        sha256 = sha256_file(copy)
+        if sha256 != render.payload["sha256"]:
+            raise MediaProblem(f"render {render.id} changed while it was copied for upload")
+        yield copy, sha256
+    finally:
+        copy.unlink(missing_ok=True)
 
 
-def _upload(
-    step: Step,
-    pub: WorkUnit,
-    publisher: PublisherResource,
-    video: Path,
-    render: WorkUnit,
-    script: WorkUnit,
-) -> WorkUnit:
-    pub = advance(step.state, pub, "uploading")
-    attempt_id = step.state.record_attempt(
-        pub.idempotency_key, publisher.provider_name, render.payload["sha256"], "submitted"
-    )
-    metadata = {
+def _metadata(step: Step, script: WorkUnit, sha256: str) -> dict[str, Any]:
+    return {
         "title": script.payload["script"]["hook"],
         "description": script.payload["script"]["text"],
         "dimension": step.partition.dimension,
         "made_for_kids": step.dimension.made_for_kids,
         "synthetic_media": step.dimension.synthetic_media,
         "published_at": step.partition.as_of.isoformat(),
-        "render_sha256": render.payload["sha256"],
+        "render_sha256": sha256,
     }
-    try:
-        video_id = publisher.publish(step.partition.dimension, pub.idempotency_key, video, metadata)
-    except TimeoutError:
-        # Sent but no answer: the outcome is unknown. Keep everything reserved; the next run
-        # reconciles before any new submission.
-        step.state.finish_attempt(attempt_id, "unknown")
-        raise
-    step.state.finish_attempt(attempt_id, "succeeded", {"video_id": video_id})
-    return advance(step.state, pub, "published", {"video_id": video_id})
+
+
+def _publish_once(
+    step: Step,
+    key: str,
+    payload: dict[str, Any],
+    publisher: PublisherResource,
+    video: Path,
+    metadata: dict[str, Any],
+) -> str | None:
+    """The publication's video id, uploading it if needed; None when the account's quota for
+    today is used up (nothing reserved, nothing partial)."""
+
+    def begin():
+        return step.state.begin_upload(
+            key,
+            payload,
+            publisher.upload_quota_units,
+            publisher.provider_name,
+            step.dimension.required_reviews,
+            publisher.upload_grace_s,
+        )
+
+    start = begin()
+    if start.action == "reconcile":
+        # Published by the earlier submission, or pending again (the channel has nothing).
+        reconcile_publication(step.state, start.publication_id, publisher, step.partition.dimension)
+        start = begin()
+    if start.action == "no_quota":
+        step.log("quota_exhausted", account_id=payload["account_id"])
+        return None
+    if start.action == "submit":
+        assert start.attempt_id is not None  # begin_upload returns it with 'submit'
+        step.checkpoint()  # no side effect once the lock is known lost
+        try:
+            video_id = publisher.publish(step.partition.dimension, key, video, metadata)
+        except TimeoutError:
+            # Sent but no answer: unknown. Everything stays reserved; the next run asks first.
+            step.state.finish_upload(start.attempt_id, "unknown")
+            raise
+        step.state.finish_upload(start.attempt_id, "succeeded", video_id)
+    pub = step.state.get_work_unit("publication", start.publication_id)
+    if pub is None or pub.state != "published":
+        raise dg.Failure(f"publication {key[:16]} is not published after its upload")
+    return pub.result["video_id"]
 
 
 def _publish_script(
     step: Step, script: WorkUnit, publisher: PublisherResource, media: MediaStoreResource
 ) -> list[str]:
-    render, video = _approved_file(step, script, media)
+    render = step.state.get_work_unit("render", script.result["render_id"])
+    if render is None:
+        raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
     video_ids, complete = [], True
-    for account in step.state.list_accounts(step.partition.dimension):
-        key = idempotency_key(
-            script.idempotency_key, "publication", account.platform, account.handle
-        )
-        pub = create(
-            step.state,
-            "publication",
-            key,
-            {"script_id": script.id, "render_id": render.id, "account_id": account.id},
-        )
-        if pub.state != "published":
-            if (
-                step.state.reserve_quota(
-                    account.id, step.partition.day, publisher.upload_quota_units, key
-                )
-                is None
-            ):
-                step.log("quota_exhausted", account=account.handle)  # nothing partial
-                complete = False
+    with _private_copy(media, render) as (video, sha256):
+        metadata = _metadata(step, script, sha256)
+        for account in step.state.list_accounts(step.partition.dimension):
+            if not account.active:
                 continue
-            if pub.state == "uploading":
-                pub = reconcile_publication(step.state, pub, publisher, step.partition.dimension)
-            if pub.state == "pending":
-                pub = _upload(step, pub, publisher, video, render, script)
-        step.state.commit_quota(key)
-        video_ids.append(pub.result["video_id"])
+            key = idempotency_key(
+                script.idempotency_key, "publication", account.platform, account.handle
+            )
+            payload = {
+                "script_id": script.id,
+                "render_id": render.id,
+                "account_id": account.id,
+                "content_sha256": sha256,
+            }
+            video_id = _publish_once(step, key, payload, publisher, video, metadata)
+            if video_id is None:
+                complete = False
+            else:
+                video_ids.append(video_id)
     if complete:
         advance(step.state, script, "published", {"video_ids": video_ids})
     return video_ids
@@ -116,7 +145,7 @@ def publications(
     publisher: PublisherResource,
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
-    """Published videos: exactly one per script and account, whatever crashes in between."""
+    """Published videos: exactly one per script and active account, whatever crashes between."""
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
             str(script.id): _publish_script(step, script, publisher, media)

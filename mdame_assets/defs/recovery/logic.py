@@ -22,7 +22,6 @@ the decision made again from what the database now says.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import uuid
@@ -31,8 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from mdame_assets.runtime import Step, acquire_dimension_lock, dimension_lock_name
-from mdame_assets.work import advance
+from mdame_assets.runtime import Step, held_lock
 from mdame_core.state import Attempt, NotFound, StateConflict, StateStore, WorkUnit
 from mdame_resources.providers.publisher import PublisherResource
 
@@ -121,23 +119,18 @@ def in_flight(state: StateStore, pub: WorkUnit) -> bool:
 
 
 def reconcile_publication(
-    state: StateStore, pub: WorkUnit, publisher: PublisherResource, dimension_slug: str
-) -> WorkUnit:
-    """Settles what a crash or a timeout left unknown, from the channel's answer, never by
-    resubmitting: the attempt becomes succeeded or failed, an 'uploading' publication
-    published or pending (to be uploaded again). Returns the publication, re-read."""
-    last = _last_attempt(state, pub)
-    video_id = last.detail.get("video_id") if last and last.status == "succeeded" else None
-    video_id = video_id or publisher.find(dimension_slug, pub.idempotency_key)
-    if last is not None and last.status in UNSETTLED:
-        state.reconcile_attempt(
-            last.id, "succeeded" if video_id else "failed", {"video_id": video_id}
-        )
-    if pub.state != "uploading":
-        return pub
-    if video_id:
-        return advance(state, pub, "published", {"video_id": video_id, "reconciled": True})
-    return advance(state, pub, "pending", {"reconciled": True})
+    state: StateStore, publication_id: int, publisher: PublisherResource, dimension_slug: str
+) -> str:
+    """Settles what a crash or a timeout left unknown from the channel's answer, never by
+    resubmitting: published with the channel's video id, or pending (to be uploaded again).
+    The database refuses (LeaseLost) to settle another holder's submission from an answer asked
+    before that holder's lease ran out. Returns the publication's state."""
+    pub = state.get_work_unit("publication", publication_id)
+    if pub is None:
+        raise NotFound("reconcile_publication", f"publication {publication_id} does not exist")
+    asked_at = state.db_now()  # before asking: the answer is at least this fresh
+    video_id = publisher.find(dimension_slug, pub.idempotency_key)
+    return state.reconcile_upload(pub.id, video_id, asked_at)
 
 
 # ------------------------------------------------------------------------------------------
@@ -191,7 +184,7 @@ class _Pass:
         if action is Action.RECONCILE and self.publisher is not None:
             for pub in pubs:
                 if in_flight(self.state, pub):
-                    reconcile_publication(self.state, pub, self.publisher, self.dimension_slug)
+                    reconcile_publication(self.state, pub.id, self.publisher, self.dimension_slug)
                     self.report.reconciled.append(pub.id)
             pubs = self._publications(script)  # what the channel said decides the rest
             action = self._decide(script, pubs)
@@ -201,28 +194,22 @@ class _Pass:
             )
             self.report.retried.append(script.id)
         elif action is Action.FAIL:
-            self._fail(script, pubs)
+            self._fail(script)
         elif action is Action.RECONCILE:
             self.report.to_reconcile.append(script.id)
         elif action in (Action.WAIT, Action.RESUME):
             self.report.resumable.append(script.id)
 
-    def _fail(self, script: WorkUnit, pubs: list[WorkUnit]) -> None:
+    def _fail(self, script: WorkUnit) -> None:
         reason = (
             f"stalled in {script.state} again after {script.attempts} resumed attempts "
             f"(max {self.max_attempts})"
         )
-        for pub in pubs:  # nothing is out and nothing in flight (decide made sure)
-            _release_quota(self.state, pub.idempotency_key)
-            if pub.state == "pending":
-                advance(self.state, pub, "failed", {"reason": reason})
-        advance(self.state, script, "failed", {"reason": reason})
-        self.report.failed.append(script.id)
-
-
-def _release_quota(state: StateStore, quota_key: str) -> None:
-    with contextlib.suppress(NotFound):  # never reserved
-        state.release_quota(quota_key)
+        # Its pending publications fail and their quota is released in the same phase.
+        if self.state.fail_script(script.id, reason):
+            self.report.failed.append(script.id)
+        else:  # a video may be out after all: leave it to the publications stage
+            self.report.resumable.append(script.id)
 
 
 def recover(
@@ -252,26 +239,22 @@ def recover_dimension_locked(
     publisher: PublisherResource | None = None,
     stall_after_s: float = STALL_AFTER_S,
     max_attempts: int = MAX_ATTEMPTS,
-    lock_wait_s: float | None = None,
 ) -> RecoveryReport:
     """A pass outside a pipeline run (a sensor, an operator): it takes the dimension's pipeline
-    lock first, waiting like a stage does, so it never overlaps a stage or another pass."""
+    lock first (LockBusy while a run holds it), so it never overlaps a stage or another pass."""
     dimension = state.get_dimension(dimension_slug)
     if dimension is None:
         raise ValueError(f"dimension {dimension_slug!r} is not in the registry")
     holder = f"recovery:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    token = acquire_dimension_lock(state, dimension_slug, holder, lock_wait_s)
-    try:
+    with held_lock(state, dimension_slug, holder) as fenced:
         return recover(
-            state,
+            fenced,
             dimension.id,
             dimension_slug,
             publisher=publisher,
             stall_after_s=stall_after_s,
             max_attempts=max_attempts,
         )
-    finally:
-        state.release_pipeline_lock(dimension_lock_name(dimension_slug), holder, token)
 
 
 def recovery_pass(step: Step, publisher: PublisherResource | None = None) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, create
 from mdame_core.state import WorkUnit
 from mdame_domain.captions import Cue, ass_subtitles, caption_cues
 from mdame_domain.idempotency import idempotency_key
@@ -53,9 +52,9 @@ def _render_inputs(
     subtitles = work / "captions.ass"
     subtitles.write_text(subtitles_text, encoding="utf-8")
     inputs = RenderInput(
-        clip_paths=[str(store.path_for(s.result["uri"])) for s in scenes],
+        clip_paths=[str(store.verified_path(s.result["uri"], s.result["sha256"])) for s in scenes],
         scene_durations_s=durations,
-        voice_wav=str(store.path_for(voice.payload["uri"])),
+        voice_wav=str(store.verified_path(voice.payload["uri"], voice.payload["sha256"])),
         subtitles_ass=str(subtitles),
         out_path=str(work / "video.mp4"),
     )
@@ -84,40 +83,26 @@ def _rendered_file(step: Step, script: WorkUnit, media: MediaStoreResource, key:
 
 
 def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
+    """Renders (or reuses the render of identical inputs), probes it and records the render,
+    its review and the script's outcome in one phase."""
     key = idempotency_key(script.idempotency_key, "render")
-    render = step.state.get_work_unit("render", key)
-    if render is None:
-        stored = _rendered_file(step, script, media, key)
-        probe = probe_media(str(stored.path))
-        render = create(
-            step.state,
-            "render",
-            key,
-            {
-                "script_id": script.id,
-                "uri": stored.uri,
-                "sha256": stored.sha256,
-                "width": probe.width,
-                "height": probe.height,
-                "duration_s": round(probe.duration_s, 3),
-                "problems": check_render(str(stored.path)),
-            },
+    stored = _rendered_file(step, script, media, key)
+    probe = probe_media(str(stored.path))
+    payload = {
+        "script_id": script.id,
+        "uri": stored.uri,
+        "sha256": stored.sha256,
+        "width": probe.width,
+        "height": probe.height,
+        "duration_s": round(probe.duration_s, 3),
+        "problems": check_render(str(stored.path)),
+    }
+    outcome = step.state.record_render(script.id, key, payload, REVIEW_CHECK)
+    if outcome != "rendered":
+        raise dg.Failure(
+            f"render of script {script.id} rejected: {payload['problems']}", allow_retries=False
         )
-    if render.state == "rendered":
-        verdict = "approved" if not render.payload["problems"] else "rejected"
-        step.state.record_review(
-            render.id,
-            render.payload["sha256"],
-            REVIEW_CHECK,
-            verdict,
-            {"problems": render.payload["problems"]},
-        )
-        render = advance(step.state, render, verdict)
-    if render.state != "approved":
-        advance(step.state, script, "failed", {"render_problems": render.payload["problems"]})
-        raise dg.Failure(f"render of script {script.id} rejected: {render.payload['problems']}")
-    advance(step.state, script, "rendered", {"render_id": render.id})
-    return {"uri": render.payload["uri"], "duration_s": render.payload["duration_s"]}
+    return {"uri": payload["uri"], "duration_s": payload["duration_s"]}
 
 
 @dg.asset(

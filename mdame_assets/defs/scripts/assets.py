@@ -8,7 +8,7 @@ import dagster as dg
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, create
+from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.writer import MAX_ATTEMPTS, Script, TopicBrief
@@ -42,14 +42,16 @@ def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> tuple[S
 def _script_for(
     step: Step, topic: WorkUnit, writer: ScriptWriterResource, safety: SafetyClassifierResource
 ) -> str:
-    """Writes (or finds) the topic's script and returns the outcome for the metadata."""
+    """Writes the topic's script and records it with its safety decision, in one phase; returns
+    the outcome for the metadata."""
     script, attempt = _write(step, writer, topic)
     if script is None:
         advance(step.state, topic, "rejected", {"rejected_by": "hook", "attempts": attempt})
         return "hook_rejected"
-    unit = create(
-        step.state,
-        "script",
+    decision = safety.decide(
+        script.text, step.dimension.safety_profile, step.dimension.blocked_terms
+    )
+    script_id = step.state.record_script(
         idempotency_key(topic.idempotency_key, "script"),
         {
             "dimension_id": step.dimension_id,
@@ -59,28 +61,15 @@ def _script_for(
             "provider": writer.provider_name,
             "script": asdict(script),
         },
+        {
+            "verdict": decision.verdict,
+            "rule": decision.rule,
+            "reasons": list(decision.reasons),
+            "classifier": decision.classifier,
+        },
     )
-    if unit.state == "drafted":
-        decision = safety.decide(
-            script.text, step.dimension.safety_profile, step.dimension.blocked_terms
-        )
-        step.state.log_safety_decision(
-            "script",
-            unit.idempotency_key,
-            step.partition.dimension,
-            decision.verdict,
-            decision.rule,
-            list(decision.reasons),
-            decision.classifier,
-        )
-        unit = advance(
-            step.state,
-            unit,
-            "approved" if decision.verdict == "allow" else "rejected",
-            {"safety_rule": decision.rule},
-        )
-    advance(step.state, topic, "scripted", {"script_id": unit.id})
-    return unit.state
+    unit = step.state.get_work_unit("script", script_id)
+    return unit.state if unit is not None else "missing"
 
 
 @dg.asset(

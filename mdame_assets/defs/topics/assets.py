@@ -1,11 +1,13 @@
 """topics: the best trends that pass the dimension's safety profile, one per video to make."""
 
+from typing import Any
+
 import dagster as dg
 
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, create
+from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
@@ -14,22 +16,37 @@ from mdame_resources.state import StateStoreResource
 CANDIDATES_PER_VIDEO = 5
 
 
-def _decide(step: Step, safety: SafetyClassifierResource, trend) -> tuple[str, str]:
+def _decision(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> dict[str, Any]:
     decision = safety.decide(
         f"{trend.payload['title']}. {trend.payload['summary']}",
         step.dimension.safety_profile,
         step.dimension.blocked_terms,
     )
-    step.state.log_safety_decision(
-        "topic",
-        trend.idempotency_key,
-        step.partition.dimension,
-        decision.verdict,
-        decision.rule,
-        list(decision.reasons),
-        decision.classifier,
-    )
-    return decision.verdict, decision.rule
+    return {
+        "verdict": decision.verdict,
+        "rule": decision.rule,
+        "reasons": list(decision.reasons),
+        "classifier": decision.classifier,
+    }
+
+
+def _topic_for(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> WorkUnit:
+    """The trend's topic, decided once: classified, logged and approved or rejected together."""
+    key = idempotency_key(trend.idempotency_key, "topic")
+    topic = step.state.get_work_unit("topic", key)
+    if topic is None or topic.state == "candidate":
+        payload = {
+            "dimension_id": step.dimension_id,
+            "partition_date": step.partition.day.isoformat(),
+            "trend_id": trend.id,
+            "title": trend.payload["title"],
+            "snippets": [trend.payload["summary"]] if trend.payload["summary"] else [],
+            "keywords": trend.payload["keywords"],
+        }
+        step.state.decide_topic(key, payload, _decision(step, safety, trend))
+        topic = step.state.get_work_unit("topic", key)
+        assert topic is not None  # decide_topic just created or found it
+    return topic
 
 
 @dg.asset(
@@ -49,23 +66,7 @@ def topics(
         for trend in ranked[: wanted * CANDIDATES_PER_VIDEO]:
             if approved >= wanted:
                 break
-            topic = create(
-                step.state,
-                "topic",
-                idempotency_key(trend.idempotency_key, "topic"),
-                {
-                    "dimension_id": step.dimension_id,
-                    "partition_date": step.partition.day.isoformat(),
-                    "trend_id": trend.id,
-                    "title": trend.payload["title"],
-                    "snippets": [trend.payload["summary"]] if trend.payload["summary"] else [],
-                    "keywords": trend.payload["keywords"],
-                },
-            )
-            if topic.state == "candidate":
-                verdict, rule = _decide(step, safety, trend)
-                target = "approved" if verdict == "allow" else "rejected"
-                topic = advance(step.state, topic, target, {"safety_rule": rule})
+            topic = _topic_for(step, safety, trend)
             # A topic that passed safety uses its video slot even if the hook audit rejects it
             # later: re-runs then pick exactly the same topics.
             if topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook":

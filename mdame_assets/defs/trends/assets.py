@@ -37,26 +37,30 @@ def trends(
             kept = volume_gate(scored, MIN_TRENDS, MAX_TRENDS)
         except VolumeGateError as exc:
             raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
-        ids = [
-            step.state.upsert_work_unit(
-                "trend",
-                idempotency_key(step.partition.dimension, step.partition.day, "trend", t.item.guid),
+        ids = step.state.record_trends(
+            step.partition.dimension,
+            [
                 {
-                    "dimension_id": step.dimension_id,
-                    "partition_date": step.partition.day.isoformat(),
-                    "title": t.item.title,
-                    "summary": t.item.summary,
-                    "url": t.item.url,
-                    "source": t.item.source,
-                    "published_at": t.item.published_at.isoformat()
-                    if t.item.published_at
-                    else None,
-                    "score": round(t.score, 6),
-                    "keywords": list(t.matched_keywords),
-                },
-            )
-            for t in kept
-        ]
+                    "key": idempotency_key(
+                        step.partition.dimension, step.partition.day, "trend", t.item.guid
+                    ),
+                    "payload": {
+                        "dimension_id": step.dimension_id,
+                        "partition_date": step.partition.day.isoformat(),
+                        "title": t.item.title,
+                        "summary": t.item.summary,
+                        "url": t.item.url,
+                        "source": t.item.source,
+                        "published_at": t.item.published_at.isoformat()
+                        if t.item.published_at
+                        else None,
+                        "score": round(t.score, 6),
+                        "keywords": list(t.matched_keywords),
+                    },
+                }
+                for t in kept
+            ],
+        )
     return dg.MaterializeResult(
         metadata={
             "feed_items": len(items),

@@ -8,7 +8,7 @@ from mdame_assets.defs.clips.checks import clip_problems
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, create
+from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_resources.media import MediaStoreResource
@@ -21,35 +21,33 @@ scene_clips_key = dg.AssetKey("scene_clips")
 def _voice_for(
     step: Step, script: WorkUnit, voice: VoiceResource, media: MediaStoreResource
 ) -> float:
-    """Synthesizes (or finds) the script's voice track; returns its duration."""
+    """Synthesizes the script's voice track and records it with the script voiced, in one
+    phase; returns its duration. A script back here after a crash was not voiced (the phase is
+    atomic), so it is synthesized again."""
     key = idempotency_key(script.idempotency_key, "voice")
-    existing = step.state.get_work_unit("voice_track", key)
-    if existing is None:
-        wav = media.scratch_dir("voice") / f"{key}.wav"
-        try:
-            track = voice.synthesize(script.payload["script"]["text"], step.dimension.voice, wav)
-        except VoiceSynthesisError as exc:
-            # Quality over availability: nothing degraded is published.
-            advance(step.state, script, "halted", {"reason": str(exc)[:500]})
-            raise dg.Failure(f"HALT: voice synthesis failed for script {script.id}: {exc}") from exc
-        stored = media.store().put_file(wav, ".wav")
-        wav.unlink(missing_ok=True)
-        existing = create(
-            step.state,
-            "voice_track",
-            key,
-            {
-                "script_id": script.id,
-                "uri": stored.uri,
-                "sha256": stored.sha256,
-                "duration_s": round(track.duration_s, 3),
-                "voice": step.dimension.voice,
-                "provider": voice.provider_name,
-                "words": [asdict(w) for w in track.words],
-            },
-        )
-    advance(step.state, script, "voiced", {"voice_track_id": existing.id})
-    return existing.payload["duration_s"]
+    wav = media.scratch_dir("voice") / f"{key}.wav"
+    step.checkpoint()
+    try:
+        track = voice.synthesize(script.payload["script"]["text"], step.dimension.voice, wav)
+    except VoiceSynthesisError as exc:
+        # Quality over availability: nothing degraded is published.
+        advance(step.state, script, "halted", {"reason": str(exc)[:500]})
+        raise dg.Failure(
+            f"HALT: voice synthesis failed for script {script.id}: {exc}", allow_retries=False
+        ) from exc
+    stored = media.store().put_file(wav, ".wav")
+    wav.unlink(missing_ok=True)
+    payload = {
+        "script_id": script.id,
+        "uri": stored.uri,
+        "sha256": stored.sha256,
+        "duration_s": round(track.duration_s, 3),
+        "voice": step.dimension.voice,
+        "provider": voice.provider_name,
+        "words": [asdict(w) for w in track.words],
+    }
+    step.state.record_voice(script.id, key, payload)
+    return payload["duration_s"]
 
 
 @dg.asset(
@@ -69,7 +67,9 @@ def voice_tracks(
         # scene_clips ran in the GPU code location: its gate is re-checked on this side.
         problems = clip_problems(step, media)
         if problems:
-            raise dg.Failure("scene clips failed their checks: " + "; ".join(problems))
+            raise dg.Failure(
+                "scene clips failed their checks: " + "; ".join(problems), allow_retries=False
+            )
         durations = {
             str(script.id): _voice_for(step, script, voice, media)
             for script in scripts_entering(step, "visuals_ready", "voice_queued")
