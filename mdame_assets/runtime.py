@@ -138,9 +138,10 @@ def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[S
         with _Heartbeat(state, fence):
             yield state.fenced(fence)
     finally:
-        # A lost lock needs no release (another holder has it, or it expired).
-        with contextlib.suppress(LeaseLost):
-            state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+        # A lost lock needs no release: another holder has it, or it expired.
+        if fence.lost is None:
+            with contextlib.suppress(LeaseLost):
+                state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
 
 
 def _dimension(state: StateStore, partition: PartitionRef) -> tuple[DimensionConfig, int]:

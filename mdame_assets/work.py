@@ -20,10 +20,3 @@ def advance(
     assert refreshed is not None
     return refreshed
 
-
-def create(state: StateStore, kind: str, key: str, payload: dict[str, Any]) -> WorkUnit:
-    """Creates the work unit once (same key, same payload -> the same row) and reads it."""
-    unit_id = state.upsert_work_unit(kind, key, payload)
-    unit = state.get_work_unit(kind, unit_id)
-    assert unit is not None
-    return unit
