@@ -12,7 +12,7 @@ help:
 	@echo "make test      install, start what the tests need, run them"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
-	@echo "make bench     queue throughput benchmark;  make lint  ruff"
+	@echo "make bench     queue throughput benchmark;  make lint  ruff and mypy"
 
 install:
 	@scripts/install.sh
@@ -41,3 +41,5 @@ bench: db
 
 lint: install
 	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
+	@$(BIN)/mypy

@@ -87,9 +87,8 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
         with conn.transaction():
             conn.execute(BOOTSTRAP)
         _check_environment(conn, env)
-        applied = dict(
-            conn.execute("SELECT filename, sha256 FROM mdame.schema_migrations").fetchall()
-        )
+        rows = conn.execute("SELECT filename, sha256 FROM mdame.schema_migrations").fetchall()
+        applied: dict[str, str] = {filename: digest for filename, digest in rows}
         pending = _pending(files, applied)
         for f in pending:
             _apply(conn, f, env)
