@@ -7,8 +7,9 @@
 - `rendered_rig`: a private copy of a partition with its render approved, right before
   publishing.
 
-The two snapshots are made once per session (clips, espeak, one ffmpeg render) and copied
-per test with CREATE DATABASE ... TEMPLATE and a copied home, as tests/faults does.
+Both snapshots are made once per session and copied per test with CREATE DATABASE ...
+TEMPLATE and a copied home, as tests/faults does: `clipped` here (clips only), `rendered` in
+tests/conftest.py (clips, espeak and one ffmpeg render), shared with tests/faults.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Rig:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot:  # the shape of tests/conftest.py's Snapshot (`rendered`)
     db_name: str  # nobody connected: a template for CREATE DATABASE
     home: Path
 
@@ -117,18 +118,6 @@ def clipped(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         with StateStore(db.app, env="dev") as state:
             sync_registry(state, DIMENSIONS_DIR)
         _run_once(db, home, graph(upto="scene_clips"))
-        yield Snapshot(db.name, home)
-    finally:
-        scratch_db.drop_database(db.name)
-
-
-@pytest.fixture(scope="session")
-def rendered(clipped: Snapshot, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
-    db = scratch_db.create_database(clipped.db_name, "_rendered")
-    home = tmp_path_factory.mktemp("rendered-home")
-    shutil.copytree(clipped.home, home, symlinks=True, dirs_exist_ok=True)
-    try:
-        _run_once(db, home, graph(upto="renders"))
         yield Snapshot(db.name, home)
     finally:
         scratch_db.drop_database(db.name)
