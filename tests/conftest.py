@@ -4,6 +4,9 @@ The template `mdame_template_<hash>` is migrated once (ENV=dev) and keyed on the
 and the runner, so a changed migration builds a new one. Each test that needs a database gets a
 copy made with CREATE DATABASE ... TEMPLATE (fast, and fully isolated), dropped afterwards.
 The helpers live in mdame_core.scratch_db, which the crash harness (`mdame chaos`) shares.
+
+`rendered` is one partition run for real up to its approved render, once per session, shared
+by tests/faults and tests/checks (the render is the most expensive thing the suite makes).
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -84,3 +90,57 @@ def owner(fresh_db: DbUrls) -> Iterator[psycopg.Connection]:
     """An autocommit owner connection, for inspecting (and, in TTL tests, aging) rows."""
     with psycopg.connect(fresh_db.owner, autocommit=True) as conn:
         yield conn
+
+
+# The partition of the `rendered` snapshot; tests/faults/faultkit.py and tests/checks/checkkit.py
+# name the same one.
+RENDERED_DAY, RENDERED_DIMENSION = date(2026, 11, 29), "science"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    db_name: str  # nobody connected: a template for CREATE DATABASE
+    home: Path
+
+
+@pytest.fixture(scope="session")
+def rendered(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
+    """science 2026-11-29 run up to its approved render: a database to copy and its home."""
+    import dagster as dg
+
+    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+    from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+    from mdame_assets.runs import whole_graph
+    from mdame_core.state import StateStore
+    from mdame_resources.media import MediaStoreResource
+    from mdame_resources.providers.selection import offline_providers
+    from mdame_resources.state import StateStoreResource, close_clients
+
+    db = create_database(template_db, "_rendered")
+    home = tmp_path_factory.mktemp("rendered-home")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MDAME_HOME", str(home))
+            mp.delenv("MDAME_MEDIA_ROOT", raising=False)
+            with StateStore(db.app, env="dev") as state:
+                sync_registry(state, DIMENSIONS_DIR)
+            try:
+                with dg.instance_for_test() as instance:
+                    instance.add_dynamic_partitions(DIMENSION_PARTITION, [RENDERED_DIMENSION])
+                    result = dg.materialize(
+                        whole_graph(without=("publications",)),
+                        partition_key=str(partition_key(RENDERED_DAY, RENDERED_DIMENSION)),
+                        instance=instance,
+                        resources={
+                            "state": StateStoreResource(database_url=db.app),
+                            "media": MediaStoreResource(),
+                            **offline_providers(),
+                        },
+                        raise_on_error=False,
+                    )
+            finally:
+                close_clients()  # no connection may stay: the database is copied from
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+        yield Snapshot(db.name, home)
+    finally:
+        drop_database(db.name)

@@ -1,12 +1,12 @@
 """Fixtures for the fault tests.
 
-`rendered` runs one partition for real, once per session, up to its approved render (the
-expensive part: clips, voice, ffmpeg render and probes) and keeps that database and home. Each
-`rig` is a private copy of it (CREATE DATABASE ... TEMPLATE, and a copied home), so a test
-starts right before publishing in well under a second. `warm_home` is a fresh home whose media
-store already holds those renders, so a full run from scratch reuses the render (the store's
-own derived-output memo) instead of paying ffmpeg again. `throwaway_cluster` is a PostgreSQL
-cluster of the test's own, for stopping the server.
+`rendered` (tests/conftest.py, shared with tests/checks) runs one partition for real, once per
+session, up to its approved render (the expensive part: clips, voice, ffmpeg render and probes)
+and keeps that database and home. Each `rig` is a private copy of it (CREATE DATABASE ...
+TEMPLATE, and a copied home), so a test starts right before publishing in well under a second.
+`warm_home` is a fresh home whose media store already holds those renders, so a full run from
+scratch reuses the render (the store's own derived-output memo) instead of paying ffmpeg again.
+`throwaway_cluster` is a PostgreSQL cluster of the test's own, for stopping the server.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from faultkit import DAY, DIMENSION, close_short_clients
 
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
-from mdame_assets.runs import whole_graph
 from mdame_core import scratch_db, settings
 from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
@@ -45,40 +44,6 @@ def offline_resources(app_url: str, **overrides: Any) -> dict[str, Any]:
         **offline_providers(),
         **overrides,
     }
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    db_name: str  # nobody connected: a template for CREATE DATABASE
-    home: Path
-
-
-@pytest.fixture(scope="session")
-def rendered(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
-    db = scratch_db.create_database(template_db, "_rendered")
-    home = tmp_path_factory.mktemp("rendered-home")
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("MDAME_HOME", str(home))
-            mp.delenv("MDAME_MEDIA_ROOT", raising=False)
-            with StateStore(db.app, env="dev") as state:
-                sync_registry(state, DIMENSIONS_DIR)
-            try:
-                with dg.instance_for_test() as instance:
-                    instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
-                    result = dg.materialize(
-                        whole_graph(without=("publications",)),
-                        partition_key=str(partition_key(DAY, DIMENSION)),
-                        instance=instance,
-                        resources=offline_resources(db.app),
-                        raise_on_error=False,
-                    )
-            finally:
-                close_clients()  # no connection may stay: the database is copied from
-        assert result.success, [e.message for e in result.all_events if e.is_failure]
-        yield Snapshot(db.name, home)
-    finally:
-        scratch_db.drop_database(db.name)
 
 
 @dataclass
@@ -106,7 +71,7 @@ class Rig:
 
 
 @pytest.fixture
-def rig(rendered: Snapshot, tmp_path: Path) -> Iterator[Rig]:
+def rig(rendered, tmp_path: Path) -> Iterator[Rig]:
     su_url = settings.superuser_url()  # before MDAME_HOME points elsewhere
     db = scratch_db.create_database(rendered.db_name, "_rig")
     home = tmp_path / "home"
@@ -132,7 +97,7 @@ def rig(rendered: Snapshot, tmp_path: Path) -> Iterator[Rig]:
 
 
 @pytest.fixture
-def warm_home(rendered: Snapshot, tmp_path: Path) -> Path:
+def warm_home(rendered, tmp_path: Path) -> Path:
     """An empty home whose media store holds what a run of this partition stores."""
     home = tmp_path / "home"
     shutil.copytree(rendered.home / "media", home / "media", symlinks=True)

@@ -1,11 +1,12 @@
-"""Quality gate on scene clips: every scene of a script past planning has a stored clip."""
+"""Quality gate on scene clips: every scene of a script past planning has its stored clip,
+with the bytes it was made with (a clip that vanished or rotted since is caught here)."""
 
 import dagster as dg
 
 from mdame_assets.defs.clips.assets import scene_clips
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import Step, read_step
-from mdame_domain.media_store import parse_media_uri
+from mdame_domain.media_store import sha256_file
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
@@ -21,8 +22,13 @@ def clip_problems(step: Step, media: MediaStoreResource) -> list[str]:
             uri = scene.result.get("uri")
             if scene.state != "ready" or not uri:
                 problems.append(f"scene {scene.id} of script {script.id} is {scene.state}")
-            elif not store.exists(parse_media_uri(uri)[0]):
+            elif not (path := store.path_for(uri)).exists():
                 problems.append(f"scene {scene.id}: clip {uri} missing from the media store")
+            elif (actual := sha256_file(path)) != scene.result.get("sha256"):
+                problems.append(
+                    f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
+                    f"not the stored {str(scene.result.get('sha256'))[:12]}"
+                )
     return problems
 
 

@@ -1,9 +1,11 @@
-"""Quality gate: approved renders still probe as 1080x1920, 15-60 s, with an audio stream."""
+"""Quality gate: approved renders are still the approved bytes and still probe as 1080x1920,
+15-60 s, with an audio stream."""
 
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.runtime import read_step
+from mdame_domain.media_store import sha256_file
 from mdame_domain.probe import check_render
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -25,6 +27,11 @@ def render_probe(
         if not path.exists():
             problems.append(f"render {render.id}: file missing")
             continue
+        if (actual := sha256_file(path)) != render.payload["sha256"]:
+            problems.append(
+                f"render {render.id}: file has SHA-256 {actual[:12]}, "
+                f"not the approved {render.payload['sha256'][:12]}"
+            )
         problems += [f"render {render.id}: {p}" for p in check_render(str(path))]
     return dg.AssetCheckResult(
         passed=not problems, metadata={"problems": problems, "renders_checked": checked}

@@ -1,4 +1,5 @@
-"""Quality gate: every voiced script has an audible voice track in the media store."""
+"""Quality gate: every voiced script has an audible voice track in the media store, with the
+bytes that were timed and captioned (a file replaced since is caught here)."""
 
 import dagster as dg
 
@@ -6,6 +7,7 @@ from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import read_step
 from mdame_domain.idempotency import idempotency_key
+from mdame_domain.media_store import sha256_file
 from mdame_domain.probe import mean_volume_db
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -30,6 +32,11 @@ def voice_present(
         if path is None or not path.exists():
             problems.append(f"script {script.id}: no voice file")
             continue
+        if (actual := sha256_file(path)) != track.payload["sha256"]:
+            problems.append(
+                f"script {script.id}: voice file has SHA-256 {actual[:12]}, "
+                f"not the stored {track.payload['sha256'][:12]}"
+            )
         volumes[str(script.id)] = volume = mean_volume_db(str(path))
         if volume <= MIN_MEAN_VOLUME_DB or track.payload["duration_s"] <= 0:
             problems.append(f"script {script.id}: voice too quiet ({volume:.1f} dB)")

@@ -1,0 +1,203 @@
+"""The media stages' checks fail on bad media and hold back every stage after them:
+clips_present, its re-check inside voice_tracks (scene_clips and its check ran in the GPU code
+location), voice_present and render_probe.
+
+Bad media is made the way it happens: a TTS that returns silence, and stored files that vanish
+or rot after they were checked (deleted, truncated, replaced or re-muxed with real ffmpeg).
+"""
+
+from __future__ import annotations
+
+from checkkit import (
+    ORDER,
+    SilentVoice,
+    evaluation,
+    failure_message,
+    graph,
+    materialized,
+    not_started,
+    problems,
+    remux_with_new_title,
+    replace_with_small_silent_video,
+    stored_path,
+    truncate_half,
+)
+
+from mdame_domain.idempotency import idempotency_key
+from mdame_domain.media_store import sha256_file
+from mdame_resources.providers.voice import EspeakVoice
+
+FROM_CLIPS = ORDER[ORDER.index("scene_clips") :]
+AFTER_CLIPS = ORDER[ORDER.index("voice_tracks") :]
+AFTER_VOICE = ORDER[ORDER.index("renders") :]
+
+
+def _first_scene(rig):
+    script = rig.script()
+    scenes = rig.state.list_work_units("scene", script_id=script.id)
+    return script, min(scenes, key=lambda s: s.payload["scene_index"])
+
+
+def _voice_side(rig) -> dict:
+    """What voice_tracks would change: its rows, the script and the stored media."""
+    script = rig.script()
+    return {
+        "voice_tracks": rig.state.list_work_units("voice_track"),
+        "script": (script.state, script.updated_at),
+        "media": rig.media_files(),
+    }
+
+
+def _publishing_side(rig) -> dict:
+    return {
+        "publications": rig.state.list_work_units("publication"),
+        "outbox": sorted(p.name for p in (rig.home / "outbox").rglob("*")),
+    }
+
+
+def _assert_voice_held_back(rig, result, script_before) -> None:
+    assert not_started(result, *AFTER_CLIPS) == list(AFTER_CLIPS)
+    assert rig.state.list_work_units("voice_track") == []
+    assert rig.script().state == script_before.state == "visuals_ready"
+
+
+def test_clips_present_fails_on_a_deleted_clip(clipped_rig):
+    rig = clipped_rig
+    script, scene = _first_scene(rig)
+    uri = scene.result["uri"]
+    stored_path(rig.store(), uri).unlink()
+
+    result = rig.materialize(graph(only=FROM_CLIPS))
+
+    check = evaluation(result, "clips_present")
+    assert not check.passed
+    assert f"scene {scene.id}: clip {uri} missing from the media store" in problems(check)
+    assert all(uri in p for p in problems(check))  # a clip shared by scenes is named per scene
+    assert materialized(result) == {"scene_clips"}
+    _assert_voice_held_back(rig, result, script)
+
+
+def test_clips_present_fails_on_a_clip_whose_bytes_rotted(clipped_rig):
+    rig = clipped_rig
+    script, scene = _first_scene(rig)
+    uri = scene.result["uri"]
+    path = stored_path(rig.store(), uri)
+    truncate_half(path)  # still there, under the same name, but not the clip that was made
+    actual = sha256_file(path)
+
+    result = rig.materialize(graph(only=FROM_CLIPS))
+
+    check = evaluation(result, "clips_present")
+    assert not check.passed
+    assert (
+        f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
+        f"not the stored {scene.result['sha256'][:12]}"
+    ) in problems(check)
+    _assert_voice_held_back(rig, result, script)
+
+
+def test_voice_tracks_rechecks_the_clips_before_voicing(clipped_rig):
+    # The publishing job runs voice_tracks without clips_present (that check ran in the GPU
+    # code location): voice_tracks must refuse by itself, before any synthesis.
+    rig = clipped_rig
+    script, scene = _first_scene(rig)
+    uri = scene.result["uri"]
+    stored_path(rig.store(), uri).unlink()
+    before = _voice_side(rig)
+
+    result = rig.materialize(graph(only=AFTER_CLIPS))
+
+    assert not result.success
+    message = failure_message(result, "voice_tracks")
+    assert "scene clips failed their checks: " in message
+    assert f"scene {scene.id}: clip {uri} missing from the media store" in message
+    assert materialized(result) == set()
+    assert not_started(result, *AFTER_VOICE) == list(AFTER_VOICE)
+    assert _voice_side(rig) == before
+    assert not list((rig.home / "scratch").glob("voice/*.wav"))
+
+
+def test_voice_present_fails_on_a_silent_voice(clipped_rig):
+    rig = clipped_rig
+
+    result = rig.materialize(graph(only=AFTER_CLIPS), voice=SilentVoice())
+
+    check = evaluation(result, "voice_present")
+    assert not check.passed
+    script = rig.script()
+    volume = check.metadata["mean_volume_db"].value[str(script.id)]
+    assert volume <= -90.0  # digital silence: ffmpeg reports -91 dB or -inf
+    assert problems(check) == [f"script {script.id}: voice too quiet ({volume:.1f} dB)"]
+    assert materialized(result) == {"voice_tracks"}
+    assert not_started(result, *AFTER_VOICE) == list(AFTER_VOICE)
+    assert script.state == "voiced"
+    assert rig.state.list_work_units("render") == []
+
+
+def test_voice_present_fails_on_a_voice_file_replaced_after_rendering(rendered_rig, tmp_path):
+    rig = rendered_rig
+    script = rig.script()
+    track = rig.state.get_work_unit("voice_track", idempotency_key(script.idempotency_key, "voice"))
+    path = stored_path(rig.store(), track.payload["uri"])
+    # Loud, clear speech, but not the narration that was timed, captioned and rendered.
+    other = tmp_path / "other.wav"
+    EspeakVoice().synthesize("This is a different narration entirely.", "en-gb", other)
+    path.chmod(0o644)
+    path.write_bytes(other.read_bytes())
+    before = _publishing_side(rig)
+
+    result = rig.materialize(graph(only=AFTER_CLIPS))
+
+    check = evaluation(result, "voice_present")
+    assert not check.passed
+    assert problems(check) == [
+        f"script {script.id}: voice file has SHA-256 {sha256_file(path)[:12]}, "
+        f"not the stored {track.payload['sha256'][:12]}"
+    ]
+    assert check.metadata["mean_volume_db"].value[str(script.id)] > -40.0  # audible, yet wrong
+    assert not_started(result, *AFTER_VOICE) == list(AFTER_VOICE)
+    assert _publishing_side(rig) == before == {"publications": [], "outbox": []}
+
+
+def _render_file(rig):
+    script = rig.script()
+    render = rig.state.get_work_unit("render", script.result["render_id"])
+    assert render.state == "approved"
+    return render, stored_path(rig.store(), render.payload["uri"])
+
+
+def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
+    rig = rendered_rig
+    render, path = _render_file(rig)
+    replace_with_small_silent_video(path)
+    before = _publishing_side(rig)
+
+    result = rig.materialize(graph(only=("renders", "publications")))
+
+    check = evaluation(result, "render_probe")
+    assert not check.passed
+    found = problems(check)
+    assert f"render {render.id}: frame is 320x240, expected 1080x1920" in found
+    assert f"render {render.id}: duration 4.00s outside 15-60s" in found
+    assert f"render {render.id}: no audio track" in found
+    assert check.metadata["renders_checked"].value == 1
+    assert materialized(result) == {"renders"}
+    assert not_started(result, "publications") == ["publications"]
+    assert _publishing_side(rig) == before == {"publications": [], "outbox": []}
+
+
+def test_render_probe_fails_on_a_render_whose_bytes_changed(rendered_rig):
+    rig = rendered_rig
+    render, path = _render_file(rig)
+    remux_with_new_title(path)  # same streams, same probe: only the bytes tell
+
+    result = rig.materialize(graph(only=("renders", "publications")))
+
+    check = evaluation(result, "render_probe")
+    assert not check.passed
+    assert problems(check) == [
+        f"render {render.id}: file has SHA-256 {sha256_file(path)[:12]}, "
+        f"not the approved {render.payload['sha256'][:12]}"
+    ]
+    assert not_started(result, "publications") == ["publications"]
+    assert _publishing_side(rig) == {"publications": [], "outbox": []}
