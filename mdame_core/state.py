@@ -367,8 +367,18 @@ class StateStore:
 
     # -- connections ---------------------------------------------------------------------
     def _prepare(self, conn: psycopg.Connection) -> None:
-        """Act as the app role, bound statement time, and refuse a database of another ENV."""
+        """Act as the app role, bound statement time, and refuse a database of another ENV.
+
+        Outside dev the login itself must be the app role: a SET ROLE from another login can be
+        undone with RESET ROLE by any code that holds the connection.
+        """
         if conn.info.user != APP_ROLE:
+            if self.env != "dev":
+                raise SettingsError(
+                    f"ENV={self.env}: the client must log in as {APP_ROLE} "
+                    f"(MDAME_APP_DATABASE_URL), not as {conn.info.user}; connecting as another "
+                    f"role and SET ROLE {APP_ROLE} is only allowed with ENV=dev"
+                )
             try:
                 conn.execute(f"SET ROLE {APP_ROLE}")
             except psycopg.errors.InsufficientPrivilege as exc:
