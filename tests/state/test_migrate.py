@@ -143,7 +143,9 @@ def test_the_bytes_hashed_are_the_bytes_run_when_a_file_changes_while_waiting(
                 break
             time.sleep(0.05)
         assert waiting, "the migrator never waited for the lock"
-        edited = b"CREATE TABLE mdame.v2 (id int);\nALTER TABLE mdame.v2 ENABLE ROW LEVEL SECURITY;\n"
+        edited = (
+            b"CREATE TABLE mdame.v2 (id int);\nALTER TABLE mdame.v2 ENABLE ROW LEVEL SECURITY;\n"
+        )
         new.write_bytes(edited)
         holder.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
         waiter.join(30)
