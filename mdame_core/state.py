@@ -752,11 +752,12 @@ class StateStore:
         )
 
     def is_approved(
-        self, render_id: int, content_sha256: str, required_checks: Sequence[str]
+        self, render_id: int, content_sha256: str, required_checks: Sequence[str] | None
     ) -> bool:
         """True when every required check (and every check recorded) approved exactly this
         file, and no later review is of another file."""
-        return self._scalar("is_approved", render_id, content_sha256, list(required_checks))
+        checks = None if required_checks is None else list(required_checks)
+        return self._scalar("is_approved", render_id, content_sha256, checks)
 
     def log_safety_decision(
         self,
