@@ -176,7 +176,9 @@ def test_quota_per_account_and_quota_day(state, owner) -> None:
 
 def test_quota_day_follows_the_account_time_zone(state, owner) -> None:
     state.upsert_dimension("tech", "Tech")
-    east = state.upsert_dimension_account("tech", "youtube", "@east", 10, True, "Pacific/Kiritimati")
+    east = state.upsert_dimension_account(
+        "tech", "youtube", "@east", 10, True, "Pacific/Kiritimati"
+    )
     west = state.upsert_dimension_account("tech", "youtube", "@west", 10, True, "Pacific/Pago_Pago")
     state.reserve_quota(east, 1, "e")
     state.reserve_quota(west, 1, "w")

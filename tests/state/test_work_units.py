@@ -70,6 +70,7 @@ def test_upsert_fills_natural_keys_initial_state_and_created_event(state, chain)
         "script_id": chain["script"],
         "render_id": chain["render"],
         "account_id": chain["account"],
+        "content_sha256": None,
     }
     initial = {
         "trend": "scored",
@@ -243,3 +244,81 @@ def test_partitions_with_scripts_in(state, chain) -> None:
     (work,) = state.partitions_with_scripts_in(["planned", "visuals_ready"])
     assert (work.dimension_slug, work.partition_date, work.scripts) == ("tech", date(2025, 6, 1), 1)
     assert work.last_update == state.get_work_unit("script", chain["script"]).updated_at
+
+
+# -- accounts and publications (0003) -----------------------------------------------------
+def test_registry_deactivation_touches_only_the_dimensions_accounts(state, chain) -> None:
+    state.upsert_dimension("news", "News")
+    other = state.upsert_dimension_account("news", "youtube", "@news", 10)
+    kept = state.upsert_dimension_account("tech", "outbox", "@tech", 10)
+    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 1
+    accounts = {(a.platform, a.handle): a.active for a in state.list_accounts("tech")}
+    assert accounts == {("youtube", "@tech"): False, ("outbox", "@tech"): True}
+    assert [a.id for a in state.list_accounts("tech", active_only=True)] == [kept]
+    assert state.list_accounts("news")[0].active and state.list_accounts("news")[0].id == other
+    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 0
+    with pytest.raises(NotFound, match="has no account"):
+        state.set_dimension_accounts_active("tech", [("youtube", "@news")])  # not tech's
+    assert state.list_accounts("news")[0].active
+    state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)  # back in the YAML
+    assert all(a.active for a in state.list_accounts("tech"))
+
+
+def _second_script(state, chain, key: str) -> dict[str, int]:
+    base = {"dimension_id": chain["dimension"], "partition_date": "2025-06-02"}
+    topic = state.upsert_work_unit("topic", f"{key}-to", base)
+    script = state.upsert_work_unit("script", f"{key}-sc", {**base, "topic_id": topic})
+    render = state.upsert_work_unit("render", f"{key}-re", {"script_id": script})
+    return {"script_id": script, "render_id": render}
+
+
+def test_no_publication_for_an_inactive_account(state, chain) -> None:
+    state.upsert_dimension_account("tech", "outbox", "@tech", 10)
+    state.set_dimension_accounts_active("tech", [("outbox", "@tech")])  # @tech on youtube: off
+    refs = _second_script(state, chain, "b")
+    with pytest.raises(StateConflict, match=r"account \d+ \(youtube/'@tech'\) is inactive") as err:
+        state.upsert_work_unit("publication", "pu-2", {**refs, "account_id": chain["account"]})
+    assert err.value.sqlstate == "MD003"  # upsert_work_unit lets the trigger's error through
+    assert state.get_work_unit("publication", "pu-2") is None
+    # The existing publication stays readable and retrying its creation still returns it.
+    payload = state.get_work_unit("publication", "pu").payload
+    assert state.upsert_work_unit("publication", "pu", payload) == chain["publication"]
+
+
+def test_the_same_bytes_are_published_once_per_account(state, chain) -> None:
+    sha = "d" * 64
+    first, second = _second_script(state, chain, "b"), _second_script(state, chain, "c")
+    account = chain["account"]
+    state.upsert_work_unit(
+        "publication", "pu-b", {**first, "account_id": account, "content_sha256": sha}
+    )
+    with pytest.raises(IdempotencyConflict, match="publications_same_bytes_once_per_account"):
+        state.upsert_work_unit(
+            "publication", "pu-c", {**second, "account_id": account, "content_sha256": sha}
+        )
+    assert state.get_work_unit("publication", "pu-c") is None
+    other = state.upsert_dimension_account("tech", "outbox", "@mirror", 10)
+    assert state.upsert_work_unit(
+        "publication", "pu-c", {**second, "account_id": other, "content_sha256": sha}
+    )
+
+
+def test_covered_topic_titles_are_the_other_days_in_the_window(state, chain, owner) -> None:
+    dim = chain["dimension"]
+
+    def topic(key: str, day: str, title: str, state_name: str) -> None:
+        unit = state.upsert_work_unit(
+            "topic", key, {"dimension_id": dim, "partition_date": day, "title": title}
+        )
+        if state_name != "candidate":
+            state.transition("topic", unit, "candidate", state_name)
+
+    topic("old", "2025-05-01", "Too old", "approved")
+    topic("before", "2025-06-01", "Day before", "approved")
+    topic("same", "2025-06-02", "Same day", "approved")
+    topic("after", "2025-06-03", "Day after", "approved")
+    topic("rejected", "2025-06-01", "Rejected", "rejected")
+    topic("candidate", "2025-06-01", "Undecided", "candidate")
+    titles = state.covered_topic_titles(dim, date(2025, 6, 2), 14)
+    assert titles == ["Day before", "Day after"]
+    assert state.covered_topic_titles(dim, date(2025, 6, 2), 0) == []
