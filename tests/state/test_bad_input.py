@@ -283,27 +283,30 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
 def test_errors_cut_the_inputs_they_echo(state) -> None:
     """A 100 kB slug, key or name comes back as its first 80 characters and its length."""
     huge = "x" * 100_000
-    ids = _populate(state)
+    state.upsert_dimension("tech", "Tech")
+    account = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
+    state.set_budget_cap("tts", "2025-06", 1_000)
     calls: list[tuple[str, tuple[Any, ...]]] = [
         ("upsert_dimension", (huge, "t", E, True)),
         ("upsert_dimension_account", ("tech", huge, "@x", 1)),
-        ("record_review", (ids["render"], SHA, huge, "approved", E)),
-        ("record_review", (ids["render"], huge, "technical", "approved", E)),
-        ("record_review", (ids["render"], SHA, "technical", huge, E)),
-        ("upsert_work_unit", (huge, "k", E)),
-        ("transition", (huge, 1, "a", "b", E)),
-        ("reserve_quota", (ids["account"], 1, huge)),
-        ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": huge, "handle": huge}]))),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, huge[:64])),
         ("set_dimensions_active", ([huge],)),
-        ("log_safety_decision", ("topic", "k", huge, "allow", "r", Jsonb([]), "c")),
-        ("is_approved", (ids["render"], SHA, [huge])),
+        ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": huge, "handle": huge}]))),
+        ("is_approved", (1, SHA, [huge])),
+        ("is_approved", (1, huge, ["technical"])),
+        ("reserve_budget", (huge[:200], "2025-06", 1, "k")),
         ("settle_budget", (huge, 1)),
+        ("reserve_quota", (account, 1, huge)),
+        # Fenced RPCs: whichever check refuses first, the message stays short.
+        ("transition", (huge, 1, "a", "b", E, None)),
+        ("record_review", (1, SHA, huge, "approved", E, None)),
+        ("record_review", (1, SHA, "technical", huge, E, None)),
     ]
     for rpc, args in calls:
         with pytest.raises(StateError) as err:
             state.call(rpc, *args)
         assert len(err.value.message) < 300, f"{rpc}: {len(err.value.message)} characters"
-        assert err.value.sqlstate.startswith("MD"), rpc
+        assert err.value.sqlstate.startswith("MD"), f"{rpc}: {err.value.message}"
     with pytest.raises(InvalidInput) as err:
         state.upsert_dimension(huge, "t")
     assert "'" + "x" * 80 + "'... (100000 characters)" in err.value.message

@@ -10,11 +10,13 @@ import psycopg
 import pytest
 
 from mdame_core.state import (
+    Fence,
     IdempotencyConflict,
     InvalidInput,
     NotFound,
     ReconcileRequired,
     StateConflict,
+    StateStore,
 )
 
 SHA_A = "a" * 64
@@ -264,18 +266,24 @@ def test_attempts_count_across_prompts_and_unknown_blocks_until_reconciled(state
 
 # -- reviews ------------------------------------------------------------------------------
 @pytest.fixture
-def render_id(state) -> int:
+def render(state) -> tuple[StateStore, int]:
+    """A render of a script, and a view holding tech's pipeline lock (reviews are fenced)."""
     dim = state.upsert_dimension("tech", "Tech")
+    token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
+    held = state.fenced(Fence("pipeline:tech", "test", token, 600))
     base = {"dimension_id": dim, "partition_date": "2025-06-01"}
-    topic = state.upsert_work_unit("topic", "t", base)
-    script = state.upsert_work_unit("script", "s", {**base, "topic_id": topic})
-    return state.upsert_work_unit("render", "r", {"script_id": script})
+    allow = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rules"}
+    [trend] = held.record_trends("tech", [{"key": "tr", "payload": base}])
+    topic = held.decide_topic("t", {**base, "trend_id": trend}, allow)
+    script = held.record_script("s", {**base, "topic_id": topic}, allow)
+    return held, held.upsert_work_unit("render", "r", {"script_id": script})
 
 
 BOTH = ["technical", "safety"]
 
 
-def test_approval_is_bound_to_the_file_hash(state, render_id) -> None:
+def test_approval_is_bound_to_the_file_hash(render) -> None:
+    state, render_id = render
     assert state.is_approved(render_id, SHA_A, BOTH) is False  # never reviewed
     state.record_review(render_id, SHA_A, "technical", "approved", {"lufs": -14})
     state.record_review(render_id, SHA_A, "safety", "approved")
@@ -298,7 +306,8 @@ def test_approval_is_bound_to_the_file_hash(state, render_id) -> None:
         state.is_approved(999_999, SHA_A, BOTH)
 
 
-def test_approval_needs_every_required_review(state, render_id) -> None:
+def test_approval_needs_every_required_review(render) -> None:
+    state, render_id = render
     """A render approved only "technically" fails a dimension that also requires safety."""
     state.record_review(render_id, SHA_A, "technical", "approved")
     assert state.is_approved(render_id, SHA_A, ["technical"]) is True
