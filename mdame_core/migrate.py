@@ -3,8 +3,11 @@
 Each file runs in its own transaction and is recorded with its SHA-256 in
 mdame.schema_migrations. An applied file that was edited, deleted or renamed stops the runner
 with a MigrationError naming the file: history is never rewritten, a change is a new file.
-A session advisory lock keeps two migrators (two deploys, a cron tick and an operator) apart.
+A session advisory lock keeps two migrators (two deploys, a cron tick and an operator) apart;
+the files are read once, after taking it, and the bytes hashed are exactly the bytes executed.
 The first migrate records ENV in mdame.environment; a later migrate with another ENV is refused.
+Once every table has row-level security (0003), a migration that adds a table without it is
+rolled back, naming the table; after a run, any table without it stops the runner.
 """
 
 from __future__ import annotations
@@ -42,9 +45,7 @@ class MigrationFile:
     name: str
     path: Path
     sha256: str
-
-    def sql(self) -> str:
-        return self.path.read_text(encoding="utf-8")
+    content: bytes  # read once: what is hashed is what runs, even if the file changes later
 
 
 def migration_files(migrations_dir: Path | None = None) -> list[MigrationFile]:
@@ -62,8 +63,8 @@ def migration_files(migrations_dir: Path | None = None) -> list[MigrationFile]:
         if number in seen:
             raise MigrationError(f"{path.name}: number {number} is also used by {seen[number]}")
         seen[number] = path.name
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        files.append(MigrationFile(path.name, path, digest))
+        content = path.read_bytes()
+        files.append(MigrationFile(path.name, path, hashlib.sha256(content).hexdigest(), content))
     return files
 
 
@@ -79,10 +80,11 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
     """Apply pending migrations as the owner; return the names applied (empty: up to date)."""
     if env not in ENVIRONMENTS:
         raise MigrationError(f"ENV must be one of {', '.join(ENVIRONMENTS)} (got {env!r})")
-    files = migration_files(migrations_dir)
     with psycopg.connect(owner_url, autocommit=True) as conn:
         # Session lock: held across the per-file transactions, released when we disconnect.
         conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        # Read under the lock: a file edited while we waited is hashed as it will run.
+        files = migration_files(migrations_dir)
         conn.execute("SET client_min_messages = warning")
         with conn.transaction():
             conn.execute(BOOTSTRAP)
@@ -93,6 +95,13 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
         for f in pending:
             _apply(conn, f, env)
         _check_environment(conn, env)
+        missing = _tables_without_row_security(conn)
+        if missing:
+            raise MigrationError(
+                f"table mdame.{missing[0]} has no row-level security; add a migration with "
+                f"ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and a policy for "
+                "mdame_app"
+            )
     return [f.name for f in pending]
 
 
@@ -121,9 +130,19 @@ def _pending(files: list[MigrationFile], applied: dict[str, str]) -> list[Migrat
 
 
 def _apply(conn: psycopg.Connection, f: MigrationFile, env: str) -> None:
+    # Row security is the baseline once every table has it: from then on a migration may not
+    # add a table without it (checked before its commit, so such a migration changes nothing).
+    guarded = not _tables_without_row_security(conn)
     try:
         with conn.transaction():
-            conn.execute(f.sql())  # no parameters: sent as one multi-statement script
+            conn.execute(f.content)  # no parameters: sent as one multi-statement script
+            missing = _tables_without_row_security(conn) if guarded else []
+            if missing:
+                raise MigrationError(
+                    f"{f.name} creates table mdame.{missing[0]} without row-level security; "
+                    f"add ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and a "
+                    "policy for mdame_app (and GRANT SELECT if the app may read it)"
+                )
             conn.execute(
                 "INSERT INTO mdame.schema_migrations (filename, sha256) VALUES (%s, %s)",
                 (f.name, f.sha256),
@@ -136,6 +155,15 @@ def _apply(conn: psycopg.Connection, f: MigrationFile, env: str) -> None:
                 )
     except psycopg.Error as exc:
         raise MigrationError(f"{f.name} failed: {_first_line(exc)}") from exc
+
+
+def _tables_without_row_security(conn: psycopg.Connection) -> list[str]:
+    rows = conn.execute(
+        """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'mdame' AND c.relkind IN ('r', 'p') AND NOT c.relrowsecurity
+            ORDER BY 1"""
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _has_environment_table(conn: psycopg.Connection) -> bool:

@@ -58,14 +58,22 @@ def is_external() -> bool:
 def database_url(role: Role = "app", dbname: str | None = None) -> str:
     """The connection URL for `role`, optionally for another database on the same server.
 
-    With an external database the app URL is MDAME_APP_DATABASE_URL if set, else the owner
-    URL; the client then drops to the app role with SET ROLE (see StateStore).
+    With an external database the app URL is MDAME_APP_DATABASE_URL. Only with ENV=dev may it
+    be left out: the client then uses the owner URL and drops to the app role with SET ROLE,
+    which code holding the connection could RESET, so anywhere else it is required.
     """
     external = os.environ.get("MDAME_DATABASE_URL")
     if external:
         url = external
         if role == "app":
-            url = os.environ.get("MDAME_APP_DATABASE_URL") or external
+            app_url = os.environ.get("MDAME_APP_DATABASE_URL")
+            if not app_url and os.environ.get("ENV") != "dev":
+                raise SettingsError(
+                    f"MDAME_APP_DATABASE_URL is required with an external database outside "
+                    f"ENV=dev (ENV={os.environ.get('ENV', '')!r}): set it to a URL that logs in "
+                    f"as {APP_ROLE}; the owner URL with SET ROLE is a dev convenience only"
+                )
+            url = app_url or external
         return _with_dbname(url, dbname) if dbname else url
     host, port = _local_cluster()
     user = APP_ROLE if role == "app" else OWNER_ROLE

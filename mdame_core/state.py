@@ -224,6 +224,7 @@ class Account:
     handle: str
     daily_quota_units: int
     active: bool
+    quota_timezone: str = "America/Los_Angeles"  # the provider's quota day (YouTube: Pacific)
 
 
 @dataclass(frozen=True)
@@ -367,8 +368,18 @@ class StateStore:
 
     # -- connections ---------------------------------------------------------------------
     def _prepare(self, conn: psycopg.Connection) -> None:
-        """Act as the app role, bound statement time, and refuse a database of another ENV."""
+        """Act as the app role, bound statement time, and refuse a database of another ENV.
+
+        Outside dev the login itself must be the app role: a SET ROLE from another login can be
+        undone with RESET ROLE by any code that holds the connection.
+        """
         if conn.info.user != APP_ROLE:
+            if self.env != "dev":
+                raise SettingsError(
+                    f"ENV={self.env}: the client must log in as {APP_ROLE} "
+                    f"(MDAME_APP_DATABASE_URL), not as {conn.info.user}; connecting as another "
+                    f"role and SET ROLE {APP_ROLE} is only allowed with ENV=dev"
+                )
             try:
                 conn.execute(f"SET ROLE {APP_ROLE}")
             except psycopg.errors.InsufficientPrivilege as exc:
@@ -539,10 +550,25 @@ class StateStore:
         handle: str,
         daily_quota_units: int,
         active: bool = True,
+        quota_timezone: str = "America/Los_Angeles",
     ) -> int:
         return self._scalar(
-            "upsert_dimension_account", dimension_slug, platform, handle, daily_quota_units, active
+            "upsert_dimension_account",
+            dimension_slug,
+            platform,
+            handle,
+            daily_quota_units,
+            active,
+            quota_timezone,
         )
+
+    def set_dimension_accounts_active(
+        self, dimension_slug: str, accounts: Sequence[tuple[str, str]]
+    ) -> int:
+        """Exactly the listed (platform, handle) accounts of the dimension are active; accounts
+        of other dimensions are untouched. Returns how many flags changed."""
+        listed = [{"platform": platform, "handle": handle} for platform, handle in accounts]
+        return self._scalar("set_dimension_accounts_active", dimension_slug, Jsonb(listed))
 
     # -- work units ----------------------------------------------------------------------
     def upsert_work_unit(self, kind: str, idempotency_key: str, payload: JsonObject) -> int:
@@ -656,9 +682,10 @@ class StateStore:
     def release_budget(self, attempt_key: str) -> bool:
         return self._scalar("release_budget", attempt_key)
 
-    def reserve_quota(self, account_id: int, day: date, units: int, quota_key: str) -> int | None:
-        """The ledger id, or None when the units do not fit in the account's daily quota."""
-        return self._scalar("reserve_quota", account_id, day, units, quota_key)
+    def reserve_quota(self, account_id: int, units: int, quota_key: str) -> int | None:
+        """The ledger id, or None when the units do not fit in the account's quota for its
+        current quota day (today in the account's quota_timezone, whatever partition runs)."""
+        return self._scalar("reserve_quota", account_id, units, quota_key)
 
     def commit_quota(self, quota_key: str) -> int:
         return self._scalar("commit_quota", quota_key)
@@ -724,8 +751,13 @@ class StateStore:
             self._token(),
         )
 
-    def is_approved(self, render_id: int, content_sha256: str) -> bool:
-        return self._scalar("is_approved", render_id, content_sha256)
+    def is_approved(
+        self, render_id: int, content_sha256: str, required_checks: Sequence[str] | None
+    ) -> bool:
+        """True when every required check (and every check recorded) approved exactly this
+        file, and no later review is of another file."""
+        checks = None if required_checks is None else list(required_checks)
+        return self._scalar("is_approved", render_id, content_sha256, checks)
 
     def log_safety_decision(
         self,
@@ -960,14 +992,18 @@ class StateStore:
         )
         return BudgetUsage(*rows[0]) if rows else None
 
-    def quota_usage(self, account_id: int, day: date) -> QuotaUsage:
+    def quota_usage(self, account_id: int, day: date | None = None) -> QuotaUsage:
+        """Usage of one quota day; None: the account's current quota day (its time zone)."""
         rows = self._select(
-            """SELECT a.id, %s::date, a.daily_quota_units,
+            """WITH a AS (
+                 SELECT id, daily_quota_units,
+                        coalesce(%(day)s::date,
+                                 (now() AT TIME ZONE quota_timezone)::date) AS day
+                   FROM mdame.dimension_accounts WHERE id = %(id)s)
+               SELECT a.id, a.day, a.daily_quota_units,
                       coalesce(u.reserved_units, 0), coalesce(u.committed_units, 0)
-                 FROM mdame.dimension_accounts a
-                 LEFT JOIN mdame.quota_usage u ON u.account_id = a.id AND u.day = %s::date
-                WHERE a.id = %s""",
-            [day, day, account_id],
+                 FROM a LEFT JOIN mdame.quota_usage u ON u.account_id = a.id AND u.day = a.day""",
+            {"day": day, "id": account_id},
         )
         if not rows:
             raise ValueError(f"account {account_id} does not exist")
@@ -987,14 +1023,30 @@ class StateStore:
         )
         return Dimension(*rows[0]) if rows else None
 
-    def list_accounts(self, dimension_slug: str) -> list[Account]:
+    def list_accounts(self, dimension_slug: str, *, active_only: bool = False) -> list[Account]:
         rows = self._select(
-            """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active
+            """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
+                      a.quota_timezone
                  FROM mdame.dimension_accounts a JOIN mdame.dimensions d ON d.id = a.dimension_id
-                WHERE d.slug = %s ORDER BY a.id""",
-            [dimension_slug],
+                WHERE d.slug = %s AND (a.active OR NOT %s) ORDER BY a.id""",
+            [dimension_slug, active_only],
         )
         return [Account(*row) for row in rows]
+
+    def covered_topic_titles(self, dimension_id: int, day: date, lookback_days: int) -> list[str]:
+        """Titles of the dimension's approved or scripted topics on the other days within
+        `lookback_days` of `day`, on either side: backfills run days out of order, so a later
+        day that already covered a story counts as much as an earlier one."""
+        rows = self._select(
+            """SELECT payload->>'title' FROM mdame.topics
+                WHERE dimension_id = %(dim)s AND state IN ('approved', 'scripted')
+                  AND partition_date <> %(day)s::date
+                  AND partition_date BETWEEN %(day)s::date - %(n)s AND %(day)s::date + %(n)s
+                  AND payload ? 'title'
+                ORDER BY partition_date, id""",
+            {"dim": dimension_id, "day": day, "n": lookback_days},
+        )
+        return [r[0] for r in rows]
 
     def get_lock(self, lock_name: str) -> LockInfo | None:
         rows = self._select(

@@ -7,6 +7,7 @@ sync can report it and carry on with the other dimensions.
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
 PLATFORMS = ("outbox", "youtube")
 SAFETY_PROFILES = ("general", "family", "strict")
+CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name
+# YouTube's daily quota resets at midnight Pacific time.
+DEFAULT_QUOTA_TIMEZONE = "America/Los_Angeles"
 
 
 class DimensionConfigError(ValueError):
@@ -32,6 +36,7 @@ class PublishingAccount:
     platform: str
     handle: str
     daily_quota_units: int
+    quota_timezone: str = DEFAULT_QUOTA_TIMEZONE
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class DimensionConfig:
     made_for_kids: bool = False
     synthetic_media: bool = True
     active: bool = True
+    # Every review a render needs on its exact bytes before it may be published.
+    required_reviews: tuple[str, ...] = ("technical",)
+    # Days either side of a partition in which a covered topic is not picked again.
+    topic_lookback_days: int = 14
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +125,14 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
     if not feeds:
         raise r.fail("feeds", "needs at least one feed")
     flags = r.get("flags", Mapping, {})
+    required_reviews = r.strings("required_reviews", ["technical"])
+    if not required_reviews or not all(CHECK_NAME_PATTERN.match(c) for c in required_reviews):
+        raise r.fail(
+            "required_reviews", "expected a non-empty list of check names like 'technical'"
+        )
+    lookback = r.get("topic_lookback_days", int, 14)
+    if not 0 <= lookback <= 365:
+        raise r.fail("topic_lookback_days", "must be between 0 and 365")
     return DimensionConfig(
         slug=slug,
         title=r.get("title", str),
@@ -133,6 +150,8 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         made_for_kids=_flag(r, flags, "made_for_kids", False),
         synthetic_media=_flag(r, flags, "synthetic_media", True),
         active=r.get("active", bool, True),
+        required_reviews=tuple(dict.fromkeys(required_reviews)),
+        topic_lookback_days=lookback,
         source=source,
     )
 
@@ -159,10 +178,23 @@ def _accounts(r: _Reader) -> tuple[PublishingAccount, ...]:
         quota = item.get("daily_quota_units", 10_000)
         if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
             raise r.fail(f"{name}.daily_quota_units", "expected a non-negative integer")
-        accounts.append(PublishingAccount(platform, handle, quota))
+        timezone = item.get("quota_timezone", DEFAULT_QUOTA_TIMEZONE)
+        if not _is_time_zone(timezone):
+            raise r.fail(f"{name}.quota_timezone", "expected an IANA time zone like 'UTC'")
+        accounts.append(PublishingAccount(platform, handle, quota, timezone))
     if not accounts:
         raise r.fail("accounts", "needs at least one publishing account")
     return tuple(accounts)
+
+
+def _is_time_zone(name: Any) -> bool:
+    if not isinstance(name, str) or not name:
+        return False
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
 
 
 def load_dimension_file(path: Path) -> DimensionConfig:
@@ -203,4 +235,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     fields["accounts"] = tuple(PublishingAccount(**a) for a in fields.get("accounts", ()))
     for name in ("palette", "feeds", "keywords", "blocked_terms"):
         fields[name] = tuple(fields.get(name, ()))
+    if "required_reviews" in fields:  # configs stored before it existed keep the default
+        fields["required_reviews"] = tuple(fields["required_reviews"])
     return DimensionConfig(**fields)

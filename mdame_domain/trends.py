@@ -7,7 +7,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from html import unescape
@@ -148,21 +148,60 @@ def parse_feed(text: str, source: str) -> list[TrendItem]:
     raise FeedError(source, "not RSS, Atom or JSON Feed (does not start with '<' or '{')")
 
 
+# Characters XML 1.0 forbids (NUL and most C0 controls, surrogates, U+FFFE/U+FFFF), raw or as
+# character references. One such character in one item would make the whole document
+# unparseable, so they are swapped for a private-use marker before parsing and put back in the
+# items afterwards, where split_storable skips the item that carries one.
+_XML_ILLEGAL_RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_XML_CHAR_REF = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,8})|([0-9]{1,10}));")
+_MARKER = re.compile("\ue000([0-9a-f]{1,8})\ue001")
+
+
+def _xml_illegal(code: int) -> bool:
+    return (
+        (code < 0x20 and code not in (0x09, 0x0A, 0x0D))
+        or 0xD800 <= code <= 0xDFFF
+        or code in (0xFFFE, 0xFFFF)
+    )
+
+
+def _mark(code: int) -> str:
+    return f"\ue000{code:x}\ue001"
+
+
+def _mark_illegal_characters(text: str) -> str:
+    def reference(match: re.Match[str]) -> str:
+        code = int(match.group(1), 16) if match.group(1) else int(match.group(2))
+        return _mark(code) if _xml_illegal(code) else match.group(0)
+
+    text = _XML_ILLEGAL_RAW.sub(lambda m: _mark(ord(m.group(0))), text)
+    return _XML_CHAR_REF.sub(reference, text)
+
+
+def _unmark(item: TrendItem) -> TrendItem:
+    changes = {
+        f.name: _MARKER.sub(lambda m: chr(int(m.group(1), 16)), value)
+        for f in fields(item)
+        if isinstance(value := getattr(item, f.name), str) and "\ue000" in value
+    }
+    return replace(item, **changes) if changes else item
+
+
 def _parse_xml_feed(text: str, source: str) -> list[TrendItem]:
     # Refused outright: entity declarations enable expansion attacks ("billion laughs"). They can
     # only appear in the prolog, so CDATA that merely mentions "<!DOCTYPE html>" is left alone.
     if _FORBIDDEN_XML_DECLARATION.search(_xml_prolog(text)):
         raise FeedError(source, "DOCTYPE/ENTITY declarations are not allowed in feeds")
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(_mark_illegal_characters(text))
     except ET.ParseError as error:
         line, column = error.position
         detail = f"XML parse error at line {line}, column {column}: {error}"
         raise FeedError(source, f"not RSS, Atom or JSON Feed ({detail})") from None
     if root.tag == "rss":
-        return _parse_rss(root, source)
+        return [_unmark(item) for item in _parse_rss(root, source)]
     if root.tag == f"{ATOM_NS}feed":
-        return _parse_atom(root, source)
+        return [_unmark(item) for item in _parse_atom(root, source)]
     raise FeedError(source, f"not RSS, Atom or JSON Feed (root element <{root.tag}>)")
 
 
@@ -282,6 +321,49 @@ def _parse_json_feed(text: str, source: str) -> list[TrendItem]:
             )
         )
     return items
+
+
+# --- storable items --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkippedItem:
+    """A feed item left out of the stage, and why (for the log and the run's metadata)."""
+
+    source: str
+    guid: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"feed {self.source!r} item {self.guid[:80]!r}: {self.reason}"
+
+
+def unstorable_reason(item: TrendItem) -> str | None:
+    """Why PostgreSQL could not store the item's text (NUL, a lone surrogate), or None."""
+    for f in fields(item):
+        value = getattr(item, f.name)
+        if not isinstance(value, str):
+            continue
+        if "\x00" in value:
+            return f"{f.name} contains a NUL character (U+0000)"
+        bad = next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:
+            return f"{f.name} contains a lone surrogate (U+{ord(bad):04X})"
+    return None
+
+
+def split_storable(items: Iterable[TrendItem]) -> tuple[list[TrendItem], list[SkippedItem]]:
+    """The items that can be stored, and the ones skipped: one bad item never fails the stage."""
+    kept: list[TrendItem] = []
+    skipped: list[SkippedItem] = []
+    for item in items:
+        reason = unstorable_reason(item)
+        if reason is None:
+            kept.append(item)
+        else:
+            guid = item.guid.encode("utf-8", "backslashreplace").decode("utf-8")
+            skipped.append(SkippedItem(item.source, guid.replace("\x00", "\\x00"), reason))
+    return kept, skipped
 
 
 # --- scoring ---------------------------------------------------------------------------------

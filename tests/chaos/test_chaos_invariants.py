@@ -38,7 +38,7 @@ def test_stuck_units_dead_leases_and_open_reservations_are_reported(
     state.enqueue_job("scene_clip", "job-key", {"x": 1})
     state.claim_job("scene_clip", "dead-worker", 60)  # its process is gone
     account = state.list_accounts("dd")[0].id
-    state.reserve_quota(account, DAY, 1600, "quota-key")  # never committed nor released
+    state.reserve_quota(account, 1600, "quota-key")  # never committed nor released
     state.acquire_pipeline_lock("pipeline:dd", "dead-run", 60)
 
     found = violations(fresh_db.app, tmp_path, tmp_path / "media")

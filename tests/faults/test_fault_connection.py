@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from faultkit import (
     CALLS,
-    DAY,
     RecordingOutbox,
     ReplyDropper,
     ShortTimeoutState,
@@ -50,7 +49,7 @@ def _assert_converged(rig, attempts: list[str]) -> None:
     assert pub.state == "published"
     assert pub.result["video_id"] == outbox_video_id(pub.idempotency_key)
     assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == attempts
-    usage = rig.state.quota_usage(account.id, DAY)
+    usage = rig.state.quota_usage(account.id)
     assert (usage.reserved_units, usage.committed_units) == (0, 1600)
     assert [e.video_id for e in list_outbox(rig.home / "outbox")] == [pub.result["video_id"]]
     assert violations(rig.db.app, rig.home, rig.home / "media") == []
@@ -126,7 +125,7 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
     assert rig.script().state == "publishing"
     [pub] = rig.state.list_work_units("publication")
     assert pub.state == "pending"
-    usage = rig.state.quota_usage(account.id, DAY)
+    usage = rig.state.quota_usage(account.id)
     assert (usage.reserved_units, usage.committed_units) == (0, 0)  # nothing was reserved
 
     _rerun(rig)

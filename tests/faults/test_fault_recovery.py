@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 
 from faultkit import (
-    DAY,
     age,
     owner_transaction,
     rows,
@@ -69,7 +68,7 @@ def _publication(
         key,
         {"script_id": script_id, "render_id": render, "account_id": account_id},
     )
-    assert state.reserve_quota(account_id, DAY, 1600, key) is not None
+    assert state.reserve_quota(account_id, 1600, key) is not None
     if attempt_status is not None:
         state.transition("publication", pub, "pending", "uploading")
         attempt = state.record_attempt(key, "OutboxPublisher", "0" * 64, "submitted")

@@ -9,7 +9,7 @@ attempt, quota committed once.
 from __future__ import annotations
 
 import pytest
-from faultkit import CALLS, DAY, LostThenTimeout, PublishedThenTimeout, RecordingOutbox
+from faultkit import CALLS, LostThenTimeout, PublishedThenTimeout, RecordingOutbox
 
 from mdame_assets.chaos.invariants import violations
 from mdame_assets.defs.publications.assets import publications
@@ -36,7 +36,7 @@ def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, chann
     assert pub.state == "uploading"
     [attempt] = rig.state.list_attempts(pub.idempotency_key)
     assert attempt.status == "unknown"
-    held = rig.state.quota_usage(account.id, DAY)
+    held = rig.state.quota_usage(account.id)
     assert (held.reserved_units, held.committed_units) == (1600, 0)  # kept while unknown
     with pytest.raises(ReconcileRequired):  # the database refuses a blind resubmission
         rig.state.record_attempt(pub.idempotency_key, "RecordingOutbox", "x", "submitted")
@@ -54,7 +54,7 @@ def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, chann
     attempts = rig.state.list_attempts(pub.idempotency_key)
     assert [a.status for a in attempts] == (["succeeded"] if arrived else ["failed", "succeeded"])
     assert attempts[0].detail["reconciled_from"] == "unknown"
-    spent = rig.state.quota_usage(account.id, DAY)
+    spent = rig.state.quota_usage(account.id)
     assert (spent.reserved_units, spent.committed_units) == (0, 1600)  # committed once
     [entry] = list_outbox(rig.home / "outbox")
     assert entry.video_id == pub.result["video_id"]

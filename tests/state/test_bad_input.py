@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import date
 from typing import Any
 
 import psycopg
@@ -23,7 +22,6 @@ from mdame_core.state import (
 )
 
 SHA = "c" * 64
-DAY = date(2025, 6, 1)
 BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
 E = Jsonb({})
 
@@ -48,8 +46,8 @@ def _populate(state: StateStore) -> dict[str, Any]:
     state.reserve_budget("tts", "2025-06", 10, "budget-open")
     state.reserve_budget("tts", "2025-06", 10, "budget-settled")
     state.settle_budget("budget-settled", 9)
-    state.reserve_quota(ids["account"], DAY, 10, "quota-open")
-    state.reserve_quota(ids["account"], DAY, 10, "quota-committed")
+    state.reserve_quota(ids["account"], 10, "quota-open")
+    state.reserve_quota(ids["account"], 10, "quota-committed")
     state.commit_quota("quota-committed")
     ids["attempt_unknown"] = state.record_attempt("blocked", "gemini", "h1", "unknown")
     ids["attempt_done"] = state.record_attempt("done", "gemini", "h1", "succeeded")
@@ -90,6 +88,21 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("upsert_dimension_account", ("tech", "youtube", "@x", -1), InvalidInput),
         ("upsert_dimension_account", ("nope", "youtube", "@x", 1), NotFound),
         ("upsert_dimension_account", ("news", "youtube", "@tech", 1), IdempotencyConflict),
+        (
+            "upsert_dimension_account",
+            ("tech", "youtube", "@x", 1, True, "Mars/Olympus"),
+            InvalidInput,
+        ),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, None), InvalidInput),
+        ("set_dimension_accounts_active", ("tech", None), InvalidInput),
+        ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": "youtube"}])), InvalidInput),
+        ("set_dimension_accounts_active", ("tech", Jsonb(["youtube/@tech"])), InvalidInput),
+        ("set_dimension_accounts_active", ("nope", Jsonb([])), NotFound),
+        (
+            "set_dimension_accounts_active",
+            ("news", Jsonb([{"platform": "youtube", "handle": "@tech"}])),
+            NotFound,
+        ),
         ("start_pipeline_run", (None, "tech", "p", None), InvalidInput),
         ("start_pipeline_run", (uuid.uuid4(), "tech", "", None), InvalidInput),
         ("start_pipeline_run", (uuid.uuid4(), "nope", "p", None), NotFound),
@@ -164,12 +177,12 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("release_budget", (None,), InvalidInput),
         ("release_budget", ("never",), NotFound),
         ("release_budget", ("budget-settled",), StateConflict),
-        ("reserve_quota", (account, DAY, -1, "k"), InvalidInput),
-        ("reserve_quota", (account, None, 1, "k"), InvalidInput),
-        ("reserve_quota", (None, DAY, 1, "k"), InvalidInput),
-        ("reserve_quota", (account, DAY, 1, ""), InvalidInput),
-        ("reserve_quota", (999_999, DAY, 1, "k"), NotFound),
-        ("reserve_quota", (account, DAY, 11, "quota-open"), IdempotencyConflict),
+        ("reserve_quota", (account, -1, "k"), InvalidInput),
+        ("reserve_quota", (account, None, "k"), InvalidInput),
+        ("reserve_quota", (None, 1, "k"), InvalidInput),
+        ("reserve_quota", (account, 1, ""), InvalidInput),
+        ("reserve_quota", (999_999, 1, "k"), NotFound),
+        ("reserve_quota", (account, 11, "quota-open"), IdempotencyConflict),
         ("commit_quota", (None,), InvalidInput),
         ("commit_quota", ("never",), NotFound),
         ("release_quota", ("",), InvalidInput),
@@ -190,9 +203,12 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("record_review", (render, SHA, "technical", "maybe", E), InvalidInput),
         ("record_review", (None, SHA, "technical", "approved", E), InvalidInput),
         ("record_review", (999_999, SHA, "technical", "approved", E), NotFound),
-        ("is_approved", (None, SHA), InvalidInput),
-        ("is_approved", (render, "short"), InvalidInput),
-        ("is_approved", (999_999, SHA), NotFound),
+        ("is_approved", (None, SHA, ["technical"]), InvalidInput),
+        ("is_approved", (render, "short", ["technical"]), InvalidInput),
+        ("is_approved", (render, SHA, []), InvalidInput),
+        ("is_approved", (render, SHA, None), InvalidInput),
+        ("is_approved", (render, SHA, ["Bad Name"]), InvalidInput),
+        ("is_approved", (999_999, SHA, ["technical"]), NotFound),
         ("log_safety_decision", ("Topic", "k", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
         ("log_safety_decision", ("topic", "", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
         ("log_safety_decision", ("topic", "k", "tech", "maybe", "r", Jsonb([]), "c"), InvalidInput),
@@ -262,3 +278,35 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
     dummy["execution"] = uuid.uuid4()
     covered = {rpc for rpc, _, _ in _cases(dummy)}
     assert rpcs == covered
+
+
+def test_errors_cut_the_inputs_they_echo(state) -> None:
+    """A 100 kB slug, key or name comes back as its first 80 characters and its length."""
+    huge = "x" * 100_000
+    state.upsert_dimension("tech", "Tech")
+    account = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
+    state.set_budget_cap("tts", "2025-06", 1_000)
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        ("upsert_dimension", (huge, "t", E, True)),
+        ("upsert_dimension_account", ("tech", huge, "@x", 1)),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, huge[:64])),
+        ("set_dimensions_active", ([huge],)),
+        ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": huge, "handle": huge}]))),
+        ("is_approved", (1, SHA, [huge])),
+        ("is_approved", (1, huge, ["technical"])),
+        ("reserve_budget", (huge[:200], "2025-06", 1, "k")),
+        ("settle_budget", (huge, 1)),
+        ("reserve_quota", (account, 1, huge)),
+        # Fenced RPCs: whichever check refuses first, the message stays short.
+        ("transition", (huge, 1, "a", "b", E, None)),
+        ("record_review", (1, SHA, huge, "approved", E, None)),
+        ("record_review", (1, SHA, "technical", huge, E, None)),
+    ]
+    for rpc, args in calls:
+        with pytest.raises(StateError) as err:
+            state.call(rpc, *args)
+        assert len(err.value.message) < 300, f"{rpc}: {len(err.value.message)} characters"
+        assert err.value.sqlstate.startswith("MD"), f"{rpc}: {err.value.message}"
+    with pytest.raises(InvalidInput) as err:
+        state.upsert_dimension(huge, "t")
+    assert "'" + "x" * 80 + "'... (100000 characters)" in err.value.message

@@ -5,6 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from mdame_core import settings
+from mdame_core.migrate import migrate
 from mdame_core.settings import SettingsError
 from mdame_core.state import EnvironmentMismatch, InvalidInput, StateError, StateStore
 from mdame_resources.state import StateStoreResource, close_clients
@@ -110,3 +112,28 @@ def test_connection_lost_mid_call_is_not_disguised_as_a_refusal(fresh_db, state)
     del state._before_commit
     assert state.get_dimension("tech") is None  # killed before COMMIT: rolled back
     assert state.upsert_dimension("tech", "Tech") > 0
+
+
+def test_external_database_outside_dev_requires_the_app_url(monkeypatch) -> None:
+    owner_url = "postgresql://postgres:pw@db.example.invalid:5432/postgres"
+    app_url = "postgresql://mdame_app:pw@db.example.invalid:5432/postgres"
+    monkeypatch.setenv("MDAME_DATABASE_URL", owner_url)
+    monkeypatch.delenv("MDAME_APP_DATABASE_URL", raising=False)
+    monkeypatch.setenv("ENV", "prod")
+    with pytest.raises(SettingsError, match="MDAME_APP_DATABASE_URL is required"):
+        settings.database_url("app")
+    assert settings.database_url("owner") == owner_url  # migrations still run as the owner
+    monkeypatch.setenv("ENV", "dev")
+    assert settings.database_url("app") == owner_url  # dev keeps the SET ROLE convenience
+    monkeypatch.setenv("ENV", "prod")
+    monkeypatch.setenv("MDAME_APP_DATABASE_URL", app_url)
+    assert settings.database_url("app") == app_url
+
+
+def test_prod_client_refuses_any_login_but_the_app_role(empty_db) -> None:
+    migrate(empty_db.owner, "prod")
+    with pytest.raises(SettingsError, match="must log in as mdame_app"):
+        StateStore(empty_db.owner, env="prod")
+    with StateStore(empty_db.app, env="prod") as store:
+        assert store._select("SELECT current_user, session_user") == [("mdame_app", "mdame_app")]
+        assert store.environment() == "prod"

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import date
 
+import psycopg
 import pytest
 
 from mdame_core.state import (
+    Fence,
     IdempotencyConflict,
     InvalidInput,
     NotFound,
     ReconcileRequired,
     StateConflict,
+    StateStore,
 )
 
 SHA_A = "a" * 64
@@ -64,36 +69,166 @@ def test_budget_refusals(state) -> None:
     assert state.reserve_budget("tts", "2025-07", 0, "free") is not None
 
 
+def test_settle_above_the_reservation_only_while_it_fits_under_the_cap(state) -> None:
+    state.set_budget_cap("tts", "2025-08", 100)
+    state.reserve_budget("tts", "2025-08", 40, "a")
+    state.reserve_budget("tts", "2025-08", 30, "b")
+    assert state.settle_budget("a", 60) is not None  # 20 over, and 60 + 30 <= 100: accepted
+    with pytest.raises(InvalidInput, match=r"actual 80 micros exceeds the reserved 30") as err:
+        state.settle_budget("b", 80)  # 60 + 80 > 100
+    assert "cap of tts/2025-08 (100 micros, 60 in use" in err.value.message
+    usage = state.budget_usage("tts", "2025-08")
+    assert (usage.reserved_micros, usage.settled_micros) == (30, 60)  # nothing changed
+    assert state.settle_budget("b", 40) is not None  # exactly up to the cap
+    assert state.budget_usage("tts", "2025-08").remaining_micros == 0
+    state.reserve_budget("tts", "2025-08", 0, "c")
+    assert state.settle_budget("c", 0) is not None  # below or at the reservation: always
+
+
+def _in_transaction(url: str, statement: str, args: tuple) -> psycopg.Connection:
+    """A connection that has run `statement` in an open transaction (holding its locks)."""
+    conn = psycopg.connect(url)
+    conn.execute(statement, args)
+    return conn
+
+
+@pytest.mark.parametrize("first", ["settle", "reserve"])
+def test_settle_and_reserve_serialise_on_the_cap(fresh_db, state, first) -> None:
+    """An overrun and a new reservation racing for the last room: exactly one gets it, in
+    either order, because both take the cap row's lock."""
+    state.set_budget_cap("tts", "2025-09", 100)
+    state.reserve_budget("tts", "2025-09", 50, "a")
+    settle = ("SELECT mdame.settle_budget(%s, %s)", ("a", 80))
+    reserve = ("SELECT mdame.reserve_budget(%s, %s, %s, %s)", ("tts", "2025-09", 50, "b"))
+    held, racing = (settle, reserve) if first == "settle" else (reserve, settle)
+    holder = _in_transaction(fresh_db.app, *held)
+    outcome: list[object] = []
+
+    def race() -> None:
+        with psycopg.connect(fresh_db.app, autocommit=True) as conn:
+            try:
+                outcome.append(conn.execute(*racing).fetchone()[0])
+            except psycopg.Error as exc:
+                outcome.append(exc.sqlstate)
+
+    thread = threading.Thread(target=race)
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive(), "the second call did not wait for the cap lock"
+    holder.commit()
+    holder.close()
+    thread.join(10)
+    assert outcome == ([None] if first == "settle" else ["MD001"])
+    usage = state.budget_usage("tts", "2025-09")
+    assert usage.reserved_micros + usage.settled_micros <= usage.cap_micros
+
+
+def test_reserving_a_budget_again_after_a_release_holds_money_again(state) -> None:
+    state.set_budget_cap("tts", "2025-10", 100)
+    first = state.reserve_budget("tts", "2025-10", 60, "k")
+    assert state.release_budget("k") is True
+    assert state.reserve_budget("tts", "2025-10", 60, "k") == first
+    assert state.budget_usage("tts", "2025-10").reserved_micros == 60
+    assert state.reserve_budget("tts", "2025-10", 60, "other") is None
+    assert state.settle_budget("k", 60) == first  # settle after the re-reserve works
+    state.reserve_budget("tts", "2025-10", 40, "x")
+    state.release_budget("x")
+    state.reserve_budget("tts", "2025-10", 40, "y")
+    assert state.reserve_budget("tts", "2025-10", 40, "x") is None  # no room: nothing held
+    with pytest.raises(StateConflict):
+        state.settle_budget("x", 1)
+
+
 # -- quotas -------------------------------------------------------------------------------
-def test_quota_per_account_and_day(state) -> None:
+def _quota_day(owner, tz: str) -> date:
+    return owner.execute("SELECT (now() AT TIME ZONE %s)::date", (tz,)).fetchone()[0]
+
+
+def test_quota_per_account_and_quota_day(state, owner) -> None:
     state.upsert_dimension("tech", "Tech")
     account = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
-    day, next_day = date(2025, 6, 1), date(2025, 6, 2)
-    upload = state.reserve_quota(account, day, 60, "upload:1")
+    upload = state.reserve_quota(account, 60, "upload:1")
     assert upload is not None
-    assert state.reserve_quota(account, day, 60, "upload:1") == upload
-    assert state.reserve_quota(account, day, 50, "upload:2") is None
-    assert state.reserve_quota(account, next_day, 50, "upload:3") is not None  # a new day
+    assert state.reserve_quota(account, 60, "upload:1") == upload
+    assert state.reserve_quota(account, 50, "upload:2") is None
     with pytest.raises(IdempotencyConflict):
-        state.reserve_quota(account, next_day, 60, "upload:1")
+        state.reserve_quota(account, 50, "upload:1")
 
     assert state.commit_quota("upload:1") == upload
     assert state.commit_quota("upload:1") == upload
+    assert state.reserve_quota(account, 60, "upload:1") == upload  # committed: still held
     with pytest.raises(StateConflict):
         state.release_quota("upload:1")
-    usage = state.quota_usage(account, day)
+    usage = state.quota_usage(account)
+    assert usage.day == _quota_day(owner, "America/Los_Angeles")  # YouTube's quota day
     assert (usage.committed_units, usage.reserved_units, usage.remaining_units) == (60, 0, 40)
+    assert state.quota_usage(account, usage.day) == usage
 
-    assert state.reserve_quota(account, day, 40, "upload:4") is not None
+    assert state.reserve_quota(account, 40, "upload:4") is not None
     assert state.release_quota("upload:4") is True
     assert state.release_quota("upload:4") is False
     with pytest.raises(StateConflict):
         state.commit_quota("upload:4")
-    assert state.quota_usage(account, day).remaining_units == 40
+    assert state.quota_usage(account).remaining_units == 40
     with pytest.raises(NotFound):
-        state.reserve_quota(999, day, 1, "x")
+        state.reserve_quota(999, 1, "x")
     with pytest.raises(InvalidInput):
-        state.reserve_quota(account, day, 0, "zero")
+        state.reserve_quota(account, 0, "zero")
+
+
+def test_quota_day_follows_the_account_time_zone(state, owner) -> None:
+    state.upsert_dimension("tech", "Tech")
+    east = state.upsert_dimension_account(
+        "tech", "youtube", "@east", 10, True, "Pacific/Kiritimati"
+    )
+    west = state.upsert_dimension_account("tech", "youtube", "@west", 10, True, "Pacific/Pago_Pago")
+    state.reserve_quota(east, 1, "e")
+    state.reserve_quota(west, 1, "w")
+    days = dict(owner.execute("SELECT quota_key, day FROM mdame.quota_ledger").fetchall())
+    assert days == {
+        "e": _quota_day(owner, "Pacific/Kiritimati"),
+        "w": _quota_day(owner, "Pacific/Pago_Pago"),
+    }
+    assert days["e"] > days["w"]  # 25 hours apart: never the same date
+    assert [a.quota_timezone for a in state.list_accounts("tech")] == [
+        "Pacific/Kiritimati",
+        "Pacific/Pago_Pago",
+    ]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        owner.execute("UPDATE mdame.dimension_accounts SET quota_timezone = 'Nowhere/Atlantis'")
+
+
+def test_a_seven_day_backfill_spends_one_days_quota(state, owner) -> None:
+    """Seven partition dates reserve on the same real quota day and stop at the cap."""
+    state.upsert_dimension("tech", "Tech")
+    account = state.upsert_dimension_account("tech", "youtube", "@tech", 3 * 1600)
+    granted = [
+        state.reserve_quota(account, 1600, f"publication:2026-11-{day:02d}|tech")
+        for day in range(21, 28)
+    ]
+    assert [g is not None for g in granted] == [True] * 3 + [False] * 4
+    days = owner.execute("SELECT DISTINCT day FROM mdame.quota_ledger").fetchall()
+    assert days == [(_quota_day(owner, "America/Los_Angeles"),)]
+    assert state.quota_usage(account).remaining_units == 0
+
+
+def test_reserving_again_after_a_release_holds_units_again(state) -> None:
+    state.upsert_dimension("tech", "Tech")
+    account = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
+    first = state.reserve_quota(account, 60, "upload:1")
+    assert state.release_quota("upload:1") is True
+    assert state.reserve_quota(account, 60, "upload:1") == first  # the same row, held again
+    assert state.quota_usage(account).reserved_units == 60
+    assert state.reserve_quota(account, 60, "other") is None  # the units really are held
+    assert state.commit_quota("upload:1") == first  # commit after the re-reserve works
+    assert state.quota_usage(account).committed_units == 60
+    # Released, and the units went to someone else meanwhile: no id for nothing held.
+    state.reserve_quota(account, 30, "upload:2")
+    state.release_quota("upload:2")
+    assert state.reserve_quota(account, 40, "upload:3") is not None
+    assert state.reserve_quota(account, 30, "upload:2") is None
+    with pytest.raises(StateConflict):
+        state.commit_quota("upload:2")
 
 
 # -- provider attempts --------------------------------------------------------------------
@@ -131,34 +266,60 @@ def test_attempts_count_across_prompts_and_unknown_blocks_until_reconciled(state
 
 # -- reviews ------------------------------------------------------------------------------
 @pytest.fixture
-def render_id(state) -> int:
+def render(state) -> tuple[StateStore, int]:
+    """A render of a script, and a view holding tech's pipeline lock (reviews are fenced)."""
     dim = state.upsert_dimension("tech", "Tech")
+    token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
+    held = state.fenced(Fence("pipeline:tech", "test", token, 600))
     base = {"dimension_id": dim, "partition_date": "2025-06-01"}
-    topic = state.upsert_work_unit("topic", "t", base)
-    script = state.upsert_work_unit("script", "s", {**base, "topic_id": topic})
-    return state.upsert_work_unit("render", "r", {"script_id": script})
+    allow = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rules"}
+    [trend] = held.record_trends("tech", [{"key": "tr", "payload": base}])
+    topic = held.decide_topic("t", {**base, "trend_id": trend}, allow)
+    script = held.record_script("s", {**base, "topic_id": topic}, allow)
+    return held, held.upsert_work_unit("render", "r", {"script_id": script})
 
 
-def test_approval_is_bound_to_the_file_hash(state, render_id) -> None:
-    assert state.is_approved(render_id, SHA_A) is False  # never reviewed
+BOTH = ["technical", "safety"]
+
+
+def test_approval_is_bound_to_the_file_hash(render) -> None:
+    state, render_id = render
+    assert state.is_approved(render_id, SHA_A, BOTH) is False  # never reviewed
     state.record_review(render_id, SHA_A, "technical", "approved", {"lufs": -14})
     state.record_review(render_id, SHA_A, "safety", "approved")
-    assert state.is_approved(render_id, SHA_A) is True
-    assert state.is_approved(render_id, SHA_B) is False  # another file
+    assert state.is_approved(render_id, SHA_A, BOTH) is True
+    assert state.is_approved(render_id, SHA_B, BOTH) is False  # another file
 
     state.record_review(render_id, SHA_A, "safety", "rejected", {"reason": "logo"})
-    assert state.is_approved(render_id, SHA_A) is False
+    assert state.is_approved(render_id, SHA_A, BOTH) is False
+    assert state.is_approved(render_id, SHA_A, ["technical"]) is False  # any rejection counts
     state.record_review(render_id, SHA_A, "safety", "approved")
-    assert state.is_approved(render_id, SHA_A) is True
+    assert state.is_approved(render_id, SHA_A, BOTH) is True
 
     # The file was re-rendered: a review of the new hash voids the old approval.
     state.record_review(render_id, SHA_B, "technical", "approved")
-    assert state.is_approved(render_id, SHA_A) is False
-    assert state.is_approved(render_id, SHA_B) is True
+    assert state.is_approved(render_id, SHA_A, BOTH) is False
+    assert state.is_approved(render_id, SHA_B, ["technical"]) is True
     with pytest.raises(InvalidInput, match="SHA-256"):
         state.record_review(render_id, "ABC", "technical", "approved")
     with pytest.raises(NotFound):
-        state.is_approved(999_999, SHA_A)
+        state.is_approved(999_999, SHA_A, BOTH)
+
+
+def test_approval_needs_every_required_review(render) -> None:
+    state, render_id = render
+    """A render approved only "technically" fails a dimension that also requires safety."""
+    state.record_review(render_id, SHA_A, "technical", "approved")
+    assert state.is_approved(render_id, SHA_A, ["technical"]) is True
+    assert state.is_approved(render_id, SHA_A, ["technical", "safety"]) is False
+    state.record_review(render_id, SHA_B, "safety", "approved")  # safety saw other bytes
+    state.record_review(render_id, SHA_A, "technical", "approved")
+    assert state.is_approved(render_id, SHA_A, ["technical", "safety"]) is False
+    state.record_review(render_id, SHA_A, "safety", "approved")
+    assert state.is_approved(render_id, SHA_A, ["technical", "safety"]) is True
+    for empty in ([], None):
+        with pytest.raises(InvalidInput, match="required_checks"):
+            state.is_approved(render_id, SHA_A, empty)
 
 
 # -- scene cache --------------------------------------------------------------------------

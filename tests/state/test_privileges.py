@@ -6,6 +6,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.conftest import server_url, superuser
+
 
 def _relations(owner: psycopg.Connection, kinds: str = "rp") -> list[str]:
     rows = owner.execute(
@@ -100,17 +102,29 @@ def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> Non
 
 
 def test_default_privileges_cover_future_migrations(fresh_db, owner) -> None:
-    """Objects a later migration creates get the same privileges without extra GRANTs."""
-    owner.execute("CREATE TABLE mdame.later_table (id int)")
+    """A later migration's functions are callable by the app without extra GRANTs; its tables
+    are not readable until granted on purpose (a future table may hold secrets)."""
+    owner.execute("CREATE TABLE mdame.later_secrets (id int, token text)")
+    owner.execute("INSERT INTO mdame.later_secrets VALUES (1, 'hunter2')")
     owner.execute(
         "CREATE FUNCTION mdame.later_rpc() RETURNS int LANGUAGE sql SECURITY DEFINER "
         "SET search_path = mdame, pg_temp AS 'SELECT 1'"
     )
     with psycopg.connect(fresh_db.app, autocommit=True) as app:
-        assert app.execute("SELECT count(*) FROM mdame.later_table").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT * FROM mdame.later_secrets")
         assert app.execute("SELECT mdame.later_rpc()").fetchone() == (1,)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            app.execute("INSERT INTO mdame.later_table VALUES (1)")
+            app.execute("INSERT INTO mdame.later_secrets VALUES (2, 'x')")
+    owner.execute("CREATE TABLE mdame.later_table (id int)")
+    owner.execute("ALTER TABLE mdame.later_table ENABLE ROW LEVEL SECURITY")
+    owner.execute(
+        "CREATE POLICY app_reads ON mdame.later_table FOR SELECT TO mdame_app USING (true)"
+    )
+    owner.execute("INSERT INTO mdame.later_table VALUES (1)")
+    owner.execute("GRANT SELECT ON mdame.later_table TO mdame_app")  # the explicit grant
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        assert app.execute("SELECT count(*) FROM mdame.later_table").fetchone() == (1,)
     (public,) = owner.execute(
         """SELECT EXISTS (SELECT FROM aclexplode(proacl) a WHERE a.grantee = 0)
              FROM pg_proc WHERE oid = 'mdame.later_rpc'::regproc"""
@@ -124,3 +138,49 @@ def test_environment_is_recorded_once_and_immutable(owner) -> None:
         owner.execute("UPDATE mdame.environment SET env = 'prod'")
     with pytest.raises(psycopg.Error, match="recorded once"):
         owner.execute("DELETE FROM mdame.environment")
+
+
+def test_truncate_of_the_environment_is_refused_even_for_the_owner(owner) -> None:
+    with pytest.raises(psycopg.Error, match="recorded once") as err:
+        owner.execute("TRUNCATE mdame.environment")
+    assert err.value.sqlstate == "MD001"
+    assert owner.execute("SELECT env FROM mdame.environment").fetchall() == [("dev",)]
+
+
+def test_row_security_hides_every_table_from_roles_but_ours(fresh_db, owner, state) -> None:
+    """A role that is neither owner nor app (a hosted platform's API role, say) reads nothing,
+    even when granted SELECT on everything; the app and the RPCs are unaffected."""
+    state.upsert_dimension("tech", "Tech")
+    state.set_budget_cap("tts", "2025-06", 10)
+    state.reserve_budget("tts", "2025-06", 1, "k")
+    tables = _relations(owner, "rp")
+    without = owner.execute(
+        """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'mdame' AND c.relkind IN ('r', 'p')
+              AND (NOT c.relrowsecurity OR c.relforcerowsecurity)"""
+    ).fetchall()
+    assert without == []  # enabled everywhere, and not forced (the owner's RPCs bypass it)
+    policies = owner.execute(
+        "SELECT DISTINCT roles::text[], cmd FROM pg_policies WHERE schemaname = 'mdame'"
+    ).fetchall()
+    assert policies == [(["mdame_app"], "SELECT")]
+    intruder = f"mdame_intruder_{fresh_db.name}"
+    with superuser() as su:
+        su.execute(f'CREATE ROLE "{intruder}" NOLOGIN')
+    try:
+        with psycopg.connect(server_url("postgres", fresh_db.name), autocommit=True) as conn:
+            conn.execute(f'GRANT USAGE ON SCHEMA mdame TO "{intruder}"')
+            conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA mdame TO "{intruder}"')
+            conn.execute(f'SET ROLE "{intruder}"')
+            for table in [*tables, "budget_usage", "quota_usage"]:
+                query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("mdame", table))
+                assert conn.execute(query).fetchone() == (0,), table
+            conn.execute("RESET ROLE")
+            conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA mdame FROM "{intruder}"')
+            conn.execute(f'REVOKE ALL ON SCHEMA mdame FROM "{intruder}"')
+    finally:
+        with superuser() as su:
+            su.execute(f'DROP ROLE "{intruder}"')
+    assert [d.slug for d in state.list_dimensions()] == ["tech"]
+    assert state.budget_usage("tts", "2025-06").reserved_micros == 1
+    assert state.environment() == "dev"

@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 
 from mdame_core.state import (
+    Fence,
     IdempotencyConflict,
     InvalidInput,
     NotFound,
@@ -70,6 +71,7 @@ def test_upsert_fills_natural_keys_initial_state_and_created_event(state, chain)
         "script_id": chain["script"],
         "render_id": chain["render"],
         "account_id": chain["account"],
+        "content_sha256": None,
     }
     initial = {
         "trend": "scored",
@@ -243,3 +245,104 @@ def test_partitions_with_scripts_in(state, chain) -> None:
     (work,) = state.partitions_with_scripts_in(["planned", "visuals_ready"])
     assert (work.dimension_slug, work.partition_date, work.scripts) == ("tech", date(2025, 6, 1), 1)
     assert work.last_update == state.get_work_unit("script", chain["script"]).updated_at
+
+
+# -- accounts and publications (0003) -----------------------------------------------------
+ALLOW = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rules"}
+BLOCK = {"verdict": "block", "rule": "no", "reasons": [], "classifier": "rules"}
+
+
+@pytest.fixture
+def tech(state: StateStore) -> tuple[StateStore, dict[str, int]]:
+    """A fenced view holding tech's pipeline lock, a dimension and a youtube account."""
+    token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
+    held = state.fenced(Fence("pipeline:tech", "test", token, 600))
+    ids = {"dimension": state.upsert_dimension("tech", "Tech")}
+    ids["account"] = state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    return held, ids
+
+
+def _script_and_render(held: StateStore, dim: int, key: str) -> dict[str, int]:
+    base = {"dimension_id": dim, "partition_date": "2025-06-02"}
+    [trend] = held.record_trends("tech", [{"key": f"{key}-tr", "payload": {**base, "title": key}}])
+    topic = held.decide_topic(f"{key}-to", {**base, "trend_id": trend}, ALLOW)
+    script = held.record_script(f"{key}-sc", {**base, "topic_id": topic}, ALLOW)
+    render = held.upsert_work_unit("render", f"{key}-re", {"script_id": script})
+    return {"script_id": script, "render_id": render}
+
+
+def test_registry_deactivation_touches_only_the_dimensions_accounts(state, tech) -> None:
+    state.upsert_dimension("news", "News")
+    other = state.upsert_dimension_account("news", "youtube", "@news", 10)
+    kept = state.upsert_dimension_account("tech", "outbox", "@tech", 10)
+    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 1
+    accounts = {(a.platform, a.handle): a.active for a in state.list_accounts("tech")}
+    assert accounts == {("youtube", "@tech"): False, ("outbox", "@tech"): True}
+    assert [a.id for a in state.list_accounts("tech", active_only=True)] == [kept]
+    assert state.list_accounts("news")[0].active and state.list_accounts("news")[0].id == other
+    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 0
+    with pytest.raises(NotFound, match="has no account"):
+        state.set_dimension_accounts_active("tech", [("youtube", "@news")])  # not tech's
+    assert state.list_accounts("news")[0].active
+    state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)  # back in the YAML
+    assert all(a.active for a in state.list_accounts("tech"))
+
+
+def test_no_publication_for_an_inactive_account(state, tech) -> None:
+    held, ids = tech
+    refs = _script_and_render(held, ids["dimension"], "a")
+    payload = {**refs, "account_id": ids["account"], "content_sha256": "e" * 64}
+    existing = held.upsert_work_unit("publication", "pu-1", payload)
+    state.upsert_dimension_account("tech", "outbox", "@tech", 10)
+    state.set_dimension_accounts_active("tech", [("outbox", "@tech")])  # @tech on youtube: off
+    refs = _script_and_render(held, ids["dimension"], "b")
+    with pytest.raises(StateConflict, match=r"account \d+ \(youtube/'@tech'\) is inactive") as err:
+        held.upsert_work_unit("publication", "pu-2", {**refs, "account_id": ids["account"]})
+    assert err.value.sqlstate == "MD003"  # upsert_work_unit lets the trigger's error through
+    assert state.get_work_unit("publication", "pu-2") is None
+    # The existing publication stays, and retrying its creation still returns it.
+    assert held.upsert_work_unit("publication", "pu-1", payload) == existing
+
+
+def test_the_same_bytes_are_published_once_per_account(state, tech) -> None:
+    held, ids = tech
+    sha = "d" * 64
+    first = _script_and_render(held, ids["dimension"], "b")
+    second = _script_and_render(held, ids["dimension"], "c")
+    account = ids["account"]
+    held.upsert_work_unit(
+        "publication", "pu-b", {**first, "account_id": account, "content_sha256": sha}
+    )
+    with pytest.raises(IdempotencyConflict, match="publications_same_bytes_once_per_account"):
+        held.upsert_work_unit(
+            "publication", "pu-c", {**second, "account_id": account, "content_sha256": sha}
+        )
+    assert state.get_work_unit("publication", "pu-c") is None
+    other = state.upsert_dimension_account("tech", "outbox", "@mirror", 10)
+    assert held.upsert_work_unit(
+        "publication", "pu-c", {**second, "account_id": other, "content_sha256": sha}
+    )
+
+
+def test_covered_topic_titles_are_the_other_days_in_the_window(state, tech) -> None:
+    held, ids = tech
+    dim = ids["dimension"]
+
+    def topic(key: str, day: str, title: str, decision: dict | None) -> None:
+        base = {"dimension_id": dim, "partition_date": day}
+        [trend] = held.record_trends("tech", [{"key": f"{key}-tr", "payload": {**base}}])
+        payload = {**base, "trend_id": trend, "title": title}
+        if decision is None:
+            held.upsert_work_unit("topic", key, payload)
+        else:
+            held.decide_topic(key, payload, decision)
+
+    topic("old", "2025-05-01", "Too old", ALLOW)
+    topic("before", "2025-06-01", "Day before", ALLOW)
+    topic("same", "2025-06-02", "Same day", ALLOW)
+    topic("after", "2025-06-03", "Day after", ALLOW)
+    topic("rejected", "2025-06-01", "Rejected", BLOCK)
+    topic("candidate", "2025-06-01", "Undecided", None)
+    titles = state.covered_topic_titles(dim, date(2025, 6, 2), 14)
+    assert titles == ["Day before", "Day after"]
+    assert state.covered_topic_titles(dim, date(2025, 6, 2), 0) == []

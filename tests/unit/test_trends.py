@@ -18,6 +18,8 @@ from mdame_domain.trends import (
     normalize_title,
     parse_feed,
     score_trends,
+    split_storable,
+    unstorable_reason,
     volume_gate,
 )
 
@@ -313,3 +315,51 @@ def test_idempotency_key_and_content_hash() -> None:
     assert idempotency_key("tech", 1) == idempotency_key("tech", "1")
     assert content_hash(b"abc") == content_hash("abc")
     assert content_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+# --- unstorable items --------------------------------------------------------------------------
+
+BAD_RSS = """<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>t</title>
+  <item><title>Fine item</title><guid>ok</guid></item>
+  <item><title>Nul by reference&#0;here</title><guid>ref</guid></item>
+  <item><title>Nul raw\x00here</title><guid>raw</guid></item>
+  <item><title>Bell &#x7; is only odd</title><guid>bell</guid></item>
+  <item><title>Also fine &#233;</title><guid>fine-2</guid></item>
+</channel></rss>"""
+
+
+def test_a_nul_in_one_xml_item_skips_that_item_not_the_feed() -> None:
+    items = parse_feed(BAD_RSS, "feeds/bad.xml")  # the document no longer fails to parse
+    assert [i.guid for i in items] == ["ok", "ref", "raw", "bell", "fine-2"]
+    assert items[1].title == "Nul by reference\x00here"  # the marker is put back
+    assert items[4].title == "Also fine \u00e9"  # legal references are left to the parser
+    kept, skipped = split_storable(items)
+    assert [i.guid for i in kept] == ["ok", "bell", "fine-2"]  # a bell is odd but storable
+    assert [(s.guid, s.reason) for s in skipped] == [
+        ("ref", "title contains a NUL character (U+0000)"),
+        ("raw", "title contains a NUL character (U+0000)"),
+    ]
+    assert "feeds/bad.xml" in str(skipped[0])
+
+
+def test_json_feed_nul_and_lone_surrogates_are_skipped() -> None:
+    feed = {
+        "version": "https://jsonfeed.org/version/1.1",
+        "items": [
+            {"id": "ok", "title": "Fine"},
+            {"id": "nul", "title": "Fine", "summary": "bad \u0000 summary"},
+            {"id": "sur", "title": "Lone \ud800 surrogate"},
+            {"id": "url\u0000", "title": "Bad guid"},
+        ],
+    }
+    items = parse_feed(json.dumps(feed), "x.json")
+    kept, skipped = split_storable(items)
+    assert [i.guid for i in kept] == ["ok"]
+    assert [s.reason for s in skipped] == [
+        "summary contains a NUL character (U+0000)",
+        "title contains a lone surrogate (U+D800)",
+        "guid contains a NUL character (U+0000)",
+    ]
+    assert skipped[2].guid == "url\\x00"  # printable in a log line
+    assert unstorable_reason(kept[0]) is None

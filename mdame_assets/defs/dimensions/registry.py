@@ -20,18 +20,27 @@ class SyncReport:
 
 
 def sync_registry(state: StateStore, folder: Path = DIMENSIONS_DIR) -> SyncReport:
-    """Upserts every valid file; deactivates removed or deactivated dimensions.
+    """Upserts every valid file; deactivates removed or deactivated dimensions, and accounts
+    removed from a dimension's file.
 
     A malformed file is reported and its dimension keeps its last good state, so a typo does
-    not silently stop a running niche (nor start a stopped one).
+    not silently stop a running niche (nor start a stopped one), nor its accounts.
     """
     registry = load_registry(folder)
     for dim in registry.dimensions:
         state.upsert_dimension(dim.slug, dim.title, dim.to_json(), dim.active)
         for account in dim.accounts:
             state.upsert_dimension_account(
-                dim.slug, account.platform, account.handle, account.daily_quota_units
+                dim.slug,
+                account.platform,
+                account.handle,
+                account.daily_quota_units,
+                True,
+                account.quota_timezone,
             )
+        state.set_dimension_accounts_active(
+            dim.slug, [(account.platform, account.handle) for account in dim.accounts]
+        )
     broken = [Path(e.source).stem for e in registry.errors]
     keep_as_is = [s for s in broken if (row := state.get_dimension(s)) is not None and row.active]
     active = tuple(d.slug for d in registry.dimensions if d.active)

@@ -9,11 +9,14 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
+from mdame_domain.topics import repeat_of
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
 
 # Topics decided per video slot before giving up: the feed's best items are tried in order.
 CANDIDATES_PER_VIDEO = 5
+# The audit rule of a topic rejected because the dimension covered the story on a nearby day.
+REPEAT_RULE = "repeat"
 
 
 def _decision(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> dict[str, Any]:
@@ -30,8 +33,19 @@ def _decision(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> 
     }
 
 
-def _topic_for(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> WorkUnit:
-    """The trend's topic, decided once: classified, logged and approved or rejected together."""
+def _repeat(trend: WorkUnit, covered: list[str]) -> dict[str, Any] | None:
+    old = repeat_of(trend.payload["title"], covered)
+    if old is None:
+        return None
+    reasons = [f"repeats {old!r}"]
+    return {"verdict": "block", "rule": REPEAT_RULE, "reasons": reasons, "classifier": "topics"}
+
+
+def _topic_for(
+    step: Step, safety: SafetyClassifierResource, trend: WorkUnit, covered: list[str]
+) -> WorkUnit:
+    """The trend's topic, decided once: classified, logged and approved or rejected together.
+    A story covered on a nearby day is rejected as a repeat, with that rule in the audit log."""
     key = idempotency_key(trend.idempotency_key, "topic")
     topic = step.state.get_work_unit("topic", key)
     if topic is None or topic.state == "candidate":
@@ -43,7 +57,8 @@ def _topic_for(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) ->
             "snippets": [trend.payload["summary"]] if trend.payload["summary"] else [],
             "keywords": trend.payload["keywords"],
         }
-        step.state.decide_topic(key, payload, _decision(step, safety, trend))
+        decision = _repeat(trend, covered) or _decision(step, safety, trend)
+        step.state.decide_topic(key, payload, decision)
         topic = step.state.get_work_unit("topic", key)
         assert topic is not None  # decide_topic just created or found it
     return topic
@@ -62,11 +77,18 @@ def topics(
             key=lambda t: (-t.payload["score"], t.id),
         )
         wanted = step.dimension.videos_per_day
-        approved, rejected = 0, []
-        for trend in ranked[: wanted * CANDIDATES_PER_VIDEO]:
-            if approved >= wanted:
+        covered = step.state.covered_topic_titles(
+            step.dimension_id, step.partition.day, step.dimension.topic_lookback_days
+        )
+        approved, rejected, repeats, decided = 0, [], [], 0
+        for trend in ranked:
+            if approved >= wanted or decided >= wanted * CANDIDATES_PER_VIDEO:
                 break
-            topic = _topic_for(step, safety, trend)
+            topic = _topic_for(step, safety, trend, covered)
+            if topic.result.get("safety_rule") == REPEAT_RULE:  # its slot goes to the next one
+                repeats.append(topic.payload["title"])
+                continue
+            decided += 1
             # A topic that passed safety uses its video slot even if the hook audit rejects it
             # later: re-runs then pick exactly the same topics.
             if topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook":
@@ -74,5 +96,10 @@ def topics(
             else:
                 rejected.append(topic.payload["title"])
     return dg.MaterializeResult(
-        metadata={"approved": approved, "rejected": len(rejected), "rejected_titles": rejected}
+        metadata={
+            "approved": approved,
+            "rejected": len(rejected),
+            "rejected_titles": rejected,
+            "skipped_repeats": repeats,
+        }
     )

@@ -6,7 +6,14 @@ from mdame_assets.defs.recovery.logic import recovery_pass
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import pipeline_step
 from mdame_domain.idempotency import idempotency_key
-from mdame_domain.trends import FeedError, VolumeGateError, dedupe_trends, score_trends, volume_gate
+from mdame_domain.trends import (
+    FeedError,
+    VolumeGateError,
+    dedupe_trends,
+    score_trends,
+    split_storable,
+    volume_gate,
+)
 from mdame_resources.providers.publisher import PublisherResource
 from mdame_resources.providers.trends import TrendSourceResource
 from mdame_resources.state import StateStoreResource
@@ -32,6 +39,10 @@ def trends(
                 items.extend(trend_source.read(feed))
             except FeedError as exc:
                 raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
+        items, skipped = split_storable(items)  # one bad item must not fail the stage
+        for item in skipped:
+            context.log.warning(f"skipped {item}")
+            step.log("feed_item_skipped", source=item.source, guid=item.guid, reason=item.reason)
         scored = dedupe_trends(score_trends(items, step.dimension.keywords, step.partition.as_of))
         try:
             kept = volume_gate(scored, MIN_TRENDS, MAX_TRENDS)
@@ -63,7 +74,8 @@ def trends(
         )
     return dg.MaterializeResult(
         metadata={
-            "feed_items": len(items),
+            "feed_items": len(items) + len(skipped),
+            "skipped_items": len(skipped),
             "after_dedupe": len(scored),
             "kept": len(ids),
             "top_score": kept[0].score if kept else 0.0,

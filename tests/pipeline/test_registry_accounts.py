@@ -1,0 +1,42 @@
+"""The registry sync deactivates accounts removed from a dimension's YAML, and only those."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+
+
+def _accounts(state, slug: str) -> dict[str, bool]:
+    return {a.handle: a.active for a in state.list_accounts(slug)}
+
+
+def test_removed_accounts_are_deactivated_and_restored(state, tmp_path: Path) -> None:
+    folder = tmp_path / "dimensions"
+    shutil.copytree(DIMENSIONS_DIR, folder)
+    tech = folder / "tech.yaml"
+    original = tech.read_text()
+    tech.write_text(
+        original.replace(
+            "accounts:\n",
+            "accounts:\n  - {platform: youtube, handle: '@tech-yt', daily_quota_units: 10000,"
+            " quota_timezone: America/New_York}\n",
+        )
+    )
+    sync_registry(state, folder)
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": True}
+    zones = {a.handle: a.quota_timezone for a in state.list_accounts("tech")}
+    assert zones == {"tech-in-60": "America/Los_Angeles", "@tech-yt": "America/New_York"}
+    science = _accounts(state, "science")
+
+    tech.write_text(original)  # the YouTube account is removed from the file
+    sync_registry(state, folder)
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}
+    assert [a.handle for a in state.list_accounts("tech", active_only=True)] == ["tech-in-60"]
+    assert _accounts(state, "science") == science  # other dimensions untouched
+
+    tech.write_text("slug: tech\ntitle: [broken\n")  # a malformed file changes nothing
+    report = sync_registry(state, folder)
+    assert report.errors
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}

@@ -1,0 +1,74 @@
+"""Dimension config fields added for issue 7: required reviews, topic lookback, quota zones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, parse_dimension
+
+
+def _data(**extra: Any) -> dict[str, Any]:
+    return {
+        "slug": "tech",
+        "title": "Tech",
+        "visual_style": "neon",
+        "palette": ["#000000", "#ffffff"],
+        "feeds": ["feeds/tech.xml"],
+        "accounts": [{"platform": "youtube", "handle": "@tech"}],
+        **extra,
+    }
+
+
+def test_defaults() -> None:
+    config = parse_dimension(_data(), "tech.yaml")
+    assert config.required_reviews == ("technical",)
+    assert config.topic_lookback_days == 14
+    assert config.accounts[0].quota_timezone == "America/Los_Angeles"
+
+
+def test_values_round_trip_through_json() -> None:
+    config = parse_dimension(
+        _data(
+            required_reviews=["technical", "safety", "technical"],
+            topic_lookback_days=3,
+            accounts=[{"platform": "outbox", "handle": "o", "quota_timezone": "UTC"}],
+        ),
+        "tech.yaml",
+    )
+    assert config.required_reviews == ("technical", "safety")
+    assert config.topic_lookback_days == 3
+    assert config.accounts[0].quota_timezone == "UTC"
+    assert dimension_from_json(config.to_json()) == config
+
+
+def test_a_config_stored_before_the_new_fields_gets_the_defaults() -> None:
+    stored = parse_dimension(_data(), "tech.yaml").to_json()
+    for name in ("required_reviews", "topic_lookback_days"):
+        del stored[name]
+    for account in stored["accounts"]:
+        del account["quota_timezone"]
+    config = dimension_from_json(stored)
+    assert config.required_reviews == ("technical",)
+    assert config.accounts[0].quota_timezone == "America/Los_Angeles"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"required_reviews": []}, "required_reviews"),
+        ({"required_reviews": ["Safety Review"]}, "required_reviews"),
+        ({"required_reviews": "technical"}, "required_reviews"),
+        ({"topic_lookback_days": -1}, "topic_lookback_days"),
+        ({"topic_lookback_days": "14"}, "topic_lookback_days"),
+        (
+            {"accounts": [{"platform": "youtube", "handle": "@t", "quota_timezone": "Mars/Base"}]},
+            "accounts[0].quota_timezone",
+        ),
+    ],
+)
+def test_bad_values_name_the_field(extra: dict[str, Any], field: str) -> None:
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(**extra), "tech.yaml")
+    assert err.value.field_name == field
