@@ -113,13 +113,13 @@ BEGIN
     v_dimension := mdame._unit_dimension('script', (p_payload ->> 'script_id')::bigint);
   ELSE
     PERFORM mdame._invalid(format('payload for kind %s names neither dimension_id nor script_id',
-                                  p_kind));
+                                  (mdame._work_kind(p_kind)).kind));
   END IF;
   RETURN v_dimension;
 EXCEPTION
   WHEN invalid_text_representation OR numeric_value_out_of_range THEN
     PERFORM mdame._invalid(format('payload for kind %s has a non-integer dimension_id/script_id',
-                                  p_kind));
+                                  mdame._clip(p_kind, 80)));
     RETURN NULL;
 END
 $$;
@@ -643,7 +643,8 @@ BEGIN
   IF NOT mdame.is_approved(v_pub.render_id, v_sha, p_required_reviews) THEN
     RAISE EXCEPTION USING ERRCODE = 'MD003',
       MESSAGE = format('mdame: render %s is not approved as %s by every one of %s',
-                       v_pub.render_id, left(v_sha, 12), array_to_string(p_required_reviews, ', '));
+                       v_pub.render_id, left(v_sha, 12),
+                       mdame._clip(array_to_string(p_required_reviews, ', '), 200));
   END IF;
   IF mdame.reserve_quota(v_pub.account_id, p_units, p_idempotency_key) IS NULL THEN
     RETURN QUERY SELECT v_pub.id, 'no_quota'::text, NULL::bigint;
@@ -811,15 +812,6 @@ GRANT EXECUTE ON FUNCTION
   mdame.fail_script(bigint, text, bigint),
   mdame.dimension_lock_name(text)
 TO mdame_app;
--- Internal helpers are not the app's to call.
-REVOKE EXECUTE ON FUNCTION
-  mdame._fence(bigint, bigint), mdame._fence_token(bigint), mdame._unit_dimension(text, bigint),
-  mdame._payload_dimension(text, jsonb), mdame._require_attempt_holder(bigint, bigint, timestamptz),
-  mdame._require_state(text, bigint, text[]), mdame._verdict_state(text),
-  mdame._log_decision(text, text, bigint, jsonb),
-  mdame._settle_upload(mdame.publications, mdame.provider_attempts, text, text, jsonb),
-  mdame._attempt_publication(bigint)
-FROM mdame_app;
 
 -- =============================================================================================
 -- Media that vanished or rotted heals: a cache entry whose file is missing or corrupt is

@@ -3,6 +3,7 @@ holders racing one upload never submit it twice."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -157,7 +158,7 @@ def test_a_stale_holder_racing_a_new_one_never_submits_twice(state, owner) -> No
 
     _age_attempt_lease(owner)  # A's lease (lock expiry + grace) is over
     with pytest.raises(LeaseLost):  # an answer asked before the lease ended is not enough
-        b.reconcile_upload(start_a.publication_id, None, asked)
+        b.reconcile_upload(start_a.publication_id, None, asked - timedelta(minutes=5))
     asked = b.db_now()
     assert b.reconcile_upload(start_a.publication_id, channel.get("pu"), asked) == "published"
     assert _begin(b, ids).action == "published"

@@ -93,10 +93,14 @@ def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> Non
     for name, default_acl, public, app, secdef, config, proowner in rows:
         assert not default_acl, f"{name}: default ACL means EXECUTE for PUBLIC"
         assert not public, f"{name} is executable by PUBLIC"
-        assert app, f"{name} is not executable by mdame_app"
         assert proowner == "mdame_owner", name
-        if not name.startswith("_") and name != "environment_is_immutable":
-            assert secdef, f"{name} must be SECURITY DEFINER"
+        if name.startswith("_") and secdef:
+            # The unfenced bodies behind the fenced RPCs (0005): the app must not bypass them.
+            assert not app, f"{name} writes without a fence and must not be the app's to call"
+        elif not name.startswith("_") or not secdef:
+            assert app, f"{name} is not executable by mdame_app"
+        if not name.startswith("_") and name not in ("environment_is_immutable",):
+            assert secdef or name == "dimension_lock_name", f"{name} must be SECURITY DEFINER"
         if secdef:
             assert config == ["search_path=mdame, pg_temp"], name
 
