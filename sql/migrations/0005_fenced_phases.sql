@@ -184,7 +184,11 @@ CREATE FUNCTION mdame.log_safety_decision(p_subject_kind text, p_subject_key tex
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
 BEGIN
-  PERFORM mdame._fence(mdame._dimension_id(p_dimension_slug), p_lock_token);
+  IF p_dimension_slug IS NULL THEN  -- a decision about no dimension's work
+    PERFORM mdame._fence_token(p_lock_token);
+  ELSE
+    PERFORM mdame._fence(mdame._dimension_id(p_dimension_slug), p_lock_token);
+  END IF;
   RETURN mdame._log_safety_decision(p_subject_kind, p_subject_key, p_dimension_slug, p_verdict,
                                     p_rule, p_reasons, p_classifier);
 END

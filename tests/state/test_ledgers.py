@@ -8,6 +8,7 @@ from datetime import date
 
 import psycopg
 import pytest
+from test_fencing import hold
 
 from mdame_core.state import (
     Fence,
@@ -233,6 +234,7 @@ def test_reserving_again_after_a_release_holds_units_again(state) -> None:
 
 # -- provider attempts --------------------------------------------------------------------
 def test_attempts_count_across_prompts_and_unknown_blocks_until_reconciled(state) -> None:
+    state = hold(state, "tech")  # attempts are recorded under a live pipeline lock
     key = "script:tech:2025-06-01:topic-1"
     first = state.record_attempt(key, "gemini", "prompt-v1", "failed")
     state.record_attempt(key, "gemini", "prompt-v2", "submitted")
@@ -345,6 +347,7 @@ def test_scene_cache_ttl_and_idempotent_put(state, owner) -> None:
 # -- safety -------------------------------------------------------------------------------
 def test_safety_decisions_are_logged(state, owner) -> None:
     state.upsert_dimension("tech", "Tech")
+    state = hold(state, "tech")  # decisions are logged under the dimension's pipeline lock
     first = state.log_safety_decision(
         "topic", "topic-key", "tech", "block", "medical-claims", ["cures cancer"], "rules-v1"
     )

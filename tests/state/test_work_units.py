@@ -33,21 +33,29 @@ SCRIPT_PATH = [
 
 
 @pytest.fixture
-def chain(state: StateStore) -> dict[str, int]:
+def held(state: StateStore) -> StateStore:
+    """The client as a holder of tech's pipeline lock: work-unit writes are fenced."""
+    token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
+    assert token is not None
+    return state.fenced(Fence("pipeline:tech", "test", token, 600))
+
+
+@pytest.fixture
+def chain(held: StateStore) -> dict[str, int]:
     """One unit of every kind, linked the way the pipeline links them."""
     ids: dict[str, int] = {}
-    ids["dimension"] = dim = state.upsert_dimension("tech", "Tech")
-    ids["account"] = state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    ids["dimension"] = dim = held.upsert_dimension("tech", "Tech")
+    ids["account"] = held.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     base = {"dimension_id": dim, "partition_date": DAY}
-    ids["trend"] = state.upsert_work_unit("trend", "tr", {**base, "title": "AI chips"})
-    ids["topic"] = state.upsert_work_unit("topic", "to", {**base, "trend_id": ids["trend"]})
-    ids["script"] = state.upsert_work_unit("script", "sc", {**base, "topic_id": ids["topic"]})
-    ids["scene"] = state.upsert_work_unit(
+    ids["trend"] = held.upsert_work_unit("trend", "tr", {**base, "title": "AI chips"})
+    ids["topic"] = held.upsert_work_unit("topic", "to", {**base, "trend_id": ids["trend"]})
+    ids["script"] = held.upsert_work_unit("script", "sc", {**base, "topic_id": ids["topic"]})
+    ids["scene"] = held.upsert_work_unit(
         "scene", "se", {"script_id": ids["script"], "scene_index": 0, "scene_hash": "ab" * 32}
     )
-    ids["voice_track"] = state.upsert_work_unit("voice_track", "vo", {"script_id": ids["script"]})
-    ids["render"] = state.upsert_work_unit("render", "re", {"script_id": ids["script"]})
-    ids["publication"] = state.upsert_work_unit(
+    ids["voice_track"] = held.upsert_work_unit("voice_track", "vo", {"script_id": ids["script"]})
+    ids["render"] = held.upsert_work_unit("render", "re", {"script_id": ids["script"]})
+    ids["publication"] = held.upsert_work_unit(
         "publication",
         "pu",
         {"script_id": ids["script"], "render_id": ids["render"], "account_id": ids["account"]},
@@ -55,8 +63,8 @@ def chain(state: StateStore) -> dict[str, int]:
     return ids
 
 
-def test_upsert_fills_natural_keys_initial_state_and_created_event(state, chain) -> None:
-    topic = state.get_work_unit("topic", chain["topic"])
+def test_upsert_fills_natural_keys_initial_state_and_created_event(held, chain) -> None:
+    topic = held.get_work_unit("topic", chain["topic"])
     assert topic.state == "candidate"
     assert topic.refs == {
         "dimension_id": chain["dimension"],
@@ -64,9 +72,9 @@ def test_upsert_fills_natural_keys_initial_state_and_created_event(state, chain)
         "trend_id": chain["trend"],
     }
     assert topic.result == {} and topic.attempts == 0
-    scene = state.get_work_unit("scene", "se")
+    scene = held.get_work_unit("scene", "se")
     assert (scene.refs["scene_index"], scene.refs["scene_hash"]) == (0, "ab" * 32)
-    pub = state.get_work_unit("publication", "pu")
+    pub = held.get_work_unit("publication", "pu")
     assert pub.refs == {
         "script_id": chain["script"],
         "render_id": chain["render"],
@@ -83,29 +91,29 @@ def test_upsert_fills_natural_keys_initial_state_and_created_event(state, chain)
         "publication": "pending",
     }
     for kind, expected in initial.items():
-        unit = state.get_work_unit(kind, chain[kind])
+        unit = held.get_work_unit(kind, chain[kind])
         assert unit.state == expected
-        events = state.list_events(kind, unit.id)
+        events = held.list_events(kind, unit.id)
         assert [(e.event, e.to_state) for e in events] == [("created", expected)]
 
 
-def test_same_key_same_payload_is_the_same_row_other_payload_raises(state, chain) -> None:
+def test_same_key_same_payload_is_the_same_row_other_payload_raises(held, chain) -> None:
     payload = {"partition_date": DAY, "title": "AI chips", "dimension_id": chain["dimension"]}
-    assert state.upsert_work_unit("trend", "tr", payload) == chain["trend"]
-    assert len(state.list_events("trend", chain["trend"])) == 1  # no second 'created'
+    assert held.upsert_work_unit("trend", "tr", payload) == chain["trend"]
+    assert len(held.list_events("trend", chain["trend"])) == 1  # no second 'created'
     with pytest.raises(IdempotencyConflict, match="different payload"):
-        state.upsert_work_unit("trend", "tr", {**payload, "title": "AI chips!"})
-    assert len(state.list_work_units("trend")) == 1
+        held.upsert_work_unit("trend", "tr", {**payload, "title": "AI chips!"})
+    assert len(held.list_work_units("trend")) == 1
 
 
-def test_concurrent_upserts_of_one_key_converge(state, chain) -> None:
+def test_concurrent_upserts_of_one_key_converge(held, chain) -> None:
     payload = {"dimension_id": chain["dimension"], "partition_date": DAY, "n": 7}
     ids: list[int] = []
     barrier = threading.Barrier(4)
 
     def upsert() -> None:
         barrier.wait()
-        ids.append(state.upsert_work_unit("topic", "race", payload))
+        ids.append(held.upsert_work_unit("topic", "race", payload))
 
     threads = [threading.Thread(target=upsert) for _ in range(4)]
     for t in threads:
@@ -113,20 +121,20 @@ def test_concurrent_upserts_of_one_key_converge(state, chain) -> None:
     for t in threads:
         t.join()
     assert len(set(ids)) == 1 and len(ids) == 4
-    assert len(state.list_events("topic", ids[0])) == 1
+    assert len(held.list_events("topic", ids[0])) == 1
 
 
-def test_payload_problems_raise_clear_errors(state, chain) -> None:
+def test_payload_problems_raise_clear_errors(held, chain) -> None:
     with pytest.raises(InvalidInput, match="lacks required key partition_date"):
-        state.upsert_work_unit("topic", "t2", {"dimension_id": chain["dimension"]})
-    with pytest.raises(NotFound, match="missing row"):
-        state.upsert_work_unit("topic", "t3", {"dimension_id": 999, "partition_date": DAY})
-    with pytest.raises(InvalidInput, match="invalid input syntax"):
-        state.upsert_work_unit("topic", "t4", {"dimension_id": "x", "partition_date": DAY})
+        held.upsert_work_unit("topic", "t2", {"dimension_id": chain["dimension"]})
+    with pytest.raises(NotFound, match="dimension 999 does not exist"):
+        held.upsert_work_unit("topic", "t3", {"dimension_id": 999, "partition_date": DAY})
+    with pytest.raises(InvalidInput, match="non-integer dimension_id"):
+        held.upsert_work_unit("topic", "t4", {"dimension_id": "x", "partition_date": DAY})
     with pytest.raises(InvalidInput, match="unknown kind 'topics'"):
-        state.upsert_work_unit("topics", "t5", {})
+        held.upsert_work_unit("topics", "t5", {})
     with pytest.raises(InvalidInput, match="256 KiB"):
-        state.upsert_work_unit(
+        held.upsert_work_unit(
             "trend",
             "big",
             {
@@ -136,64 +144,64 @@ def test_payload_problems_raise_clear_errors(state, chain) -> None:
             },
         )
     with pytest.raises(IdempotencyConflict, match="natural keys"):  # scene 0 exists already
-        state.upsert_work_unit(
+        held.upsert_work_unit(
             "scene", "se-dup", {"script_id": chain["script"], "scene_index": 0, "scene_hash": "c"}
         )
 
 
-def test_script_walks_its_whole_path_with_an_event_per_step(state, chain) -> None:
+def test_script_walks_its_whole_path_with_an_event_per_step(held, chain) -> None:
     script = chain["script"]
     for step, (src, dst) in enumerate(zip(SCRIPT_PATH, SCRIPT_PATH[1:], strict=False)):
-        state.transition("script", script, src, dst, {f"step{step}": dst})
-    unit = state.get_work_unit("script", script)
+        held.transition("script", script, src, dst, {f"step{step}": dst})
+    unit = held.get_work_unit("script", script)
     assert unit.state == "published"
     assert unit.result == {f"step{i}": s for i, s in enumerate(SCRIPT_PATH[1:])}
-    events = state.list_events("script", script)
+    events = held.list_events("script", script)
     assert [(e.from_state, e.to_state) for e in events[1:]] == list(
         zip(SCRIPT_PATH, SCRIPT_PATH[1:], strict=False)
     )
     assert events[-1].detail == {"step8": "published"}
     with pytest.raises(StateConflict, match="illegal transition for script: published -> failed"):
-        state.transition("script", script, "published", "failed")
+        held.transition("script", script, "published", "failed")
 
 
-def test_transition_checks(state, chain) -> None:
+def test_transition_checks(held, chain) -> None:
     topic = chain["topic"]
     with pytest.raises(StateConflict, match="is in state candidate, not approved"):
-        state.transition("topic", topic, "approved", "scripted")
+        held.transition("topic", topic, "approved", "scripted")
     with pytest.raises(StateConflict, match="illegal transition for topic: candidate -> scripted"):
-        state.transition("topic", topic, "candidate", "scripted")
+        held.transition("topic", topic, "candidate", "scripted")
     with pytest.raises(InvalidInput, match="not a transition"):
-        state.transition("topic", topic, "candidate", "candidate")
+        held.transition("topic", topic, "candidate", "candidate")
     with pytest.raises(NotFound):
-        state.transition("topic", 999_999, "candidate", "approved")
-    state.transition("topic", topic, "candidate", "approved", {"hook_score": 0.81})
-    state.transition("topic", topic, "approved", "scripted", {"script_id": chain["script"]})
-    unit = state.get_work_unit("topic", topic)
+        held.transition("topic", 999_999, "candidate", "approved")
+    held.transition("topic", topic, "candidate", "approved", {"hook_score": 0.81})
+    held.transition("topic", topic, "approved", "scripted", {"script_id": chain["script"]})
+    unit = held.get_work_unit("topic", topic)
     assert unit.result == {"hook_score": 0.81, "script_id": chain["script"]}
-    assert len(state.list_events("topic", topic)) == 3  # created + 2 transitions; none for errors
+    assert len(held.list_events("topic", topic)) == 3  # created + 2 transitions; none for errors
 
 
-def test_other_kinds_follow_their_tables(state, chain) -> None:
-    state.transition("scene", chain["scene"], "planned", "ready", {"cache": "hit"})
-    state.transition("render", chain["render"], "rendered", "approved")
+def test_other_kinds_follow_their_tables(held, chain) -> None:
+    held.transition("scene", chain["scene"], "planned", "ready", {"cache": "hit"})
+    held.transition("render", chain["render"], "rendered", "approved")
     pub = chain["publication"]
-    state.transition("publication", pub, "pending", "uploading")
-    state.transition("publication", pub, "uploading", "pending", {"reconciled": "not uploaded"})
-    state.transition("publication", pub, "pending", "uploading")
-    state.transition("publication", pub, "uploading", "published", {"video_id": "v1"})
+    held.transition("publication", pub, "pending", "uploading")
+    held.transition("publication", pub, "uploading", "pending", {"reconciled": "not uploaded"})
+    held.transition("publication", pub, "pending", "uploading")
+    held.transition("publication", pub, "uploading", "published", {"video_id": "v1"})
     with pytest.raises(StateConflict):
-        state.transition("voice_track", chain["voice_track"], "ready", "failed")  # terminal
+        held.transition("voice_track", chain["voice_track"], "ready", "failed")  # terminal
     with pytest.raises(StateConflict):
-        state.transition("trend", chain["trend"], "scored", "failed")
+        held.transition("trend", chain["trend"], "scored", "failed")
 
 
-def test_any_non_terminal_state_may_fail_and_failed_is_final(state, chain) -> None:
+def test_any_non_terminal_state_may_fail_and_failed_is_final(held, chain) -> None:
     script = chain["script"]
-    state.transition("script", script, "drafted", "approved")
-    state.transition("script", script, "approved", "failed", {"error": "writer crashed"})
+    held.transition("script", script, "drafted", "approved")
+    held.transition("script", script, "approved", "failed", {"error": "writer crashed"})
     with pytest.raises(StateConflict):
-        state.transition("script", script, "failed", "approved")
+        held.transition("script", script, "failed", "approved")
 
 
 def test_allowed_transitions_table_matches_the_design(owner) -> None:
@@ -214,37 +222,37 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
     assert bad == 0, "nothing leaves a terminal state"
 
 
-def test_bump_attempt_counts_retries_without_moving(state, chain) -> None:
+def test_bump_attempt_counts_retries_without_moving(held, chain) -> None:
     topic = chain["topic"]
-    assert state.bump_work_attempt("topic", topic, {"hook_score": 0.5}) == 1
-    assert state.bump_work_attempt("topic", topic, {"hook_score": 0.6}) == 2
-    unit = state.get_work_unit("topic", topic)
+    assert held.bump_work_attempt("topic", topic, {"hook_score": 0.5}) == 1
+    assert held.bump_work_attempt("topic", topic, {"hook_score": 0.6}) == 2
+    unit = held.get_work_unit("topic", topic)
     assert (unit.state, unit.attempts, unit.result) == ("candidate", 2, {"hook_score": 0.6})
-    state.transition("topic", topic, "candidate", "rejected")
+    held.transition("topic", topic, "candidate", "rejected")
     with pytest.raises(StateConflict, match="terminal"):
-        state.bump_work_attempt("topic", topic)
+        held.bump_work_attempt("topic", topic)
 
 
-def test_list_work_units_filters(state, chain) -> None:
+def test_list_work_units_filters(held, chain) -> None:
     dim = chain["dimension"]
     for i in range(3):
-        state.upsert_work_unit("topic", f"extra{i}", {"dimension_id": dim, "partition_date": DAY})
-    state.transition("topic", chain["topic"], "candidate", "approved")
-    assert len(state.list_work_units("topic", dimension_id=dim, state="candidate")) == 3
-    assert [u.id for u in state.list_work_units("topic", state="approved")] == [chain["topic"]]
-    assert len(state.list_work_units("topic", partition_date=date(2025, 6, 1), limit=2)) == 2
-    assert state.get_work_unit("topic", "nope") is None
+        held.upsert_work_unit("topic", f"extra{i}", {"dimension_id": dim, "partition_date": DAY})
+    held.transition("topic", chain["topic"], "candidate", "approved")
+    assert len(held.list_work_units("topic", dimension_id=dim, state="candidate")) == 3
+    assert [u.id for u in held.list_work_units("topic", state="approved")] == [chain["topic"]]
+    assert len(held.list_work_units("topic", partition_date=date(2025, 6, 1), limit=2)) == 2
+    assert held.get_work_unit("topic", "nope") is None
     with pytest.raises(ValueError, match="cannot filter"):
-        state.list_work_units("topic", payload={})
+        held.list_work_units("topic", payload={})
 
 
-def test_partitions_with_scripts_in(state, chain) -> None:
-    assert state.partitions_with_scripts_in(["planned"]) == []
-    state.transition("script", chain["script"], "drafted", "approved")
-    state.transition("script", chain["script"], "approved", "planned")
-    (work,) = state.partitions_with_scripts_in(["planned", "visuals_ready"])
+def test_partitions_with_scripts_in(held, chain) -> None:
+    assert held.partitions_with_scripts_in(["planned"]) == []
+    held.transition("script", chain["script"], "drafted", "approved")
+    held.transition("script", chain["script"], "approved", "planned")
+    (work,) = held.partitions_with_scripts_in(["planned", "visuals_ready"])
     assert (work.dimension_slug, work.partition_date, work.scripts) == ("tech", date(2025, 6, 1), 1)
-    assert work.last_update == state.get_work_unit("script", chain["script"]).updated_at
+    assert work.last_update == held.get_work_unit("script", chain["script"]).updated_at
 
 
 # -- accounts and publications (0003) -----------------------------------------------------
