@@ -33,8 +33,9 @@ test: db
 ui: db
 	@$(BIN)/mdame ui
 
+# The crash harness is test machinery (tests/chaos); e.g. make chaos CHAOS_ARGS="--limit 5".
 chaos: db
-	@$(BIN)/mdame chaos
+	@$(BIN)/python -m tests.chaos.main $(CHAOS_ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

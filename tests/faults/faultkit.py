@@ -73,7 +73,7 @@ def child_env(owner_url: str, app_url: str, home: Path, **extra: str) -> dict[st
 
 @dataclass
 class PartitionRun:
-    """`python -m mdame_assets.chaos.child KEY`: the partition's three jobs in one process."""
+    """`python -m tests.chaos.child KEY`: the partition's three jobs in one process."""
 
     proc: subprocess.Popen
     log: Path
@@ -82,7 +82,7 @@ class PartitionRun:
     def start(cls, env: Mapping[str, str], log: Path, key: str = KEY) -> PartitionRun:
         out = open(log, "wb")  # noqa: SIM115 - the child owns it; closed in wait()
         proc = subprocess.Popen(
-            [PYTHON, "-m", "mdame_assets.chaos.child", key],
+            [PYTHON, "-m", "tests.chaos.child", key],
             cwd=REPO,
             env=dict(env),
             stdout=out,
