@@ -497,7 +497,9 @@ class StateStore:
         max_attempts: int = 3,
         priority: int = 100,
         delay_seconds: int = 0,
+        partition_key: str | None = None,
     ) -> int:
+        """The job's id, once per key; `partition_key` scopes it to one partition's claims."""
         return self._scalar(
             "enqueue_job",
             job_type,
@@ -506,10 +508,15 @@ class StateStore:
             max_attempts,
             priority,
             delay_seconds,
+            partition_key,
         )
 
-    def claim_job(self, job_type: str, worker_id: str, lease_seconds: int) -> Job | None:
-        rows = self.call("claim_job", job_type, worker_id, lease_seconds)
+    def claim_job(
+        self, job_type: str, worker_id: str, lease_seconds: int, partition_key: str | None = None
+    ) -> Job | None:
+        """The next runnable job under a lease, or None. With `partition_key`, only that
+        partition's jobs; without, any partition's (standalone workers)."""
+        rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None
         return Job(*rows[0], worker_id=worker_id)

@@ -58,14 +58,15 @@ def test_missing_or_renamed_applied_migration_is_refused(empty_db, migrations) -
 
 def test_new_migration_is_applied_and_a_failing_one_changes_nothing(empty_db, migrations):
     migrate(empty_db.owner, "dev", migrations)
-    (migrations / "0003_notes.sql").write_text(
+    # Numbered past the project's own migrations, whatever their count.
+    (migrations / "0900_notes.sql").write_text(
         "CREATE TABLE mdame.notes (id bigserial PRIMARY KEY, body text NOT NULL);\n"
     )
-    assert migrate(empty_db.owner, "dev", migrations) == ["0003_notes.sql"]
-    (migrations / "0004_broken.sql").write_text(
+    assert migrate(empty_db.owner, "dev", migrations) == ["0900_notes.sql"]
+    (migrations / "0901_broken.sql").write_text(
         "CREATE TABLE mdame.half (id int);\nSELECT 1 / 0;\n"
     )
-    with pytest.raises(MigrationError, match=r"0004_broken\.sql failed: division by zero"):
+    with pytest.raises(MigrationError, match=r"0901_broken\.sql failed: division by zero"):
         migrate(empty_db.owner, "dev", migrations)
     with psycopg.connect(empty_db.owner) as conn:
         assert conn.execute("SELECT to_regclass('mdame.half')").fetchone() == (None,)

@@ -108,6 +108,7 @@ def scene_clips(
             done=lambda: (
                 not _jobs_still_live(step) or time.monotonic() - started > WAIT_FOR_OTHER_WORKERS_S
             ),
+            partition_key=str(step.partition.key),  # only this partition's jobs, and stats
         )
         _settle_from_cache(step)
         ready, failed = _finish_scripts(step)

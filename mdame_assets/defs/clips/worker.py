@@ -134,11 +134,13 @@ def run_worker(
     done: Callable[[], bool],
     idle_wait_s: float = 1.0,
     max_idle_s: float | None = None,
+    partition_key: str | None = None,
 ) -> WorkerStats:
-    """Claims scene jobs until `done()` or, with max_idle_s, until idle that long."""
+    """Claims scene jobs until `done()` or, with max_idle_s, until idle that long; only the
+    jobs of `partition_key` when given (a partition's run), else any partition's."""
     me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
     while not done():
-        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s())
+        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s(), partition_key)
         if job is None:
             state.reap_expired_jobs()
             if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:

@@ -60,6 +60,7 @@ def _plan_script(step: Step, script: WorkUnit) -> tuple[int, int]:
                 "duration_s": CLIP_SECONDS,
             },
             SCENE_JOB_MAX_ATTEMPTS,
+            partition_key=str(step.partition.key),
         )
         advance(step.state, scene, "queued")
         queued += 1
