@@ -12,7 +12,8 @@ help:
 	@echo "make test      install, start what the tests need, run them"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
-	@echo "make bench     queue throughput benchmark;  make lint  ruff"
+	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
+	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff"
 
 install:
 	@scripts/install.sh

@@ -294,7 +294,7 @@ class StateStore:
         self._statement_timeout_ms = statement_timeout_ms
         self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._queries: dict[tuple[str, int], str] = {}
-        self._argnames: dict[str, tuple[str, ...]] = {}
+        self._argnames: dict[tuple[str, int], tuple[str, ...]] = {}
         # Check once on a plain connection so a mismatch raises here instead of making the pool
         # retry in the background; the pool's configure hook checks every later connection too.
         timeout = int(connect_timeout_s)
@@ -375,21 +375,24 @@ class StateStore:
             where = _nul_path(arg.obj if isinstance(arg, Jsonb) else arg, "$")
             if where is None:
                 continue
-            name = self._argname(rpc, index)
+            name = self._argname(rpc, len(args), index)
             at = "" if where == "$" else f" at {where}"
             raise InvalidInput(rpc, f"{name} contains a NUL character{at}", "MD001")
 
-    def _argname(self, rpc: str, index: int) -> str:
-        """The RPC's parameter name (pg_proc.proargnames), read once per RPC on first need."""
-        if rpc not in self._argnames:
+    def _argname(self, rpc: str, nargs: int, index: int) -> str:
+        """The RPC's parameter name (pg_proc.proargnames of the function a call with `nargs`
+        arguments resolves to), read once per RPC and argument count, on first need."""
+        key = (rpc, nargs)
+        if key not in self._argnames:
             rows = self._select(
                 """SELECT coalesce(proargnames, '{}')::text[] FROM pg_proc
                     WHERE pronamespace = 'mdame'::regnamespace AND proname = %s
-                    ORDER BY pronargs DESC LIMIT 1""",
-                [rpc],
+                      AND pronargs >= %s AND pronargs - pronargdefaults <= %s
+                    ORDER BY pronargs LIMIT 1""",
+                [rpc, nargs, nargs],
             )
-            self._argnames[rpc] = tuple(rows[0][0]) if rows else ()
-        names = self._argnames[rpc]
+            self._argnames[key] = tuple(rows[0][0]) if rows else ()
+        names = self._argnames[key]
         return names[index] if index < len(names) and names[index] else f"${index + 1}"
 
     def _query(self, rpc: str, nargs: int) -> str:
