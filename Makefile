@@ -12,7 +12,8 @@ help:
 	@echo "make test      install, start what the tests need, run them"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
-	@echo "make bench     queue throughput benchmark;  make lint  ruff and mypy"
+	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
+	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
 
 install:
 	@scripts/install.sh
@@ -33,8 +34,9 @@ test: db
 ui: db
 	@$(BIN)/mdame ui
 
+# The crash harness is test machinery (tests/chaos); e.g. make chaos CHAOS_ARGS="--limit 5".
 chaos: db
-	@$(BIN)/mdame chaos
+	@$(BIN)/python -m tests.chaos.main $(CHAOS_ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

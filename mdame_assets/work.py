@@ -19,4 +19,3 @@ def advance(
     refreshed = state.get_work_unit(unit.kind, unit.id)
     assert refreshed is not None
     return refreshed
-

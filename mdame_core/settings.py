@@ -81,7 +81,7 @@ def database_url(role: Role = "app", dbname: str | None = None) -> str:
 
 
 def superuser_url(dbname: str = "postgres") -> str:
-    """The local cluster's superuser (tests and the chaos harness); external setups have none."""
+    """The local cluster's superuser (tests and the crash harness); external setups have none."""
     host, port = _local_cluster()
     return f"postgresql://postgres@{host}:{port}/{dbname}"
 

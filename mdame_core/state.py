@@ -1,32 +1,36 @@
 """The state-store client: typed calls of the mdame.* RPCs over a psycopg connection pool.
 
-State changes go through exactly one choke point, `StateStore.call`, which runs each RPC in its
-own explicit transaction (BEGIN; SELECT * FROM mdame.<rpc>(...); COMMIT). Reads are plain
-SELECTs. The client refuses a database of another ENV and always acts as the application role,
-which can call functions and read tables but never write them directly.
+State changes go through exactly one choke point, `StateStore.call`, which runs each RPC as one
+autocommit statement (SELECT * FROM mdame.<rpc>(...)): the function body is the transaction, so a
+call costs one round trip. Reads are plain SELECTs. The client refuses a database of another ENV
+and always acts as the application role, which can call functions and read tables but never
+write them directly.
 
 Errors raised on purpose by the RPCs (SQLSTATE class MD, message 'mdame: ...') and any other
 error the server reports for a call become `StateError` subclasses carrying the SQLSTATE; a lost
 connection (psycopg.OperationalError) propagates unchanged, because then the outcome of the call
-is unknown and the caller must re-read before retrying.
+is unknown and the caller must re-read before retrying. A NUL character in a text argument, or
+anywhere inside a JSON argument, is refused here (InvalidInput, MD001) before anything is sent:
+PostgreSQL text cannot hold it.
 
 JSON arguments (payloads, details, results, configs) are limited to 256 KiB of text each.
+
+`set_commit_observer` is the one injection point for fault-injection tests (the crash harness
+under tests/): it is told just before each RPC statement is sent and once its result has come
+back. Production code never sets it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
 import re
-import signal
-import sys
+import select
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, NewType, TextIO
+from typing import Any, NewType
 from uuid import UUID
 
 import psycopg
@@ -39,6 +43,21 @@ LockToken = NewType("LockToken", int)
 JsonObject = Mapping[str, Any]
 
 _RPC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+# ------------------------------------------------------------------------------------------
+# The commit observer: the injection point of fault-injection tests
+# ------------------------------------------------------------------------------------------
+CommitObserver = Callable[[str, str], None]
+_commit_observer: CommitObserver | None = None
+
+
+def set_commit_observer(observer: CommitObserver | None) -> None:
+    """Process-wide: `observer(rpc, "before")` runs just before an RPC statement is sent,
+    `observer(rpc, "after")` once its result has come back (the call committed; a refused call
+    gets no "after"). None removes it. For tests only (the crash harness installs a crash point
+    with it); production code never sets it."""
+    global _commit_observer
+    _commit_observer = observer
 
 
 # ------------------------------------------------------------------------------------------
@@ -347,9 +366,9 @@ class StateStore:
             raise EnvironmentMismatch(f"ENV must be one of {ENVIRONMENTS}, not {self.env!r}")
         self._statement_timeout_ms = statement_timeout_ms
         self._fence: Fence | None = None  # set on the views that fenced() returns
-        self._crash = _crash_hooks_from_env(self.env)  # None unless MDAME_CRASH_AT is set
         self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._queries: dict[tuple[str, int], str] = {}
+        self._argnames: dict[tuple[str, int], tuple[str, ...]] = {}
         # Check once on a plain connection so a mismatch raises here instead of making the pool
         # retry in the background; the pool's configure hook checks every later connection too.
         timeout = int(connect_timeout_s)
@@ -359,8 +378,9 @@ class StateStore:
             self.url,
             min_size=max(1, pool_min),
             max_size=max(1, pool_min, pool_max),
-            kwargs={"autocommit": True},  # transactions are explicit BEGIN/COMMIT in call()
+            kwargs={"autocommit": True},  # each RPC is one statement, its own transaction
             configure=self._prepare,
+            check=_check_idle,
             open=False,
             name="mdame-state",
         )
@@ -431,50 +451,55 @@ class StateStore:
 
     # -- the choke point -----------------------------------------------------------------
     def call(self, rpc: str, *args: Any) -> list[tuple[Any, ...]]:
-        """Run one RPC in its own transaction and return its rows.
+        """Run one RPC as a single autocommit statement and return its rows.
 
-        Every state change passes here, which is what lets a crash harness stop the process
-        right before or after the commit of the n-th call of an RPC (see the hooks below).
+        Every state change passes here, which is what lets a test's commit observer stop the
+        process right before the n-th call of an RPC is sent, or right after it committed.
         """
         if self._fence is not None:
             self._fence.check()
         query = self._query(rpc, len(args))
-        for may_retry in (True, False):
-            with self._pool.connection() as conn, conn.cursor() as cur:
-                if not _begin(cur, may_retry):
-                    continue  # a stale pooled connection, nothing ran: once more, fresh
-                try:
-                    cur.execute(query, args)
-                    rows = cur.fetchall()
-                    self._before_commit(rpc)
-                    cur.execute("COMMIT")
-                except psycopg.Error as exc:
-                    _rollback(conn)
-                    mapped = _mapped(rpc, exc)
-                    if mapped is None:
-                        raise  # connection lost: outcome unknown, re-read before retrying
-                    raise mapped from exc
-                self._after_commit(rpc)
-                return rows
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        self._refuse_nul(rpc, args)
+        observer = _commit_observer
+        with self._pool.connection() as conn:
+            if observer is not None:
+                observer(rpc, "before")
+            try:
+                rows = conn.execute(query, args).fetchall()
+            except psycopg.Error as exc:
+                mapped = _mapped(rpc, exc)
+                if mapped is None:
+                    raise  # connection lost: outcome unknown, re-read before retrying
+                raise mapped from exc
+        if observer is not None:
+            observer(rpc, "after")
+        return rows
 
-    # ---- crash-hook points: MDAME_CRASH_AT / MDAME_RPC_TRACE (see CrashPoint) ----------
-    def _before_commit(self, rpc: str) -> None:
-        """Called after the RPC ran, immediately before its COMMIT is sent."""
-        crash = self._crash
-        if crash is None or crash.phase != "before" or crash.rpc != rpc:
-            return
-        if _commits.count(rpc) == crash.n - 1:  # this call would be the n-th commit
-            _sigkill_self(crash)
+    def _refuse_nul(self, rpc: str, args: Sequence[Any]) -> None:
+        """InvalidInput naming the parameter (and JSON path) of the first NUL character."""
+        for index, arg in enumerate(args):
+            where = _nul_path(arg.obj if isinstance(arg, Jsonb) else arg, "$")
+            if where is None:
+                continue
+            name = self._argname(rpc, len(args), index)
+            at = "" if where == "$" else f" at {where}"
+            raise InvalidInput(rpc, f"{name} contains a NUL character{at}", "MD001")
 
-    def _after_commit(self, rpc: str) -> None:
-        """Called immediately after the COMMIT of the RPC returned."""
-        if self._crash is None and not _commits.tracing:
-            return  # inert unless configured
-        n = _commits.record(rpc)
-        crash = self._crash
-        if crash is not None and crash.phase == "after" and crash.rpc == rpc and n == crash.n:
-            _sigkill_self(crash)
+    def _argname(self, rpc: str, nargs: int, index: int) -> str:
+        """The RPC's parameter name (pg_proc.proargnames of the function a call with `nargs`
+        arguments resolves to), read once per RPC and argument count, on first need."""
+        key = (rpc, nargs)
+        if key not in self._argnames:
+            rows = self._select(
+                """SELECT coalesce(proargnames, '{}')::text[] FROM pg_proc
+                    WHERE pronamespace = 'mdame'::regnamespace AND proname = %s
+                      AND pronargs >= %s AND pronargs - pronargdefaults <= %s
+                    ORDER BY pronargs LIMIT 1""",
+                [rpc, nargs, nargs],
+            )
+            self._argnames[key] = tuple(rows[0][0]) if rows else ()
+        names = self._argnames[key]
+        return names[index] if index < len(names) and names[index] else f"${index + 1}"
 
     def _query(self, rpc: str, nargs: int) -> str:
         key = (rpc, nargs)
@@ -602,7 +627,9 @@ class StateStore:
         max_attempts: int = 3,
         priority: int = 100,
         delay_seconds: int = 0,
+        partition_key: str | None = None,
     ) -> int:
+        """The job's id, once per key; `partition_key` scopes it to one partition's claims."""
         return self._scalar(
             "enqueue_job",
             job_type,
@@ -611,12 +638,14 @@ class StateStore:
             max_attempts,
             priority,
             delay_seconds,
+            partition_key,
         )
 
     def claim_job(
         self, job_type: str, worker_id: str, lease_seconds: int, partition_key: str | None = None
     ) -> Job | None:
-        """The next runnable job of a type (of one partition, or of any when None)."""
+        """The next runnable job under a lease, or None. With `partition_key`, only that
+        partition's jobs; without, any partition's (standalone workers)."""
         rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None
@@ -1085,115 +1114,40 @@ class StateStore:
         return rows[0][0] if rows else None
 
 
-# ------------------------------------------------------------------------------------------
-# The crash hook (fault injection for the crash harness, `mdame chaos`)
-# ------------------------------------------------------------------------------------------
-CRASH_ENV = "MDAME_CRASH_AT"
-TRACE_ENV = "MDAME_RPC_TRACE"
-_CRASH_PHASES = ("before", "after")
-
-
-@dataclass(frozen=True)
-class CrashPoint:
-    """`<rpc>:<n>:<before|after>`: SIGKILL this process just before, or just after, the COMMIT
-    of the n-th committed call of `rpc` in this process (n counts from 1)."""
-
-    rpc: str
-    n: int
-    phase: str
-
-    @classmethod
-    def parse(cls, spec: str) -> CrashPoint:
-        parts = spec.strip().split(":")
-        if (
-            len(parts) != 3
-            or not _RPC_NAME.match(parts[0])
-            or not parts[1].isdigit()
-            or int(parts[1]) < 1
-            or parts[2] not in _CRASH_PHASES
-        ):
-            raise SettingsError(
-                f"{CRASH_ENV}={spec!r} is malformed: expected <rpc>:<n>:<before|after> with n >= 1,"
-                " for example transition:3:after"
-            )
-        return cls(parts[0], int(parts[1]), parts[2])
-
-    def __str__(self) -> str:
-        return f"{self.rpc}:{self.n}:{self.phase}"
-
-
-class _CommitLog:
-    """Process-wide count of committed calls per RPC (what a crash point's n counts), and the
-    optional MDAME_RPC_TRACE file: one line per committed RPC, flushed, so it survives a kill."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-        self._trace: TextIO | None = None
-        self._trace_path = ""
-
-    @property
-    def tracing(self) -> bool:
-        return bool(os.environ.get(TRACE_ENV))
-
-    def count(self, rpc: str) -> int:
-        with self._lock:
-            return self._counts.get(rpc, 0)
-
-    def record(self, rpc: str) -> int:
-        with self._lock:
-            n = self._counts[rpc] = self._counts.get(rpc, 0) + 1
-            path = os.environ.get(TRACE_ENV, "")
-            if path:
-                if self._trace is None or path != self._trace_path:
-                    self._trace, self._trace_path = open(path, "a", encoding="utf-8"), path  # noqa: SIM115
-                self._trace.write(rpc + "\n")
-                self._trace.flush()
-            return n
-
-
-_commits = _CommitLog()
-
-
-def _crash_hooks_from_env(env: str) -> CrashPoint | None:
-    """The configured crash point; refused in prod, where nothing may kill the pipeline."""
-    spec = os.environ.get(CRASH_ENV, "")
-    if not spec:
-        return None
-    if env == "prod":
-        raise SettingsError(f"{CRASH_ENV} is a test-only fault injection and is refused in prod")
-    return CrashPoint.parse(spec)
-
-
-def _sigkill_self(crash: CrashPoint) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"mdame: {CRASH_ENV}={crash}: SIGKILL\n")
-        sys.stderr.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _uuid(value: UUID | str | None) -> UUID | None:
     return value if value is None or isinstance(value, UUID) else UUID(str(value))
 
 
-def _begin(cur: psycopg.Cursor, may_retry: bool) -> bool:
-    """BEGIN. False: the pooled connection had died while idle (server restart, idle timeout);
-    nothing was sent, so the caller may safely retry once on a fresh connection."""
-    try:
-        cur.execute("BEGIN")
-    except psycopg.OperationalError:
-        if may_retry and cur.connection.broken:
-            return False
-        raise
-    return True
+def _check_idle(conn: psycopg.Connection) -> None:
+    """The pool's check on checkout: raises for a connection that died while idle (server
+    restart, idle timeout, pg_terminate_backend), so the pool hands out another and no RPC is
+    ever sent on it. An idle session's socket is silent until the server ends it (it then sends
+    a FATAL message, or EOF), so a zero-timeout poll costs no round trip; only a readable socket
+    is looked at more closely."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the pooled connection is closed")
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        conn.execute("")  # consumes a harmless notice; raises if the server closed the session
 
 
-def _rollback(conn: psycopg.Connection) -> None:
-    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        return
-    # A broken connection cannot roll back: the pool discards it and the server rolled back.
-    with contextlib.suppress(psycopg.Error):
-        conn.execute("ROLLBACK")
+def _nul_path(value: Any, path: str) -> str | None:
+    """Where a NUL character is inside a text, text array or JSON value (None: nowhere)."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return f"{path} (a key)"
+            found = _nul_path(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _nul_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _mapped(rpc: str, exc: psycopg.Error) -> StateError | None:

@@ -3,7 +3,7 @@
 The template `mdame_template_<hash>` is migrated once (ENV=dev) and keyed on the migration files
 and the runner, so a changed migration builds a new one. Each test that needs a database gets a
 copy made with CREATE DATABASE ... TEMPLATE (fast, and fully isolated), dropped afterwards.
-The helpers live in mdame_core.scratch_db, which the crash harness (`mdame chaos`) shares.
+The helpers live in tests/scratch_db.py, which the crash harness (`make chaos`) shares.
 
 `rendered` is one partition run for real up to its approved render, once per session, shared
 by tests/faults and tests/checks (the render is the most expensive thing the suite makes).
@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from mdame_core import settings
-from mdame_core.scratch_db import (  # noqa: F401 - re-exported for tests that import them
+from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import them
     DbUrls,
     create_database,
     drop_database,

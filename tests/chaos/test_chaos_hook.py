@@ -1,6 +1,7 @@
-"""The crash hook: MDAME_CRASH_AT kills the process with SIGKILL right before or right after the
-n-th commit of an RPC; MDAME_RPC_TRACE records every committed RPC. A real subprocess is killed
-and the database is read afterwards to see which commits landed."""
+"""The crash hook (tests/chaos/crashpoint.py, a commit observer the harness's child installs):
+MDAME_CRASH_AT kills the process with SIGKILL right before or right after the n-th commit of an
+RPC; MDAME_RPC_TRACE records every committed RPC. A real subprocess is killed and the database is
+read afterwards to see which commits landed."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mdame_core.settings import SettingsError
-from mdame_core.state import CRASH_ENV, TRACE_ENV, CrashPoint, StateStore
+from mdame_core import state as state_module
+from mdame_core.settings import REPO_ROOT, SettingsError
+from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint, install_from_env
 
 # Four dimensions created one call at a time, with other RPCs and a refused call in between:
 # only committed calls of the named RPC count towards n.
 CALLS = """
 import os
 from mdame_core.state import InvalidInput, StateStore
+from tests.chaos.crashpoint import install_from_env
 
+install_from_env()
 store = StateStore(os.environ["URL"], env="dev")
 store.upsert_dimension("d1", "One")
 store.set_dimensions_active(["d1"])
@@ -49,6 +53,7 @@ def _run(url: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProc
     clean_env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, TRACE_ENV)}
     done = subprocess.run(
         [sys.executable, "-c", CALLS],
+        cwd=REPO_ROOT,  # `tests.chaos` imports from the repository root
         env={**clean_env, "ENV": "dev", "URL": url, TRACE_ENV: str(trace), **env},
         capture_output=True,
         text=True,
@@ -110,17 +115,26 @@ def test_a_point_the_process_never_reaches_does_nothing(fresh_db, owner, tmp_pat
         "transition:1:after:again",
     ],
 )
-def test_a_malformed_crash_point_is_refused_at_construction(spec, monkeypatch) -> None:
+def test_a_malformed_crash_point_is_refused_at_install(spec, monkeypatch) -> None:
     monkeypatch.setenv(CRASH_ENV, spec)
-    # Refused before any connection is tried: the URL points nowhere.
     with pytest.raises(SettingsError, match="malformed"):
-        StateStore("postgresql://nobody@127.0.0.1:1/none", env="dev")
+        install_from_env()
+    assert state_module._commit_observer is None
 
 
 def test_the_crash_hook_is_refused_in_prod(monkeypatch) -> None:
     monkeypatch.setenv(CRASH_ENV, "transition:1:after")
+    monkeypatch.setenv("ENV", "prod")
     with pytest.raises(SettingsError, match="refused in prod"):
-        StateStore("postgresql://nobody@127.0.0.1:1/none", env="prod")
+        install_from_env()
+    assert state_module._commit_observer is None
+
+
+def test_nothing_is_installed_without_the_variables(monkeypatch) -> None:
+    monkeypatch.delenv(CRASH_ENV, raising=False)
+    monkeypatch.delenv(TRACE_ENV, raising=False)
+    assert install_from_env() is None
+    assert state_module._commit_observer is None
 
 
 def test_crash_point_round_trips() -> None:

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from datetime import date
 
-from mdame_assets.chaos.invariants import snapshot, violations
+from tests.chaos.invariants import snapshot, violations
 
 DAY = date(2026, 11, 29)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mdame_assets.chaos.harness import ChaosConfig, CleanRun, Harness, expand
+from tests.chaos.harness import ChaosConfig, CleanRun, Harness, expand
 
 pytestmark = pytest.mark.slow
 

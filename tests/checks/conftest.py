@@ -28,12 +28,12 @@ from checkkit import DIMENSION, KEY, graph
 
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
-from mdame_core import scratch_db
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from tests import scratch_db
 
 
 def offline_resources(app_url: str, **overrides: Any) -> dict[str, Any]:

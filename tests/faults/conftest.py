@@ -27,12 +27,13 @@ from faultkit import DAY, DIMENSION, close_short_clients
 
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
-from mdame_core import scratch_db, settings
+from mdame_core import settings
 from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from tests import scratch_db
 
 DB_LOCAL = settings.REPO_ROOT / "scripts" / "db-local.sh"
 

@@ -73,7 +73,7 @@ def child_env(owner_url: str, app_url: str, home: Path, **extra: str) -> dict[st
 
 @dataclass
 class PartitionRun:
-    """`python -m mdame_assets.chaos.child KEY`: the partition's three jobs in one process."""
+    """`python -m tests.chaos.child KEY`: the partition's three jobs in one process."""
 
     proc: subprocess.Popen
     log: Path
@@ -82,7 +82,7 @@ class PartitionRun:
     def start(cls, env: Mapping[str, str], log: Path, key: str = KEY) -> PartitionRun:
         out = open(log, "wb")  # noqa: SIM115 - the child owns it; closed in wait()
         proc = subprocess.Popen(
-            [PYTHON, "-m", "mdame_assets.chaos.child", key],
+            [PYTHON, "-m", "tests.chaos.child", key],
             cwd=REPO,
             env=dict(env),
             stdout=out,
@@ -245,9 +245,9 @@ def close_short_clients() -> None:
 
 class ReplyDropper:
     """A TCP proxy in front of PostgreSQL standing in for a network that fails at the worst
-    moment. Once armed for an RPC, it lets the COMMIT after that RPC reach the server, swallows
-    the server's reply and cuts the client off: the transaction is committed, the client only
-    sees a lost connection. One shot; `fired` says whether it happened."""
+    moment. Once armed for an RPC, it lets that RPC's statement reach the server and commit,
+    swallows the server's reply and cuts the client off: the transaction is committed, the
+    client only sees a lost connection. One shot; `fired` says whether it happened."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -296,7 +296,9 @@ class ReplyDropper:
     def _downstream(self, link: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             while data := link["server"].recv(65536):
-                if link["target"] and b"COMMIT\x00" in data and self._take():
+                # Each RPC is one autocommit statement: the server commits it before it sends
+                # ReadyForQuery (idle), so a reply holding that message follows the commit.
+                if link["target"] and _READY_IDLE in data and self._take():
                     _close(link)  # committed on the server; the reply is lost
                     self.fired.set()
                     return
@@ -307,6 +309,10 @@ class ReplyDropper:
         with self._lock:
             armed, self._armed = self._armed, None
             return armed is not None
+
+
+# ReadyForQuery, transaction status idle: 'Z', length 5, 'I'.
+_READY_IDLE = b"Z\x00\x00\x00\x05I"
 
 
 def _close(link: dict[str, Any]) -> None:

@@ -23,11 +23,11 @@ from faultkit import (
     terminate_when_blocked,
 )
 
-from mdame_assets.chaos.invariants import violations
 from mdame_assets.defs.publications.assets import publications
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.outbox import list_outbox, outbox_video_id
 from mdame_resources.state import StateStoreResource
+from tests.chaos.invariants import violations
 
 
 def _errors(result) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from faultkit import PartitionRun, child_env, rows
 
-from mdame_assets.chaos.invariants import violations
+from tests.chaos.invariants import violations
 
 
 def _lock_history(app_url: str) -> list[tuple[str, int, str]]:

@@ -16,9 +16,9 @@ import time
 import psycopg
 from faultkit import PartitionRun, child_env, rows, wait_for
 
-from mdame_assets.chaos.invariants import violations
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_core.state import StateStore
+from tests.chaos.invariants import violations
 
 SHORT = {"MDAME_LOCK_TTL_S": "3", "MDAME_JOB_LEASE_S": "3"}  # a dead run's hold ends fast
 

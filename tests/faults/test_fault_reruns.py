@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from faultkit import file_fingerprints, table_fingerprints
 
-from mdame_assets.chaos.invariants import violations
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.runs import whole_graph
+from tests.chaos.invariants import violations
 
 
 def test_manual_rerun_of_a_finished_partition_adds_no_row_and_no_file(rig):

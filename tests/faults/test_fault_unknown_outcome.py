@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from faultkit import CALLS, LostThenTimeout, PublishedThenTimeout, RecordingOutbox
 
-from mdame_assets.chaos.invariants import violations
 from mdame_assets.defs.publications.assets import publications
 from mdame_core.state import ReconcileRequired
 from mdame_domain.outbox import list_outbox, outbox_video_id
+from tests.chaos.invariants import violations
 
 
 def _failure(result) -> str:

@@ -12,7 +12,7 @@ from mdame_core.settings import REPO_ROOT
 def _mdame(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ENV": "dev", **env}
     return subprocess.run(
-        [sys.executable, "-m", "mdame_core.cli", *args],
+        [sys.executable, "-m", "mdame_cli.main", *args],
         capture_output=True,
         text=True,
         env=environ,

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
+from test_fencing import hold
 
 from mdame_core import settings
 from mdame_core.migrate import migrate
 from mdame_core.settings import SettingsError
-from mdame_core.state import EnvironmentMismatch, InvalidInput, StateError, StateStore
+from mdame_core.state import (
+    EnvironmentMismatch,
+    InvalidInput,
+    StateError,
+    StateStore,
+    set_commit_observer,
+)
 from mdame_resources.state import StateStoreResource, close_clients
 
 
@@ -56,23 +66,26 @@ def test_errors_keep_rpc_and_sqlstate_and_leave_the_connection_usable(state) -> 
         state.call("drop table x; --")
 
 
-def test_call_runs_begin_select_commit_around_the_hooks(state) -> None:
-    seen: list[tuple[str, str, str]] = []
+def test_call_is_one_autocommit_statement_between_the_observer_points(state) -> None:
+    seen: list[tuple[str, str, int]] = []
 
-    def before(rpc: str) -> None:
-        with state._pool.connection() as other:  # another session: not yet visible
+    def observe(rpc: str, phase: str) -> None:
+        with state._pool.connection() as other:  # another session: committed rows only
             (n,) = other.execute("SELECT count(*) FROM mdame.dimensions").fetchone()
-        seen.append(("before", rpc, str(n)))
+        seen.append((phase, rpc, n))
 
-    def after(rpc: str) -> None:
-        with state._pool.connection() as other:
-            (n,) = other.execute("SELECT count(*) FROM mdame.dimensions").fetchone()
-        seen.append(("after", rpc, str(n)))
-
-    state._before_commit = before  # type: ignore[method-assign]
-    state._after_commit = after  # type: ignore[method-assign]
-    state.upsert_dimension("tech", "Tech")
-    assert seen == [("before", "upsert_dimension", "0"), ("after", "upsert_dimension", "1")]
+    set_commit_observer(observe)
+    try:
+        state.upsert_dimension("tech", "Tech")
+        with pytest.raises(InvalidInput):
+            state.upsert_dimension("NOT A SLUG", "refused")
+    finally:
+        set_commit_observer(None)
+    assert seen == [
+        ("before", "upsert_dimension", 0),
+        ("after", "upsert_dimension", 1),
+        ("before", "upsert_dimension", 1),  # refused: no "after", nothing committed
+    ]
 
 
 def test_resource_caches_one_client_per_process(fresh_db) -> None:
@@ -87,30 +100,41 @@ def test_resource_caches_one_client_per_process(fresh_db) -> None:
 
 
 def test_stale_pooled_connection_is_replaced_transparently(fresh_db, state) -> None:
-    """An idle connection killed by the server fails at BEGIN: nothing ran, so one retry."""
+    """An idle connection killed by the server is found by the pool's check on checkout, before
+    anything is sent on it: the call runs on a fresh connection."""
     with state._pool.connection() as conn:
         pid = conn.info.backend_pid
     with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
         owner.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    assert state.upsert_dimension("tech", "Tech") > 0
+    for slug in ("tech", "science", "cooking"):  # every pooled connection is checked out once
+        assert state.upsert_dimension(slug, slug.title()) > 0
 
 
 def test_connection_lost_mid_call_is_not_disguised_as_a_refusal(fresh_db, state) -> None:
-    """Lost after the RPC ran: OperationalError propagates (the outcome is for the caller to
+    """Lost while the RPC runs: OperationalError propagates (the outcome is for the caller to
     re-read), it is not turned into a StateError that would claim nothing happened."""
+    with psycopg.connect(fresh_db.owner) as blocker:
+        # An uncommitted insert of the same slug: the call waits on it inside the statement.
+        blocker.execute("SELECT mdame.upsert_dimension('tech', 'Tech', '{}', true)")
 
-    def kill_own_backend(rpc: str) -> None:
-        with state._pool.connection() as other:
-            other.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE state = 'idle in transaction' AND datname = current_database()"
-            )
+        def kill_the_waiting_call() -> None:
+            with psycopg.connect(fresh_db.owner, autocommit=True) as killer:
+                for _ in range(200):
+                    killed = killer.execute(
+                        """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                            WHERE wait_event_type = 'Lock' AND datname = current_database()"""
+                    ).fetchall()
+                    if killed:
+                        return
+                    time.sleep(0.05)
 
-    state._before_commit = kill_own_backend  # type: ignore[method-assign]
-    with pytest.raises(psycopg.OperationalError):
-        state.upsert_dimension("tech", "Tech")
-    del state._before_commit
-    assert state.get_dimension("tech") is None  # killed before COMMIT: rolled back
+        thread = threading.Thread(target=kill_the_waiting_call)
+        thread.start()
+        with pytest.raises(psycopg.OperationalError):
+            state.upsert_dimension("tech", "Tech")
+        thread.join()
+        blocker.rollback()
+    assert state.get_dimension("tech") is None  # killed before it committed: rolled back
     assert state.upsert_dimension("tech", "Tech") > 0
 
 
@@ -137,3 +161,49 @@ def test_prod_client_refuses_any_login_but_the_app_role(empty_db) -> None:
     with StateStore(empty_db.app, env="prod") as store:
         assert store._select("SELECT current_user, session_user") == [("mdame_app", "mdame_app")]
         assert store.environment() == "prod"
+
+
+@pytest.mark.parametrize(
+    ("rpc_call", "expected"),
+    [
+        (
+            lambda s: s.upsert_work_unit("topic", "t-1", {"title": "a\x00b"}),
+            "upsert_work_unit: p_payload contains a NUL character at $.title",
+        ),
+        (
+            lambda s: s.upsert_work_unit("topic", "t\x00-1", {"title": "ok"}),
+            "upsert_work_unit: p_idempotency_key contains a NUL character",
+        ),
+        (
+            lambda s: s.enqueue_job("scene", "j-1", {"scenes": [{"n": 1}, {"text": "\x00"}]}),
+            "enqueue_job: p_payload contains a NUL character at $.scenes[1].text",
+        ),
+        (
+            lambda s: s.enqueue_job("scene", "j-1", {"a": {"b\x00": 1}}),
+            "enqueue_job: p_payload contains a NUL character at $.a (a key)",
+        ),
+        (
+            lambda s: s.upsert_dimension("tech", "Te\x00ch"),
+            "upsert_dimension: p_title contains a NUL character",
+        ),
+        (
+            lambda s: s.set_dimensions_active(["tech", "x\x00"]),
+            "set_dimensions_active: p_active_slugs contains a NUL character at $[1]",
+        ),
+    ],
+)
+def test_a_nul_character_is_refused_naming_the_parameter(state, owner, rpc_call, expected) -> None:
+    held = hold(state, "tech")  # work-unit writes are fenced
+    sent: list[str] = []
+    set_commit_observer(lambda rpc, phase: sent.append(rpc))
+    try:
+        with pytest.raises(InvalidInput) as err:
+            rpc_call(held)
+    finally:
+        set_commit_observer(None)
+    assert str(err.value) == expected
+    assert err.value.sqlstate == "MD001"
+    assert sent == []  # refused before anything was sent
+    for table in ("topics", "jobs", "dimensions"):
+        assert owner.execute(f"SELECT count(*) FROM mdame.{table}").fetchone() == (0,)
+    assert state.upsert_dimension("tech", "Tech") > 0  # the client is still fine

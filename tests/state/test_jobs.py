@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from mdame_core.state import IdempotencyConflict, LeaseLost, NotFound
+from mdame_core.state import IdempotencyConflict, InvalidInput, LeaseLost, NotFound
 
 
 def _expire(owner: psycopg.Connection, job_id: int) -> None:
@@ -170,3 +170,119 @@ def test_claim_uses_the_partial_index_after_bulk_enqueue_and_analyze(fresh_db, s
     scan = next(n for n in _plan_nodes(custom["Plan"]) if n.get("Index Name") == "jobs_queued_idx")
     assert scan["Actual Rows"] == 1
     assert scan.get("Rows Removed by Filter", 0) == 0  # finished rows are not walked
+
+
+# ------------------------------------------------------------------------------------------
+# Partition-scoped jobs (0004): a partition's run claims only its own partition's jobs.
+# ------------------------------------------------------------------------------------------
+def test_a_partition_claim_never_returns_another_partitions_job(state) -> None:
+    tech = state.enqueue_job("scene", "tech:1", {"n": 1}, partition_key="2026-11-30|tech")
+    science = state.enqueue_job("scene", "sci:1", {"n": 2}, partition_key="2026-11-30|science")
+    loose = state.enqueue_job("scene", "loose:1", {"n": 3}, priority=1)  # no partition
+
+    claimed = state.claim_job("scene", "w-tech", 60, partition_key="2026-11-30|tech")
+    assert claimed is not None and claimed.id == tech
+    # Its own job is taken: nothing else is this partition's, whatever is still queued.
+    assert state.claim_job("scene", "w-tech", 60, partition_key="2026-11-30|tech") is None
+    assert state.claim_job("scene", "w-x", 60, partition_key="2026-11-29|tech") is None
+    # A standalone worker (no partition) claims any: highest priority first.
+    assert state.claim_job("scene", "w-any", 60).id == loose
+    assert state.claim_job("scene", "w-any", 60).id == science
+    assert state.claim_job("scene", "w-any", 60) is None
+    assert state.get_job(tech).lease_owner == "w-tech"
+
+
+def test_the_partition_is_stored_and_part_of_the_idempotency_check(state, owner) -> None:
+    first = state.enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech")
+    assert state.enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech") == first
+    for other in ("2026-11-30|science", None):
+        with pytest.raises(IdempotencyConflict, match="another partition"):
+            state.enqueue_job("scene", "k", {"a": 1}, partition_key=other)
+    stored = owner.execute("SELECT partition_key FROM mdame.jobs WHERE id = %s", (first,))
+    assert stored.fetchone() == ("2026-11-30|tech",)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 201])
+def test_a_bad_partition_key_is_refused(state, bad) -> None:
+    with pytest.raises(InvalidInput, match="partition_key"):
+        state.enqueue_job("scene", "k", {"a": 1}, partition_key=bad)
+    with pytest.raises(InvalidInput, match="partition_key"):
+        state.claim_job("scene", "w", 60, partition_key=bad)
+    assert state.count_jobs() == {}
+
+
+def test_the_hot_path_keeps_every_check(state) -> None:
+    """claim_job and complete_job test their arguments inline (0004): still refused, with the
+    helpers' messages."""
+    for args, message in [
+        (("", "w", 60), "job_type must not be NULL or empty"),
+        (("scene", "", 60), "worker_id must not be NULL or empty"),
+        (("scene", "w" * 201, 60), "worker_id is longer than 200"),
+        (("scene", "w", 0), "lease_seconds must be between 1 and 31622400"),
+        (("scene", "w", None), "lease_seconds must not be NULL"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            state.claim_job(*args)
+    state.enqueue_job("scene", "k", {"a": 1})
+    job = state.claim_job("scene", "w", 60)
+    for args, message in [
+        ((None, "w", job.attempt), "job_id must not be NULL"),
+        ((job.id, "", job.attempt), "worker_id must not be NULL or empty"),
+        ((job.id, "w", 0), "attempt must be between 1 and 100"),
+        ((job.id, "w", None), "attempt must not be NULL"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            state.complete_job(*args)
+    with pytest.raises(InvalidInput, match="result must be a JSON object"):
+        state.call("complete_job", job.id, "w", job.attempt, Jsonb([1]))
+    with pytest.raises(InvalidInput, match="over the 256 KiB limit"):
+        state.complete_job(job.id, "w", job.attempt, {"big": "x" * 300_000})
+    with pytest.raises(LeaseLost):
+        state.complete_job(job.id, "other", job.attempt)
+    assert state.complete_job(job.id, "w", job.attempt) is True
+
+
+def test_a_partition_claim_uses_its_partial_index_after_bulk_enqueue_and_analyze(
+    fresh_db, state, owner
+):
+    # Thousands of finished jobs over 30 partitions, a few queued in each, statistics fresh.
+    with psycopg.connect(fresh_db.app) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "SELECT mdame.enqueue_job('scene', %s, %s, p_partition_key => %s)",
+            [(f"bulk:{i}", Jsonb({"n": i}), f"2026-11-{1 + i % 30:02d}|tech") for i in range(3000)],
+        )
+    with psycopg.connect(fresh_db.app, autocommit=True) as conn:
+        conn.execute("""
+            DO $$
+            DECLARE j record;
+            BEGIN
+              FOR i IN 1..2900 LOOP
+                SELECT * INTO j FROM mdame.claim_job('scene', 'bulk-worker', 60);
+                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt);
+              END LOOP;
+            END $$""")
+    owner.execute("ANALYZE mdame.jobs")
+    query = """SELECT q.id FROM mdame.jobs q
+                WHERE q.state = 'queued' AND q.job_type = 'scene' AND q.partition_key = {key}
+                  AND q.run_after <= now()
+                ORDER BY q.priority, q.id LIMIT 1 FOR UPDATE SKIP LOCKED"""
+    with owner.transaction(force_rollback=True):
+        (custom,) = owner.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + query.format(key="'2026-11-15|tech'")
+        ).fetchone()[0]
+        owner.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        owner.execute("PREPARE claim_part(text) AS " + query.format(key="$1"))
+        (generic,) = owner.execute(
+            "EXPLAIN (FORMAT JSON) EXECUTE claim_part('2026-11-15|tech')"
+        ).fetchone()[0]
+        owner.execute("DEALLOCATE claim_part")
+    for plan in (custom, generic):
+        nodes = _plan_nodes(plan["Plan"])
+        text = json.dumps(plan)
+        assert not any(n["Node Type"] == "Seq Scan" for n in nodes), text
+        assert any(n.get("Index Name") == "jobs_queued_partition_idx" for n in nodes), text
+    scan = next(
+        n for n in _plan_nodes(custom["Plan"]) if n.get("Index Name") == "jobs_queued_partition_idx"
+    )
+    assert scan["Actual Rows"] == 1
+    assert scan.get("Rows Removed by Filter", 0) == 0  # neither finished nor other partitions'

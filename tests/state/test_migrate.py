@@ -65,6 +65,7 @@ def test_missing_or_renamed_applied_migration_is_refused(empty_db, migrations) -
 
 def test_new_migration_is_applied_and_a_failing_one_changes_nothing(empty_db, migrations):
     migrate(empty_db.owner, "dev", migrations)
+    # Numbered past the project's own migrations, whatever their count.
     (migrations / "0900_notes.sql").write_text(
         "CREATE TABLE mdame.notes (id bigserial PRIMARY KEY, body text NOT NULL);\n"
         "ALTER TABLE mdame.notes ENABLE ROW LEVEL SECURITY;\n"

@@ -3,7 +3,7 @@
 The template `mdame_template_<hash>` is migrated once (ENV=dev) and keyed on the migration files
 and the runner, so a changed migration builds a new one. A fresh database is a copy made with
 CREATE DATABASE ... TEMPLATE (fast, and fully isolated). The tests (tests/conftest.py) and the
-crash harness (`mdame chaos`) both use these; they need the local cluster's superuser.
+crash harness (`make chaos`) both use these; they need the local cluster's superuser.
 """
 
 from __future__ import annotations

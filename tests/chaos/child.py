@@ -3,12 +3,12 @@
 It runs the partition's three jobs in this process (mdame_assets.runs.run_partition) against
 the database, home and media root the environment names (MDAME_DATABASE_URL,
 MDAME_APP_DATABASE_URL, MDAME_HOME, MDAME_MEDIA_ROOT), with an ephemeral Dagster instance:
-Dagster's run storage is not state, PostgreSQL is. MDAME_CRASH_AT makes the state-store client
-SIGKILL this process at a commit boundary.
+Dagster's run storage is not state, PostgreSQL is. MDAME_CRASH_AT / MDAME_RPC_TRACE install the
+crash hook (crashpoint.py), a commit observer that SIGKILLs this process at a commit boundary.
 
 The harness forks these from a warm fork server (multiprocessing's forkserver, preloaded with
 this module), so a case does not pay for importing Dagster and the definitions twice.
-`python -m mdame_assets.chaos.child <partition_key>` runs one by hand.
+`python -m tests.chaos.child <partition_key>` runs one by hand.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_resources.media import media_root
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import close_clients
+from tests.chaos.crashpoint import install_from_env
 
 # Set by the harness: memoize deterministic media work across cases (see install_memos).
 MEMO_ENV = "MDAME_CHAOS_MEMO"
@@ -40,6 +41,7 @@ MEMO_ENV = "MDAME_CHAOS_MEMO"
 
 def run_child(key: str) -> int:
     """Runs the partition once; prints the outcome as JSON; 0 when every job succeeded."""
+    install_from_env()
     if os.environ.get(MEMO_ENV) == "1":
         install_memos()
     instance = dg.DagsterInstance.ephemeral()

@@ -1,4 +1,4 @@
-"""The `mdame` command line: database setup and inspection.
+"""The `mdame` command line, at the top of the layering: it dispatches to the core and the assets.
 
     mdame db migrate                 apply pending migrations as the owner role
     mdame db url [--role app|owner]  print the connection URL in use (for psql)
@@ -7,7 +7,8 @@
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
     mdame worker                     a standalone scene-clip pull worker (a CUDA host's loop)
-    mdame chaos                      kill one partition's run at every commit, rerun, check
+
+The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
 Errors print one line to stderr and exit 1 (set MDAME_DEBUG=1 for the traceback).
 """
@@ -113,28 +114,6 @@ def _worker(args: argparse.Namespace) -> int:
     return run_standalone_worker(max_idle_s=args.max_idle)
 
 
-def _chaos(args: argparse.Namespace) -> int:
-    settings.mdame_env()
-    if settings.is_external():
-        raise settings.SettingsError("chaos needs the local cluster: unset MDAME_DATABASE_URL")
-    from datetime import date
-
-    from mdame_assets.chaos.harness import ChaosConfig  # Dagster loads only for this command
-    from mdame_assets.chaos.main import main as chaos_main
-
-    config = ChaosConfig(
-        day=date.fromisoformat(args.day),
-        dimension=args.dimension,
-        jobs=args.jobs,
-        lock_ttl_s=args.lock_ttl,
-        job_lease_s=args.lock_ttl,
-        memo=not args.no_memo,
-        media_root=Path(args.media_root).resolve() if args.media_root else None,
-        keep_failed=args.keep_failed,
-    )
-    return chaos_main(config, args.only, args.limit)
-
-
 def _exists(conn: psycopg.Connection, relation: str) -> bool:
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()
     return bool(row and row[0])
@@ -167,36 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="exit after this many idle seconds (default: run forever)",
     )
     worker.set_defaults(func=_worker)
-    _chaos_parser(groups)
     return parser
-
-
-def _chaos_parser(groups: argparse._SubParsersAction) -> None:
-    chaos = groups.add_parser(
-        "chaos", help="crash the pipeline at every commit boundary, rerun, check invariants"
-    )
-    chaos.add_argument("--day", default="2026-11-29", help="partition day (default 2026-11-29)")
-    chaos.add_argument("--dimension", default="science", help="dimension slug (default science)")
-    chaos.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
-    chaos.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="RPC:N[:PHASE]",
-        help="run only this crash point (repeatable; both phases unless PHASE is given)",
-    )
-    chaos.add_argument("--limit", type=int, default=None, help="only the first N crash points")
-    chaos.add_argument(
-        "--lock-ttl", type=int, default=2, help="lock TTL and job lease in seconds (default 2)"
-    )
-    chaos.add_argument("--media-root", default="", help="reuse this media store across runs")
-    chaos.add_argument(
-        "--no-memo", action="store_true", help="regenerate clips and re-analyse renders per run"
-    )
-    chaos.add_argument(
-        "--keep-failed", action="store_true", help="keep a failed case's database and home"
-    )
-    chaos.set_defaults(func=_chaos)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,14 +1,19 @@
-"""`mdame chaos`: the full crash matrix of one partition, as a table and a summary."""
+"""`make chaos` (python -m tests.chaos.main): the full crash matrix of one partition, as a table
+and a summary."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
 
-from mdame_assets.chaos.harness import PHASES, CaseResult, ChaosConfig, Harness, expand
-from mdame_core.state import CrashPoint
+from mdame_core import settings
+from tests.chaos.crashpoint import CrashPoint
+from tests.chaos.harness import PHASES, CaseResult, ChaosConfig, Harness, expand
 
 HEADER = ("case", "crash point", "phase", "died?", "reruns", "seconds", "result")
 
@@ -89,3 +94,57 @@ def main(config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None
         f"wall time {wall:.0f}s with {config.jobs} at once"
     )
     return 0 if cases and not failed and not clean.violations else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.chaos.main",
+        description="crash the pipeline at every commit boundary, rerun, check invariants",
+    )
+    parser.add_argument("--day", default="2026-11-29", help="partition day (default 2026-11-29)")
+    parser.add_argument("--dimension", default="science", help="dimension slug (default science)")
+    parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="RPC:N[:PHASE]",
+        help="run only this crash point (repeatable; both phases unless PHASE is given)",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="only the first N crash points")
+    parser.add_argument(
+        "--lock-ttl", type=int, default=2, help="lock TTL and job lease in seconds (default 2)"
+    )
+    parser.add_argument("--media-root", default="", help="reuse this media store across runs")
+    parser.add_argument(
+        "--no-memo", action="store_true", help="regenerate clips and re-analyse renders per run"
+    )
+    parser.add_argument(
+        "--keep-failed", action="store_true", help="keep a failed case's database and home"
+    )
+    return parser
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings.mdame_env()
+    if settings.is_external():
+        raise SystemExit("chaos needs the local cluster: unset MDAME_DATABASE_URL")
+    config = ChaosConfig(
+        day=date.fromisoformat(args.day),
+        dimension=args.dimension,
+        jobs=args.jobs,
+        lock_ttl_s=args.lock_ttl,
+        job_lease_s=args.lock_ttl,
+        memo=not args.no_memo,
+        media_root=Path(args.media_root).resolve() if args.media_root else None,
+        keep_failed=args.keep_failed,
+    )
+    try:
+        return main(config, args.only, args.limit)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -35,10 +35,11 @@ from pathlib import Path
 
 import psycopg
 
-from mdame_assets.chaos.child import MEMO_ENV
-from mdame_assets.chaos.invariants import EndState, snapshot, violations
-from mdame_core import scratch_db
-from mdame_core.state import CRASH_ENV, TRACE_ENV, CrashPoint, StateStore
+from mdame_core.state import StateStore
+from tests import scratch_db
+from tests.chaos.child import MEMO_ENV
+from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint
+from tests.chaos.invariants import EndState, snapshot, violations
 
 DEFAULT_DAY = date(2026, 11, 29)
 DEFAULT_DIMENSION = "science"
@@ -204,7 +205,7 @@ class Harness:
         self.seed = seed.name
         self._ctx = multiprocessing.get_context("forkserver")
         # The fork server imports Dagster and the definitions once; every run forks from it.
-        self._ctx.set_forkserver_preload(["mdame_assets.chaos.child"])
+        self._ctx.set_forkserver_preload(["tests.chaos.child"])
 
     @contextmanager
     def _fresh(self, name: str, keep: Callable[[], bool] = lambda: False) -> Iterator[_Case]:
@@ -238,7 +239,7 @@ class Harness:
         }
 
     def _run(self, case: _Case, crash: CrashPoint | None = None) -> RunResult:
-        from mdame_assets.chaos.child import forked_main
+        from tests.chaos.child import forked_main
 
         env = self._env(case, crash)
         case.runs += 1

@@ -1,2 +1,0 @@
-"""The crash harness (`mdame chaos`): kill the pipeline at every commit boundary, rerun it,
-and check that it converges to the clean run's end state (see harness.py)."""

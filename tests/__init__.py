@@ -1,0 +1,1 @@
+"""The test suite, and the test machinery it shares with `make chaos` (tests.chaos)."""
