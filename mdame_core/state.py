@@ -1154,5 +1154,16 @@ def _mapped(rpc: str, exc: psycopg.Error) -> StateError | None:
     """The server refused the call -> StateError; None for a lost connection (re-raise it)."""
     if isinstance(exc, psycopg.OperationalError) or exc.sqlstate is None:
         return None
-    message = exc.diag.message_primary or str(exc)
+    message = _clipped(exc.diag.message_primary or str(exc))
     return _ERRORS.get(exc.sqlstate, StateError)(rpc, message, exc.sqlstate)
+
+
+MAX_ERROR_CHARS = 1000
+
+
+def _clipped(message: str) -> str:
+    """Server messages can quote the offending input (a constraint's failing value): keep what
+    reaches logs, events and run metadata bounded whatever the input was."""
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    return f"{message[:MAX_ERROR_CHARS]}... ({len(message)} characters)"

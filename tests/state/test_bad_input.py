@@ -11,6 +11,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from mdame_core.state import (
+    Fence,
     IdempotencyConflict,
     InvalidInput,
     LeaseLost,
@@ -32,12 +33,15 @@ def _populate(state: StateStore) -> dict[str, Any]:
     ids["dim"] = dim = state.upsert_dimension("tech", "Tech")
     state.upsert_dimension("news", "News")
     ids["account"] = state.upsert_dimension_account("tech", "youtube", "@tech", 100)
+    ids["token"] = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
+    w = state.fenced(Fence("pipeline:tech", "run-1", ids["token"], 600))  # work writes
     base = {"dimension_id": dim, "partition_date": "2025-06-01"}
     ids["topic_payload"] = base
-    ids["topic"] = state.upsert_work_unit("topic", "topic-1", base)
-    script = state.upsert_work_unit("script", "script-1", {**base, "topic_id": ids["topic"]})
-    ids["render"] = state.upsert_work_unit("render", "render-1", {"script_id": script})
-    ids["token"] = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
+    ids["topic"] = w.upsert_work_unit("topic", "topic-1", base)
+    ids["script"] = script = w.upsert_work_unit(
+        "script", "script-1", {**base, "topic_id": ids["topic"]}
+    )
+    ids["render"] = w.upsert_work_unit("render", "render-1", {"script_id": script})
     ids["execution"] = uuid.uuid4()
     state.start_pipeline_run(ids["execution"], "tech", "tech|2025-06-01", ids["token"])
     ids["job"] = state.enqueue_job("scene", "job-1", {"n": 1})
@@ -49,11 +53,11 @@ def _populate(state: StateStore) -> dict[str, Any]:
     state.reserve_quota(ids["account"], 10, "quota-open")
     state.reserve_quota(ids["account"], 10, "quota-committed")
     state.commit_quota("quota-committed")
-    ids["attempt_unknown"] = state.record_attempt("blocked", "gemini", "h1", "unknown")
-    ids["attempt_done"] = state.record_attempt("done", "gemini", "h1", "succeeded")
-    state.record_review(ids["render"], SHA, "technical", "approved")
+    ids["attempt_unknown"] = w.record_attempt("blocked", "gemini", "h1", "unknown")
+    ids["attempt_done"] = w.record_attempt("done", "gemini", "h1", "succeeded")
+    w.record_review(ids["render"], SHA, "technical", "approved")
     state.put_scene_cache("scene-hash", "media://a", SHA, 600)
-    state.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
+    w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
     return ids
 
 
@@ -62,6 +66,8 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
     execution, account = ids["execution"], ids["account"]
     unknown, done = ids["attempt_unknown"], ids["attempt_done"]
     other = {"dimension_id": ids["dim"], "partition_date": "2025-06-02"}
+    script = ids["script"]
+    pub = {"script_id": script, "render_id": render, "account_id": account}
     return [
         ("acquire_pipeline_lock", (None, "h", 10), InvalidInput),
         ("acquire_pipeline_lock", ("l", "", 10), InvalidInput),
@@ -111,28 +117,32 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("finish_pipeline_run", (execution, "done", E), InvalidInput),
         ("finish_pipeline_run", (execution, "failed", None), InvalidInput),
         ("finish_pipeline_run", (uuid.uuid4(), "failed", E), NotFound),
-        ("upsert_work_unit", ("bogus", "k", E), InvalidInput),
-        ("upsert_work_unit", (None, "k", E), InvalidInput),
-        ("upsert_work_unit", ("topic", None, Jsonb(other)), InvalidInput),
-        ("upsert_work_unit", ("topic", "", Jsonb(other)), InvalidInput),
-        ("upsert_work_unit", ("topic", "k", None), InvalidInput),
-        ("upsert_work_unit", ("topic", "k", Jsonb([other])), InvalidInput),
-        ("upsert_work_unit", ("topic", "k", BIG), InvalidInput),
-        ("upsert_work_unit", ("topic", "k", Jsonb({"dimension_id": ids["dim"]})), InvalidInput),
-        ("upsert_work_unit", ("topic", "topic-1", Jsonb(other)), IdempotencyConflict),
-        ("transition", ("bogus", topic, "candidate", "approved", E), InvalidInput),
-        ("transition", ("topic", None, "candidate", "approved", E), InvalidInput),
-        ("transition", ("topic", topic, None, "approved", E), InvalidInput),
-        ("transition", ("topic", topic, "candidate", "candidate", E), InvalidInput),
-        ("transition", ("topic", topic, "candidate", "scripted", E), StateConflict),
-        ("transition", ("topic", topic, "approved", "scripted", E), StateConflict),
-        ("transition", ("topic", topic, "candidate", "approved", None), InvalidInput),
-        ("transition", ("topic", topic, "candidate", "approved", BIG), InvalidInput),
-        ("transition", ("topic", 999_999, "candidate", "approved", E), NotFound),
-        ("bump_work_attempt", ("bogus", topic, E), InvalidInput),
-        ("bump_work_attempt", ("topic", None, E), InvalidInput),
-        ("bump_work_attempt", ("topic", topic, None), InvalidInput),
-        ("bump_work_attempt", ("topic", 999_999, E), NotFound),
+        ("upsert_work_unit", ("bogus", "k", E, token), InvalidInput),
+        ("upsert_work_unit", (None, "k", E, token), InvalidInput),
+        ("upsert_work_unit", ("topic", None, Jsonb(other), token), InvalidInput),
+        ("upsert_work_unit", ("topic", "", Jsonb(other), token), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", None, token), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", Jsonb([other]), token), InvalidInput),
+        ("upsert_work_unit", ("topic", "k", BIG, token), InvalidInput),
+        (
+            "upsert_work_unit",
+            ("topic", "k", Jsonb({"dimension_id": ids["dim"]}), token),
+            InvalidInput,
+        ),
+        ("upsert_work_unit", ("topic", "topic-1", Jsonb(other), token), IdempotencyConflict),
+        ("transition", ("bogus", topic, "candidate", "approved", E, token), InvalidInput),
+        ("transition", ("topic", None, "candidate", "approved", E, token), InvalidInput),
+        ("transition", ("topic", topic, None, "approved", E, token), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "candidate", E, token), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "scripted", E, token), StateConflict),
+        ("transition", ("topic", topic, "approved", "scripted", E, token), StateConflict),
+        ("transition", ("topic", topic, "candidate", "approved", None, token), InvalidInput),
+        ("transition", ("topic", topic, "candidate", "approved", BIG, token), InvalidInput),
+        ("transition", ("topic", 999_999, "candidate", "approved", E, token), NotFound),
+        ("bump_work_attempt", ("bogus", topic, E, token), InvalidInput),
+        ("bump_work_attempt", ("topic", None, E, token), InvalidInput),
+        ("bump_work_attempt", ("topic", topic, None, token), InvalidInput),
+        ("bump_work_attempt", ("topic", 999_999, E, token), NotFound),
         ("enqueue_job", ("Bad Type", "k", E, 3, 100, 0), InvalidInput),
         ("enqueue_job", ("scene", None, E, 3, 100, 0), InvalidInput),
         ("enqueue_job", ("scene", "k", None, 3, 100, 0), InvalidInput),
@@ -187,34 +197,96 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("commit_quota", ("never",), NotFound),
         ("release_quota", ("",), InvalidInput),
         ("release_quota", ("quota-committed",), StateConflict),
-        ("record_attempt", ("wk", "p", "h", "maybe", E), InvalidInput),
-        ("record_attempt", (None, "p", "h", "failed", E), InvalidInput),
-        ("record_attempt", ("wk", "p", "h", "failed", BIG), InvalidInput),
-        ("record_attempt", ("blocked", "gemini", "h2", "submitted", E), ReconcileRequired),
-        ("finish_attempt", (unknown, "submitted", E), InvalidInput),
-        ("finish_attempt", (None, "failed", E), InvalidInput),
-        ("finish_attempt", (999_999, "failed", E), NotFound),
-        ("finish_attempt", (done, "failed", E), StateConflict),
-        ("reconcile_attempt", (unknown, "unknown", E), InvalidInput),
-        ("reconcile_attempt", (None, "failed", E), InvalidInput),
-        ("reconcile_attempt", (done, "failed", E), StateConflict),
-        ("record_review", (render, "XYZ", "technical", "approved", E), InvalidInput),
-        ("record_review", (render, SHA, "Bad Name", "approved", E), InvalidInput),
-        ("record_review", (render, SHA, "technical", "maybe", E), InvalidInput),
-        ("record_review", (None, SHA, "technical", "approved", E), InvalidInput),
-        ("record_review", (999_999, SHA, "technical", "approved", E), NotFound),
+        ("record_attempt", ("wk", "p", "h", "maybe", E, token), InvalidInput),
+        ("record_attempt", (None, "p", "h", "failed", E, token), InvalidInput),
+        ("record_attempt", ("wk", "p", "h", "failed", BIG, token), InvalidInput),
+        ("record_attempt", ("blocked", "gemini", "h2", "submitted", E, token), ReconcileRequired),
+        ("finish_attempt", (unknown, "submitted", E, token), InvalidInput),
+        ("finish_attempt", (None, "failed", E, token), InvalidInput),
+        ("finish_attempt", (999_999, "failed", E, token), NotFound),
+        ("finish_attempt", (done, "failed", E, token), StateConflict),
+        ("reconcile_attempt", (unknown, "unknown", E, token, None), InvalidInput),
+        ("reconcile_attempt", (None, "failed", E, token, None), InvalidInput),
+        ("reconcile_attempt", (done, "failed", E, token, None), StateConflict),
+        ("record_review", (render, "XYZ", "technical", "approved", E, token), InvalidInput),
+        ("record_review", (render, SHA, "Bad Name", "approved", E, token), InvalidInput),
+        ("record_review", (render, SHA, "technical", "maybe", E, token), InvalidInput),
+        ("record_review", (None, SHA, "technical", "approved", E, token), InvalidInput),
+        ("record_review", (999_999, SHA, "technical", "approved", E, token), NotFound),
         ("is_approved", (None, SHA, ["technical"]), InvalidInput),
         ("is_approved", (render, "short", ["technical"]), InvalidInput),
         ("is_approved", (render, SHA, []), InvalidInput),
         ("is_approved", (render, SHA, None), InvalidInput),
         ("is_approved", (render, SHA, ["Bad Name"]), InvalidInput),
         ("is_approved", (999_999, SHA, ["technical"]), NotFound),
-        ("log_safety_decision", ("Topic", "k", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
-        ("log_safety_decision", ("topic", "", "tech", "allow", "r", Jsonb([]), "c"), InvalidInput),
-        ("log_safety_decision", ("topic", "k", "tech", "maybe", "r", Jsonb([]), "c"), InvalidInput),
-        ("log_safety_decision", ("topic", "k", "tech", "allow", "r", E, "c"), InvalidInput),
-        ("log_safety_decision", ("topic", "k", None, "allow", "", Jsonb([]), "c"), InvalidInput),
-        ("log_safety_decision", ("topic", "k", "nope", "allow", "r", Jsonb([]), "c"), NotFound),
+        (
+            "log_safety_decision",
+            ("Topic", "k", "tech", "allow", "r", Jsonb([]), "c", token),
+            InvalidInput,
+        ),
+        (
+            "log_safety_decision",
+            ("topic", "", "tech", "allow", "r", Jsonb([]), "c", token),
+            InvalidInput,
+        ),
+        (
+            "log_safety_decision",
+            ("topic", "k", "tech", "maybe", "r", Jsonb([]), "c", token),
+            InvalidInput,
+        ),
+        ("log_safety_decision", ("topic", "k", "tech", "allow", "r", E, "c", token), InvalidInput),
+        (
+            "log_safety_decision",
+            ("topic", "k", None, "allow", "", Jsonb([]), "c", token),
+            InvalidInput,
+        ),
+        (
+            "log_safety_decision",
+            ("topic", "k", "nope", "allow", "r", Jsonb([]), "c", token),
+            NotFound,
+        ),
+        ("record_trends", ("tech", E, token), InvalidInput),
+        ("record_trends", ("nope", Jsonb([]), token), NotFound),
+        (
+            "record_trends",
+            ("tech", Jsonb([{"key": "k", "payload": {"dimension_id": 0}}]), token),
+            InvalidInput,
+        ),
+        ("decide_topic", ("k", Jsonb(other), None, token), InvalidInput),
+        (
+            "decide_topic",
+            ("k", Jsonb(other), Jsonb({"verdict": "maybe", "rule": "r"}), token),
+            InvalidInput,
+        ),
+        ("record_script", ("k", Jsonb({**other, "topic_id": topic}), E, token), InvalidInput),
+        ("plan_scenes", (script, E, "scene_clip", 3, "p", token), InvalidInput),
+        ("plan_scenes", (script, Jsonb([]), "scene_clip", 3, "p", token), StateConflict),
+        ("plan_scenes", (999_999, Jsonb([]), "scene_clip", 3, "p", token), NotFound),
+        ("complete_scene_job", (job, "w", 1, "u", "bad", False, 10), InvalidInput),
+        ("complete_scene_job", (job, "w", 1, "u", SHA, None, 10), InvalidInput),
+        ("complete_scene_job", (job, "intruder", 1, "u", SHA, False, 10), LeaseLost),
+        ("finish_visuals", (script, token), StateConflict),
+        ("finish_visuals", (None, token), InvalidInput),
+        ("record_voice", (script, "v", Jsonb({"script_id": script}), token), StateConflict),
+        (
+            "record_render",
+            (script, "r", Jsonb({"script_id": script}), "technical", token),
+            StateConflict,
+        ),
+        ("begin_upload", ("pu", Jsonb(pub), 1, "p", ["technical"], 0, token), InvalidInput),
+        (
+            "begin_upload",
+            ("pu", Jsonb({**pub, "content_sha256": SHA}), 1, "p", ["safety"], 0, token),
+            StateConflict,
+        ),
+        ("finish_upload", (None, "failed", None, E, token), InvalidInput),
+        ("finish_upload", (done, "failed", None, E, token), NotFound),
+        ("reconcile_upload", (999_999, None, "2025-06-01", token), NotFound),
+        ("reconcile_upload", (1, None, None, token), InvalidInput),
+        ("fail_script", (script, "", token), InvalidInput),
+        ("fail_script", (999_999, "r", token), NotFound),
+        ("invalidate_scene_cache", ("", "u", "r"), InvalidInput),
+        ("invalidate_scene_cache", ("h", "u", None), InvalidInput),
     ]
 
 
@@ -259,7 +331,8 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
         r[0]
         for r in owner.execute(
             """SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-            WHERE n.nspname = 'mdame' AND p.prosecdef"""
+            WHERE n.nspname = 'mdame' AND p.prosecdef
+              AND has_function_privilege('mdame_app', p.oid, 'EXECUTE')"""
         ).fetchall()
     }
     dummy = {
@@ -273,6 +346,7 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
             "account",
             "attempt_unknown",
             "attempt_done",
+            "script",
         )
     }
     dummy["execution"] = uuid.uuid4()

@@ -54,8 +54,8 @@ def test_owner_url_drops_to_the_app_role(fresh_db) -> None:
 
 def test_errors_keep_rpc_and_sqlstate_and_leave_the_connection_usable(state) -> None:
     with pytest.raises(InvalidInput) as err:
-        state.transition("topic", 1, "candidate", "candidate")
-    assert err.value.rpc == "transition"
+        state.upsert_dimension("Not A Slug", "x")
+    assert err.value.rpc == "upsert_dimension"
     assert err.value.sqlstate == "MD001"
     assert err.value.message.startswith("mdame: ")
     for _ in range(8):  # more failures than pool connections: none is left in a transaction
