@@ -13,6 +13,9 @@ from mdame_resources.providers.base import ProviderResource, not_built
 class PublisherResource(ProviderResource):
     # YouTube charges 1,600 quota units per videos.insert; the outbox mirrors that accounting.
     upload_quota_units: int = 1600
+    # The longest one upload request may still be in flight after its holder lost the lock (it
+    # checks the fence between requests): another holder settles the upload only after this.
+    upload_grace_s: int = 120
 
     def publish(
         self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]

@@ -17,6 +17,7 @@ from checkkit import (
     problems,
 )
 
+from mdame_assets.runtime import held_lock
 from mdame_resources.providers.safety import RuleSafetyClassifier
 
 AFTER_SCRIPTS = ORDER[ORDER.index("scene_plan") :]
@@ -38,15 +39,17 @@ def test_topics_safety_fails_when_an_approved_topic_was_blocked_on_review(conten
     term = topic.payload["title"].split()[0]
     decision = RuleSafetyClassifier().decide(topic.payload["title"], "general", [term])
     assert decision.verdict == "block"
-    rig.state.log_safety_decision(
-        "topic",
-        trend.idempotency_key,
-        DIMENSION,
-        decision.verdict,
-        decision.rule,
-        list(decision.reasons),
-        "stricter-review",
-    )
+    # The reviewer writes under the dimension's pipeline lock, like every writer of its work.
+    with held_lock(rig.state, DIMENSION, "stricter-review") as reviewer:
+        reviewer.log_safety_decision(
+            "topic",
+            trend.idempotency_key,
+            DIMENSION,
+            decision.verdict,
+            decision.rule,
+            list(decision.reasons),
+            "stricter-review",
+        )
 
     result = rig.materialize(graph())
 
