@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 
 import dagster as dg
@@ -58,17 +59,18 @@ def _print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def main(day: date | None = None) -> int:
-    """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N."""
+def main(day: date | None = None, only: Sequence[str] = ()) -> int:
+    """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N.
+    `only`: these dimensions' partitions, not every active one."""
     with stop_on_signals():
         try:
-            return _main(day)
+            return _main(day, only)
         except (Interrupted, DagsterExecutionInterruptedError):
             print(f"[demo] stopped by {stop_signal_name()}", file=sys.stderr)
             return stop_exit_code()
 
 
-def _main(day: date | None) -> int:
+def _main(day: date | None, only: Sequence[str]) -> int:
     day = day or datetime.now(UTC).date()
     instance = dg.DagsterInstance.get()
     state = StateStore()
@@ -87,7 +89,7 @@ def _main(day: date | None) -> int:
 
     started = time.monotonic()
     outcomes = []
-    for slug in report.active:
+    for slug in [s for s in report.active if not only or s in only]:
         key = str(partition_key(day, slug))
         print(f"[demo] {key}: running content -> scene clips -> publishing", file=sys.stderr)
         outcome = run_partition(instance, key, state)
