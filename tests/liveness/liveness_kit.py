@@ -24,6 +24,8 @@ from typing import Any
 import dagster as dg
 import psycopg
 
+from mdame_assets.liveness import FINISHED, PID_TAG
+
 REPO = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 29)
 
@@ -141,6 +143,19 @@ def slot_holders(world: World) -> list[str]:
     return [r[0] for r in found]
 
 
+def runs_of(world: World, pid: int) -> list[str]:
+    """Dagster runs tagged as owned by process `pid` (the demo tags its in-process runs)."""
+    try:
+        found = rows(
+            world.dagster_url,
+            "SELECT run_id FROM run_tags WHERE key = %s AND value = %s",
+            (PID_TAG, str(pid)),
+        )
+    except psycopg.errors.UndefinedTable:
+        return []
+    return [r[0] for r in found]
+
+
 def kill_sequence(
     world: World,
     tmp: Path,
@@ -161,7 +176,9 @@ def kill_sequence(
         if n == 0 and first_at_gpu_slot:
             wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
         else:
-            deadline = time.monotonic() + rng.uniform(1.0, max_delay_s)
+            # Past its own liveness sweep (it has a run of its own), then a random moment.
+            wait_for("the demo's first run", lambda pid=demo.proc.pid: runs_of(world, pid), 240)
+            deadline = time.monotonic() + rng.uniform(0.0, max_delay_s)
             while time.monotonic() < deadline and demo.proc.poll() is None:
                 time.sleep(0.05)
         moments.append(round(time.monotonic() - demo.started, 1))
@@ -202,7 +219,7 @@ def leftovers(world: World) -> Leftovers:
         unfinished = [
             (r.dagster_run.run_id, r.dagster_run.status.value)
             for r in instance.get_run_records()
-            if r.dagster_run.status not in dg.DagsterRunStatus.finished_statuses()
+            if r.dagster_run.status not in FINISHED
         ]
     try:
         pending = rows(world.dagster_url, "SELECT count(*) FROM pending_steps")[0][0]

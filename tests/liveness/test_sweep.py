@@ -4,6 +4,7 @@ is failed and its gpu slot freed; a live owner, a reused pid and other hosts are
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -153,3 +154,22 @@ def test_a_live_pid_that_started_after_the_run_is_not_its_worker(instance):
     finally:
         late.kill()
         late.wait()
+
+
+def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instance):
+    state = StateStore(world.app_url, env="dev")
+    try:
+        host = socket.gethostname()
+        dead_job = state.enqueue_job("scene_clip", "liveness-dead", {})
+        live_job = state.enqueue_job("scene_clip", "liveness-live", {})
+        other_job = state.enqueue_job("scene_clip", "liveness-other", {})
+        assert state.claim_job("scene_clip", f"{host}:{dead_pid()}", 300).id == dead_job
+        assert state.claim_job("scene_clip", f"{host}:{os.getpid()}", 300).id == live_job
+        assert state.claim_job("scene_clip", f"elsewhere:{dead_pid()}", 300).id == other_job
+
+        assert sweep(instance, state).requeued_jobs == [dead_job]
+        assert state.get_job(dead_job).state == "queued"
+        assert state.get_job(live_job).state == "running"
+        assert state.get_job(other_job).state == "running"  # another host's sweep decides
+    finally:
+        state.close()
