@@ -48,7 +48,7 @@ class World:
             MDAME_DAGSTER_DATABASE_URL=self.dagster_url,
             MDAME_HOME=str(self.home),
             DAGSTER_HOME=str(self.home / "dagster"),
-            MDAME_LOG_FILE=str(self.home / "pipeline.jsonl"),
+            MDAME_LOG_FILE=str(self.home / "logs" / "pipeline.jsonl"),
             PYTHONUNBUFFERED="1",
         )
         env.update(extra)
@@ -164,6 +164,7 @@ def kill_sequence(
     rng: random.Random,
     *,
     max_delay_s: float,
+    day: date = DAY,
     first_at_gpu_slot: bool = True,
     log: Callable[[str], None] = print,
 ) -> list[float]:
@@ -172,7 +173,7 @@ def kill_sequence(
     a random moment up to `max_delay_s` after the start. Returns the kill times (s)."""
     moments = []
     for n in range(kills):
-        demo = Demo.start(world, tmp / f"demo-{n}.log", dimensions)
+        demo = Demo.start(world, tmp / f"demo-{n}.log", dimensions, day)
         if n == 0 and first_at_gpu_slot:
             wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
         else:
@@ -252,6 +253,7 @@ def _demo_child(day: str, dimensions: Sequence[str]) -> int:
     from mdame_core.dagster_home import apply_dagster_environment
 
     apply_dagster_environment()
+    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
     from mdame_assets.demo import main
 
     return main(date.fromisoformat(day), only=dimensions)
