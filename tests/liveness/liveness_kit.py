@@ -174,17 +174,19 @@ def kill_sequence(
     moments = []
     for n in range(kills):
         demo = Demo.start(world, tmp / f"demo-{n}.log", dimensions, day)
-        if n == 0 and first_at_gpu_slot:
-            wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
-        else:
-            # Past its own liveness sweep (it has a run of its own), then a random moment.
-            wait_for("the demo's first run", lambda pid=demo.proc.pid: runs_of(world, pid), 240)
-            deadline = time.monotonic() + rng.uniform(0.0, max_delay_s)
-            while time.monotonic() < deadline and demo.proc.poll() is None:
-                time.sleep(0.05)
-        moments.append(round(time.monotonic() - demo.started, 1))
-        demo.killpg(signal.SIGKILL)
-        demo.proc.wait()
+        try:
+            if n == 0 and first_at_gpu_slot:
+                wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
+            else:
+                # Past its own liveness sweep (it has a run of its own), then a random moment.
+                wait_for("the demo's first run", lambda pid=demo.proc.pid: runs_of(world, pid), 240)
+                deadline = time.monotonic() + rng.uniform(0.0, max_delay_s)
+                while time.monotonic() < deadline and demo.proc.poll() is None:
+                    time.sleep(0.05)
+        finally:  # also when this process is interrupted: leave no demo running
+            moments.append(round(time.monotonic() - demo.started, 1))
+            demo.killpg(signal.SIGKILL)
+            demo.proc.wait()
         log(f"kill {n + 1}/{kills}: SIGKILL of the demo's process group at {moments[-1]}s")
     return moments
 
