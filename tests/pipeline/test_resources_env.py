@@ -24,16 +24,23 @@ def test_the_state_store_url_is_an_env_var_read_by_the_run(fresh_db, monkeypatch
     # What the definitions (and the UI) hold is the variable, not the URL with its password.
     assert isinstance(field, dg.EnvVar) and field.env_var_name == "MDAME_APP_DATABASE_URL"
 
-    result = dg.materialize([recorded_env], resources={"state": resources["state"]})
+    with dg.instance_for_test() as instance:  # see test_run_sensors.live_instance
+        result = dg.materialize(
+            [recorded_env], resources={"state": resources["state"]}, instance=instance
+        )
     close_clients()
     assert result.output_for_node("recorded_env") == "dev"
 
     # The same definitions, the variable now naming a database that does not exist: the run
     # reads the variable when it starts, so this run fails to connect.
     monkeypatch.setenv("MDAME_APP_DATABASE_URL", fresh_db.app.rsplit("/", 1)[0] + "/no_such_db")
-    broken = dg.materialize(
-        [recorded_env], resources={"state": resources["state"]}, raise_on_error=False
-    )
+    with dg.instance_for_test() as instance:
+        broken = dg.materialize(
+            [recorded_env],
+            resources={"state": resources["state"]},
+            raise_on_error=False,
+            instance=instance,
+        )
     close_clients()
     assert not broken.success
 

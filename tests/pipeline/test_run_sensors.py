@@ -249,7 +249,15 @@ tiny_partitioned = dg.Definitions(
 
 
 # -- retry policy ----------------------------------------------------------------------------
-def test_every_job_retries_with_backoff_and_jitter():
+@pytest.fixture
+def live_instance():
+    # Loading definitions reads Dagster's current defs-state storage, a process global that
+    # points at the last instance created: keep one alive (earlier tests' are disposed).
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def test_every_job_retries_with_backoff_and_jitter(live_instance):
     for defs, name in (
         (orchestrator.defs, "content_job"),
         (gpu.defs, "scene_clips_job"),
@@ -278,7 +286,7 @@ def permanent() -> None:
     raise dg.Failure("the dimension is not in the registry", allow_retries=False)
 
 
-def run_with_policy(asset) -> dg.ExecuteInProcessResult:
+def run_with_policy(asset, instance) -> dg.ExecuteInProcessResult:
     # The jobs' own policy, with the delay shortened so the test does not sleep for seconds.
     policy = dg.RetryPolicy(
         max_retries=TRANSIENT_RETRY.max_retries,
@@ -294,11 +302,11 @@ def run_with_policy(asset) -> dg.ExecuteInProcessResult:
     )
 
 
-def test_a_transient_error_is_retried_and_a_permanent_failure_is_not():
+def test_a_transient_error_is_retried_and_a_permanent_failure_is_not(live_instance):
     calls.clear()
-    assert run_with_policy(flaky).success
+    assert run_with_policy(flaky, live_instance).success
     assert calls == ["flaky", "flaky"]
 
     calls.clear()
-    assert not run_with_policy(permanent).success
+    assert not run_with_policy(permanent, live_instance).success
     assert calls == ["permanent"]
