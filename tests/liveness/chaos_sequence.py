@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from liveness_kit import Demo, World, kill_sequence, leftovers
+from liveness_kit import REPO, Demo, World, kill_sequence, leftovers
 
 
 def _here() -> World:
@@ -38,12 +38,17 @@ def _here() -> World:
     )
 
 
+def _active_dimensions() -> int:
+    """How many dimensions the demo will run (the files the registry syncs)."""
+    return len(list((REPO / "dimensions").glob("*.yaml")))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
-        "--max-delay", type=float, default=90.0, help="latest kill moment after the first run (s)"
+        "--max-delay", type=float, default=8.0, help="latest kill after the chosen run starts (s)"
     )
     parser.add_argument("--bound", type=float, default=900.0, help="completion bound (s)")
     parser.add_argument("--fresh", action="store_true", help="scratch databases, temp home")
@@ -69,19 +74,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos-sequence: seed {seed}, {args.kills} kills, day {day}, logs in {logs}")
     try:
         started = time.monotonic()
-        kill_sequence(
+        moments = kill_sequence(
             world,
             logs,
             args.dimension,
             args.kills,
             rng,
+            # Three jobs per dimension: content, scene clips, publishing.
+            runs_per_demo=3 * (len(args.dimension) or _active_dimensions()),
             max_delay_s=args.max_delay,
             day=day,
         )
         killed_for = time.monotonic() - started
         before = leftovers(world)
+        landed = [m for m in moments if "no kill" not in m]
         print(
-            f"after the kills ({killed_for:.0f}s): {len(before.unfinished_runs)} unfinished "
+            f"after the kills ({killed_for:.0f}s, {len(landed)} landed while the demo worked): "
+            f"{len(before.unfinished_runs)} unfinished "
             f"runs, {len(before.slot_holders)} slot holders, {before.pending_steps} pending "
             f"claims, {before.leased_jobs} leased jobs, {before.running_rows} running records"
         )

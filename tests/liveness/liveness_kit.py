@@ -163,31 +163,45 @@ def kill_sequence(
     kills: int,
     rng: random.Random,
     *,
+    runs_per_demo: int,
     max_delay_s: float,
     day: date = DAY,
     first_at_gpu_slot: bool = True,
     log: Callable[[str], None] = print,
-) -> list[float]:
-    """Start the demo and SIGKILL its whole process group `kills` times; the first kill (if
-    asked) lands while scene_clips holds the gpu pool slot (the headline case), the others at
-    a random moment up to `max_delay_s` after the start. Returns the kill times (s)."""
+) -> list[str]:
+    """Start the demo and SIGKILL its whole process group `kills` times. The first kill (if
+    asked) lands while scene_clips holds the gpu pool slot (the headline case); each other one
+    a random moment (up to `max_delay_s`) after the demo's k-th run started, k drawn from
+    1..runs_per_demo, so it lands while there is work left. Returns where each kill landed."""
     moments = []
     for n in range(kills):
         demo = Demo.start(world, tmp / f"demo-{n}.log", dimensions, day)
         try:
             if n == 0 and first_at_gpu_slot:
                 wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
+                where = "while scene_clips held the gpu slot"
             else:
-                # Past its own liveness sweep (it has a run of its own), then a random moment.
-                wait_for("the demo's first run", lambda pid=demo.proc.pid: runs_of(world, pid), 240)
-                deadline = time.monotonic() + rng.uniform(0.0, max_delay_s)
+                k = rng.randint(1, runs_per_demo)
+                wait_for(
+                    f"the demo's run {k} (or its exit)",
+                    lambda proc=demo.proc, k=k: (
+                        len(runs_of(world, proc.pid)) >= k or proc.poll() is not None
+                    ),
+                    600,
+                )
+                delay = rng.uniform(0.0, max_delay_s)
+                deadline = time.monotonic() + delay
                 while time.monotonic() < deadline and demo.proc.poll() is None:
                     time.sleep(0.05)
+                where = f"{delay:.1f}s after its run {k} of {runs_per_demo} started"
+            if demo.proc.poll() is not None:
+                where = f"after the demo had exited ({demo.proc.returncode}): no kill"
         finally:  # also when this process is interrupted: leave no demo running
-            moments.append(round(time.monotonic() - demo.started, 1))
+            at = round(time.monotonic() - demo.started, 1)
             demo.killpg(signal.SIGKILL)
             demo.proc.wait()
-        log(f"kill {n + 1}/{kills}: SIGKILL of the demo's process group at {moments[-1]}s")
+        moments.append(f"{at}s {where}")
+        log(f"kill {n + 1}/{kills}: SIGKILL of the demo's process group at {moments[-1]}")
     return moments
 
 

@@ -83,7 +83,7 @@ def test_demo_waiting_on_the_gpu_slot_stops_on_a_signal(world: World, tmp_path, 
 @pytest.mark.slow
 def test_sigkilled_demos_then_one_more_completes_with_nothing_left_behind(world: World, tmp_path):
     rng = random.Random(7)
-    kill_sequence(world, tmp_path, [DIMENSION], kills=2, rng=rng, max_delay_s=12.0)
+    kill_sequence(world, tmp_path, [DIMENSION], kills=2, rng=rng, runs_per_demo=3, max_delay_s=5.0)
 
     dead_state = leftovers(world)
     assert dead_state.unfinished_runs, "the kills should have left STARTED runs to recover"
