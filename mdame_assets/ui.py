@@ -54,18 +54,32 @@ def stop_group(pgid: int, grace_s: float = GRACE_S) -> None:
 
 def run_in_own_group(command: Sequence[str], grace_s: float = GRACE_S) -> int:
     """Run `command` as the leader of a new process group; forward stop signals to the group
-    and leave nothing of it behind. Returns the command's exit status (128+N if signalled)."""
+    and leave nothing of it behind. Returns the command's exit status (128+N if signalled).
+
+    `dagster dev` does not always finish its own shutdown (it was seen waiting on its code
+    servers for over a minute), so `grace_s` after the first stop signal the group is killed.
+    """
     child = subprocess.Popen(list(command), start_new_session=True)
     pgid = child.pid
+    stopping: list[float] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(time.monotonic())
         # SIGINT too becomes SIGTERM for the group: `dagster dev` shuts its children down on
         # either, and a second Ctrl-C from a terminal would otherwise interrupt that shutdown.
         _signal_group(pgid, signal.SIGTERM if signum == signal.SIGINT else signum)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
-        code = child.wait()  # PEP 475: the wait resumes after each forwarded signal
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and time.monotonic() - stopping[0] > grace_s:
+                    _signal_group(pgid, signal.SIGKILL)
+                    code = child.wait()
+                    break
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

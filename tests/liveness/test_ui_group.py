@@ -37,6 +37,12 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+# A "dagster dev" whose own shutdown hangs: it ignores SIGTERM (as its children may).
+STUBBORN_DEV = FAKE_DEV.replace("import subprocess", "import signal, subprocess").replace(
+    "time.sleep(300)\n", "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n", 1
+)
+
+
 def test_sigterm_to_mdame_ui_stops_dagster_dev_and_all_its_children(tmp_path):
     pids_file = tmp_path / "pids"
     ui = subprocess.Popen([sys.executable, "-c", UI, FAKE_DEV, str(pids_file)])
@@ -61,3 +67,24 @@ def test_sigterm_to_mdame_ui_stops_dagster_dev_and_all_its_children(tmp_path):
             ui.wait()
     time.sleep(0.1)
     assert not any(alive(p) for p in children)
+
+
+def test_a_dagster_dev_that_hangs_in_its_shutdown_is_killed_after_the_grace(tmp_path):
+    pids_file = tmp_path / "pids"
+    ui = subprocess.Popen([sys.executable, "-c", UI, STUBBORN_DEV, str(pids_file)])
+    try:
+        pids = wait_for(
+            "the stand-in's children",
+            lambda: pids_file.exists() and pids_file.read_text().split(),
+            timeout=30,
+        )
+        children = [int(p) for p in pids]
+        time.sleep(0.5)  # its SIGTERM handler is in place
+        ui.send_signal(signal.SIGTERM)
+        code = ui.wait(timeout=30)  # grace_s=5, then SIGKILL
+        assert code == 128 + signal.SIGKILL
+        wait_for("the children to be gone", lambda: not any(alive(p) for p in children), 10)
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()
