@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test test-fast ui chaos bench lint clean
+.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -37,6 +37,11 @@ ui: db
 # The crash harness is test machinery (tests/chaos); e.g. make chaos CHAOS_ARGS="--limit 5".
 chaos: db
 	@$(BIN)/python -m tests.chaos.main $(CHAOS_ARGS)
+
+# Five SIGKILLs of the demo's process group at random moments, then one more demo: it must
+# complete in bounded time and leave nothing behind (ARGS=--fresh for scratch databases).
+chaos-sequence: db
+	@$(BIN)/python tests/liveness/chaos_sequence.py $(ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

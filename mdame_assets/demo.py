@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 
 import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
 
 from mdame_assets.defs.dimensions.registry import sync_registry
+from mdame_assets.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
+from mdame_assets.liveness import sweep
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
 from mdame_assets.runs import Outcome, run_partition
 from mdame_core.state import StateStore
@@ -55,10 +59,26 @@ def _print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def main(day: date | None = None) -> int:
+def main(day: date | None = None, only: Sequence[str] = ()) -> int:
+    """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N.
+    `only`: these dimensions' partitions, not every active one."""
+    with stop_on_signals():
+        try:
+            return _main(day, only)
+        except (Interrupted, DagsterExecutionInterruptedError):
+            print(f"[demo] stopped by {stop_signal_name()}", file=sys.stderr)
+            return stop_exit_code()
+
+
+def _main(day: date | None, only: Sequence[str]) -> int:
     day = day or datetime.now(UTC).date()
     instance = dg.DagsterInstance.get()
     state = StateStore()
+    # A demo killed earlier left its runs STARTED, holding pool slots and locks: clear them
+    # first, or the scene_clips step waits behind a dead run forever.
+    swept = sweep(instance, state)
+    if swept:
+        print(f"[demo] liveness sweep: {swept.summary()}", file=sys.stderr)
     report = sync_registry(state)
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
@@ -69,10 +89,10 @@ def main(day: date | None = None) -> int:
 
     started = time.monotonic()
     outcomes = []
-    for slug in report.active:
+    for slug in [s for s in report.active if not only or s in only]:
         key = str(partition_key(day, slug))
         print(f"[demo] {key}: running content -> scene clips -> publishing", file=sys.stderr)
-        outcome = run_partition(instance, key)
+        outcome = run_partition(instance, key, state)
         outcomes.append(outcome)
         status = "ok" if outcome.ok else f"FAILED: {outcome.error}"
         print(

@@ -1,30 +1,59 @@
-"""The jobs that schedules and sensors launch; the run hops code locations at scene_clips."""
+"""The jobs that schedules and sensors launch; the run hops code locations at scene_clips.
+
+Jobs select their stage's assets by group. Two rules of orchestration live here:
+
+- one run per dimension at a time, kept in the run queue: every run of a partition carries the
+  dimension tag, and dagster.yaml limits it to one run per value. The pipeline lock in
+  PostgreSQL stays as the fence against a writer that lost it, not as a wait;
+- transient errors (a lost connection, a busy lock, a lost lease) are retried by Dagster, with
+  backoff and jitter, not by waits inside a step. Permanent failures raise
+  `dg.Failure(..., allow_retries=False)` and are not retried.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
-CONTENT_ASSETS = ["trends", "topics", "scripts", "scene_plan"]
-PUBLISHING_ASSETS = ["voice_tracks", "renders", "publications"]
+from mdame_assets.partitions import DIMENSION_PARTITION
+
+CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
+
+# The tag Dagster itself puts on every run of a multi-partition key (schedule, sensor, backfill,
+# a UI launch): the run queue's one-run-per-dimension limit keys on it (dagster.yaml), so
+# backfills are limited too without any code of ours on their path.
+DIMENSION_TAG = f"dagster/partition/{DIMENSION_PARTITION}"
+PARTITION_TAG = "mdame/partition"
+
+# 4 retries at about 3, 6, 12, 24 s (+-50 % jitter, so retries of several steps spread out):
+# long enough for a database restart or a lease to lapse, short enough that a real failure
+# surfaces within a minute.
+TRANSIENT_RETRY = dg.RetryPolicy(
+    max_retries=4, delay=3, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 content_job = dg.define_asset_job(
     "content_job",
-    selection=dg.AssetSelection.assets(*CONTENT_ASSETS),
+    selection=dg.AssetSelection.groups(CONTENT_GROUP),
+    op_retry_policy=TRANSIENT_RETRY,
     description="trends -> topics -> scripts -> scene_plan; the GPU location takes it from there.",
 )
 publishing_job = dg.define_asset_job(
     "publishing_job",
-    selection=dg.AssetSelection.assets(*PUBLISHING_ASSETS),
+    selection=dg.AssetSelection.groups(PUBLISHING_GROUP),
+    op_retry_policy=TRANSIENT_RETRY,
     description="voice_tracks -> renders -> publications, once the scene clips are ready.",
 )
 scene_clips_job = dg.define_asset_job(
     "scene_clips_job",
-    selection=dg.AssetSelection.assets("scene_clips"),
+    selection=dg.AssetSelection.groups(VISUALS_GROUP),
     executor_def=dg.in_process_executor,
+    op_retry_policy=TRANSIENT_RETRY,
     description="GPU pull worker for one partition's scene jobs.",
 )
 
 
 def partition_tags(key: str) -> dict[str, str]:
-    """The run queue allows one run per partition at a time (dagster.yaml)."""
-    return {"mdame/partition": key.replace("|", "_")}
+    """Tags our run requests add for a partition. The dimension tag is not among them: Dagster
+    derives it from the request's partition key (and sets it as a system tag, which user code
+    may not), the same way for backfills."""
+    return {PARTITION_TAG: str(key).replace("|", "_")}

@@ -9,6 +9,7 @@ from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.defs.renders.checks import render_probe
+from mdame_assets.defs.run_sensors import RUN_SENSORS
 from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.scenes.checks import scene_count
 from mdame_assets.defs.schedules import daily_content_schedule
@@ -43,5 +44,6 @@ defs = dg.Definitions.merge(
         jobs=[publishing_job],
         sensors=[publishing_sensor],
     ),
+    dg.Definitions(sensors=RUN_SENSORS),
     dg.Definitions(resources=shared_resources()),
 )

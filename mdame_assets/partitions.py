@@ -45,7 +45,16 @@ class PartitionRef:
 
     @classmethod
     def of(cls, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> PartitionRef:
-        return cls.parse(context.partition_key)
+        """A run's partition, by dimension name (Dagster's MultiPartitionKey), not by splitting
+        the key's string: the dimensions' order in it is Dagster's to choose."""
+        key = context.partition_key
+        if not isinstance(key, dg.MultiPartitionKey):
+            key = content_partitions.get_partition_key_from_str(str(key))
+        keys = key.keys_by_dimension
+        try:
+            return cls(date.fromisoformat(keys["date"]), keys[DIMENSION_PARTITION])
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"partition key {str(key)!r} is not YYYY-MM-DD|dimension") from exc
 
 
 def partition_key(day: date, dimension: str) -> dg.MultiPartitionKey:

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from mdame_assets import gpu, orchestrator
+from mdame_assets.interrupts import raise_if_stopping
 from mdame_assets.jobs import partition_tags
+from mdame_assets.liveness import process_tags
+from mdame_assets.run_outcomes import record_run_outcome
+from mdame_core.state import StateStore
+from mdame_resources.state import StateStoreResource
 
 
 @dataclass
@@ -63,16 +68,28 @@ def whole_graph(*, without: tuple[str, ...] = ()) -> list:
     return items
 
 
-def run_partition(instance: dg.DagsterInstance, key: str) -> Outcome:
+def run_partition(
+    instance: dg.DagsterInstance, key: str, state: StateStore | None = None
+) -> Outcome:
+    """Each job's run is tagged with this process (the liveness sweep fails it if the process
+    dies) and, with no daemon and so no run status sensor here, finishes its own
+    pipeline_runs row. A stop signal ends the run (failed) and raises `Interrupted` here."""
     started, stages = time.monotonic(), {}
+    # The same client the steps' StateStoreResource() uses (settings' URL, cached per process).
+    state = state or StateStoreResource().get_client()
     for defs, job_name in JOBS:
+        raise_if_stopping()
         result = defs.resolve_job_def(job_name).execute_in_process(
             partition_key=key,
             instance=instance,
-            tags=partition_tags(key),
+            tags={**partition_tags(key), **process_tags()},
             raise_on_error=False,
             run_config=QUIET,
         )
+        run = instance.get_run_by_id(result.run_id)
+        if run is not None:
+            record_run_outcome(state, run.run_id, run.status, "run_partition")
+        raise_if_stopping()
         stages.update(_stage_seconds(result))
         if not result.success:
             return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))

@@ -92,19 +92,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _ui(args: argparse.Namespace) -> int:
     settings.mdame_env()
     apply_dagster_environment()
-    workspace = str(settings.REPO_ROOT / "workspace.yaml")
-    command = [
-        str(Path(sys.executable).parent / "dagster"),
-        "dev",
-        "-w",
-        workspace,
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(args.port),
-    ]
-    os.execv(command[0], command)
-    return 0
+    from mdame_assets.ui import run_ui  # dagster dev in its own process group
+
+    return run_ui(settings.REPO_ROOT / "workspace.yaml", args.port)
 
 
 def _worker(args: argparse.Namespace) -> int:

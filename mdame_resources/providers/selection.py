@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
+
+import dagster as dg
 
 from mdame_core.settings import mdame_env
 from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
@@ -26,15 +27,17 @@ def offline_providers() -> dict[str, Any]:
 
 
 def production_providers() -> dict[str, Any]:
-    gemini_key = os.environ.get("GEMINI_API_KEY", "")
+    # Secrets and endpoints as dg.EnvVar: read when a run builds the resource (a missing one
+    # fails that run, naming the variable), never stored in the definitions or shown in the UI.
+    gemini_key = dg.EnvVar("GEMINI_API_KEY")
     return {
         "trend_source": HttpFeedTrendSource(),
         "safety": GeminiSafetyClassifier(api_key=gemini_key),
         "writer": GeminiScriptWriter(api_key=gemini_key),
-        "visuals": DiffusersVisuals(model_dir=os.environ.get("MDAME_DIFFUSERS_MODEL_DIR", "")),
+        "visuals": DiffusersVisuals(model_dir=dg.EnvVar("MDAME_DIFFUSERS_MODEL_DIR")),
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
         "publisher": YouTubePublisher(
-            client_secrets_file=os.environ.get("MDAME_YOUTUBE_CLIENT_SECRETS", "")
+            client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS")
         ),
     }
 

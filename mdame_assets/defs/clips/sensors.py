@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_CLIPS, run_requests
+from mdame_assets.defs.hops import AWAITING_CLIPS, hop_sensor_result
 from mdame_assets.jobs import scene_clips_job
 from mdame_resources.state import StateStoreResource
 
@@ -14,4 +14,4 @@ def scene_jobs_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
     work = state.get_client().partitions_with_scripts_in(AWAITING_CLIPS)
-    return dg.SensorResult(run_requests=run_requests("clips", work))
+    return hop_sensor_result(context, scene_clips_job.name, "clips", work)

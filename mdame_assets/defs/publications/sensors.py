@@ -1,8 +1,8 @@
-"""Orchestrator: resumes a partition once its clips are ready, and retries stalled ones."""
+"""Orchestrator: resumes a partition once its clips are ready (mdame_assets.defs.hops decides)."""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_PUBLISHING, run_requests
+from mdame_assets.defs.hops import AWAITING_PUBLISHING, hop_sensor_result
 from mdame_assets.jobs import publishing_job
 from mdame_resources.state import StateStoreResource
 
@@ -14,4 +14,4 @@ def publishing_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
     work = state.get_client().partitions_with_scripts_in(AWAITING_PUBLISHING)
-    return dg.SensorResult(run_requests=run_requests("publish", work))
+    return hop_sensor_result(context, publishing_job.name, "publish", work)

@@ -1,0 +1,79 @@
+"""Orchestrator: run outcomes and liveness, for the runs of both code locations.
+
+- Run status sensors write each ended run's outcome to its `mdame.pipeline_runs` row (every
+  stage starts that row with the Dagster run id as execution id), for content_job and
+  publishing_job here and scene_clips_job in the gpu location.
+- The liveness sensor fails runs whose process died, frees their pool slots and locks, and
+  finishes rows a missed sensor tick left 'running' (mdame_assets.liveness.sweep).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster._core.launcher import DefaultRunLauncher
+
+from mdame_assets.liveness import sweep
+from mdame_assets.run_outcomes import record_run_outcome
+from mdame_resources.state import StateStoreResource
+
+ORCHESTRATOR, GPU = "orchestrator", "gpu"
+MONITORED_JOBS = [
+    dg.JobSelector(location_name=ORCHESTRATOR, job_name="content_job"),
+    dg.JobSelector(location_name=ORCHESTRATOR, job_name="publishing_job"),
+    dg.JobSelector(location_name=GPU, job_name="scene_clips_job"),
+]
+
+
+def _record(context: dg.RunStatusSensorContext, state: StateStoreResource) -> dg.SkipReason:
+    run = context.dagster_run
+    done = record_run_outcome(state.get_client(), run.run_id, run.status, "run status sensor")
+    return dg.SkipReason(
+        f"run {run.run_id} ({run.job_name}) {run.status.value}: "
+        + ("recorded" if done else "nothing to record")
+    )
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=MONITORED_JOBS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+)
+def run_succeeded_sensor(context: dg.RunStatusSensorContext, state: StateStoreResource):
+    return _record(context, state)
+
+
+@dg.run_failure_sensor(
+    monitored_jobs=MONITORED_JOBS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+)
+def run_failed_sensor(context: dg.RunFailureSensorContext, state: StateStoreResource):
+    return _record(context, state)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.CANCELED,
+    monitored_jobs=MONITORED_JOBS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+)
+def run_canceled_sensor(context: dg.RunStatusSensorContext, state: StateStoreResource):
+    return _record(context, state)
+
+
+@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def liveness_sensor(
+    context: dg.SensorEvaluationContext, state: StateStoreResource
+) -> dg.SensorResult:
+    # With the DefaultRunLauncher the run workers run on the code servers' host, this one (one
+    # machine: `dagster dev`, `make ui`), so a run worker's reported pid is checked here. Other
+    # launchers' workers are elsewhere: only runs tagged with their process are judged then.
+    local = isinstance(context.instance.run_launcher, DefaultRunLauncher)
+    report = sweep(context.instance, state.get_client(), local_workers=local)
+    if report:
+        context.log.warning(f"liveness sweep: {report.summary()}")
+    return dg.SensorResult(skip_reason=report.summary())
+
+
+RUN_SENSORS = [run_succeeded_sensor, run_failed_sensor, run_canceled_sensor, liveness_sensor]

@@ -1,0 +1,175 @@
+"""The liveness sweep on a persistent instance (PostgreSQL storage): a run whose process is gone
+is failed and its gpu slot freed; a live owner, a reused pid and other hosts are told apart."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import dagster as dg
+import pytest
+from dagster._core.events import EngineEventData
+from liveness_kit import World
+
+from mdame_assets.liveness import (
+    HOST_TAG,
+    PID_TAG,
+    START_SLACK_S,
+    STARTED_TAG,
+    process_alive,
+    process_tags,
+    sweep,
+)
+from mdame_core.state import StateStore
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def add_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus, tags: dict) -> str:
+    run_id = str(uuid.uuid4())
+    instance.add_run(
+        dg.DagsterRun(job_name="scene_clips_job", run_id=run_id, status=status, tags=tags)
+    )
+    return run_id
+
+
+def hold_gpu_slot(instance: dg.DagsterInstance, run_id: str) -> None:
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default("gpu")
+    claim = storage.claim_concurrency_slot("gpu", run_id, "scene_clips")
+    assert claim.is_claimed, claim
+
+
+@pytest.fixture
+def instance(world: World):
+    with world.instance() as instance:
+        yield instance
+
+
+def test_process_identity_tells_a_live_owner_from_a_dead_one_and_a_reused_pid():
+    mine = process_tags()
+    assert process_alive(mine) is True
+    assert process_alive({**mine, PID_TAG: str(dead_pid())}) is False
+    # The same pid, started at another time: a reused pid, not the run's owner.
+    assert process_alive({**mine, STARTED_TAG: mine[STARTED_TAG] + "1"}) is False
+    assert process_alive({**mine, HOST_TAG: "some-other-host"}) is None
+
+
+def test_a_dead_runs_slot_is_freed_and_the_run_failed(world: World, instance):
+    dead = add_run(
+        instance, dg.DagsterRunStatus.STARTED, {**process_tags(), PID_TAG: str(dead_pid())}
+    )
+    hold_gpu_slot(instance, dead)
+    assert instance.event_log_storage.get_concurrency_run_ids() == {dead}
+
+    # A second claimant waits behind it, as the sixth demo's scene_clips did.
+    waiting = str(uuid.uuid4())
+    assert not instance.event_log_storage.claim_concurrency_slot(
+        "gpu", waiting, "scene_clips"
+    ).is_claimed
+
+    state = StateStore(world.app_url, env="dev")
+    try:
+        report = sweep(instance, state)
+    finally:
+        state.close()
+
+    assert report.failed_runs == [dead]
+    run = instance.get_run_by_id(dead)
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    failure = instance.get_records_for_run(dead, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    assert "liveness sweep" in failure[0].event_log_entry.message
+    # Its slot is free now: the waiting claimant gets it.
+    assert instance.event_log_storage.claim_concurrency_slot(
+        "gpu", waiting, "scene_clips"
+    ).is_claimed
+
+
+def test_live_runs_and_other_hosts_runs_are_left_alone(instance):
+    live = add_run(instance, dg.DagsterRunStatus.STARTED, process_tags())
+    hold_gpu_slot(instance, live)
+    elsewhere = add_run(
+        instance,
+        dg.DagsterRunStatus.STARTED,
+        {**process_tags(), HOST_TAG: "gpu-host-2", PID_TAG: str(dead_pid())},
+    )
+    # A run with no process of ours (submitted, not launched yet) is the daemon's to start.
+    submitted = add_run(instance, dg.DagsterRunStatus.NOT_STARTED, {})
+
+    report = sweep(instance)
+
+    assert report.failed_runs == []
+    for run_id in (live, elsewhere):
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED
+    assert instance.get_run_by_id(submitted).status == dg.DagsterRunStatus.NOT_STARTED
+    assert instance.event_log_storage.get_concurrency_run_ids() == {live}
+
+
+def test_an_in_process_run_that_never_started_is_failed_when_its_owner_died(instance):
+    orphan = add_run(
+        instance, dg.DagsterRunStatus.NOT_STARTED, {**process_tags(), PID_TAG: str(dead_pid())}
+    )
+    assert sweep(instance).failed_runs == [orphan]
+    assert instance.get_run_by_id(orphan).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_daemon_run_worker_is_judged_by_the_pid_it_reported(instance):
+    """No process tags: the run worker's "Started process for run (pid: N)" engine event."""
+    run_ids = {}
+    for name, pid in (("dead", dead_pid()), ("live", os.getpid())):
+        run_id = add_run(instance, dg.DagsterRunStatus.STARTED, {})
+        run = instance.get_run_by_id(run_id)
+        instance.report_engine_event(
+            f"Started process for run (pid: {pid}).",
+            run,
+            EngineEventData.in_process(pid),
+        )
+        run_ids[name] = run_id
+    # This test process started long before the runs: it counts as their live worker.
+    report = sweep(instance)
+    assert report.failed_runs == [run_ids["dead"]]
+    assert instance.get_run_by_id(run_ids["live"]).status == dg.DagsterRunStatus.STARTED
+
+
+def test_a_live_pid_that_started_after_the_run_is_not_its_worker(instance):
+    run_id = add_run(instance, dg.DagsterRunStatus.STARTED, {})
+    time.sleep(START_SLACK_S + 1.0)
+    # The run's worker died and a later process got its pid.
+    late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        instance.report_engine_event(
+            f"Started process for run (pid: {late.pid}).",
+            instance.get_run_by_id(run_id),
+            EngineEventData.in_process(late.pid),
+        )
+        assert sweep(instance).failed_runs == [run_id]
+    finally:
+        late.kill()
+        late.wait()
+
+
+def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instance):
+    state = StateStore(world.app_url, env="dev")
+    try:
+        host = socket.gethostname()
+        dead_job = state.enqueue_job("scene_clip", "liveness-dead", {})
+        live_job = state.enqueue_job("scene_clip", "liveness-live", {})
+        other_job = state.enqueue_job("scene_clip", "liveness-other", {})
+        assert state.claim_job("scene_clip", f"{host}:{dead_pid()}", 300).id == dead_job
+        assert state.claim_job("scene_clip", f"{host}:{os.getpid()}", 300).id == live_job
+        assert state.claim_job("scene_clip", f"elsewhere:{dead_pid()}", 300).id == other_job
+
+        assert sweep(instance, state).requeued_jobs == [dead_job]
+        assert state.get_job(dead_job).state == "queued"
+        assert state.get_job(live_job).state == "running"
+        assert state.get_job(other_job).state == "running"  # another host's sweep decides
+    finally:
+        state.close()

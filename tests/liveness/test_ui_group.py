@@ -1,0 +1,90 @@
+"""`mdame ui` runs `dagster dev` as the leader of its own process group and passes a SIGTERM on
+to the whole group: nothing it started outlives it. Shown with a stand-in command that starts
+children of its own (as `dagster dev` starts the webserver, the daemon and code servers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from liveness_kit import wait_for
+
+# A "dagster dev": starts two children that would run forever, records their pids, waits.
+FAKE_DEV = """
+import subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"]) for _ in (1, 2)]
+open(sys.argv[1], "w").write(" ".join(str(k.pid) for k in kids))
+time.sleep(300)
+"""
+
+# `mdame ui` itself, with the stand-in in place of `dagster dev`.
+UI = """
+import sys
+from mdame_assets.ui import run_in_own_group
+sys.exit(run_in_own_group([sys.executable, "-c", sys.argv[1], sys.argv[2]], grace_s=5))
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+# A "dagster dev" whose own shutdown hangs: it ignores SIGTERM (as its children may).
+STUBBORN_DEV = FAKE_DEV.replace("import subprocess", "import signal, subprocess").replace(
+    "time.sleep(300)\n", "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n", 1
+)
+
+
+def test_sigterm_to_mdame_ui_stops_dagster_dev_and_all_its_children(tmp_path):
+    pids_file = tmp_path / "pids"
+    ui = subprocess.Popen([sys.executable, "-c", UI, FAKE_DEV, str(pids_file)])
+    try:
+        pids = wait_for(
+            "the stand-in's children",
+            lambda: pids_file.exists() and pids_file.read_text().split(),
+            timeout=30,
+        )
+        children = [int(p) for p in pids]
+        assert all(alive(p) for p in children)
+        leader = os.getpgid(children[0])
+        assert leader != os.getpgid(0)  # its own group, not ours
+
+        ui.send_signal(signal.SIGTERM)
+        code = ui.wait(timeout=20)
+        assert code == 128 + signal.SIGTERM
+        wait_for("the children to be gone", lambda: not any(alive(p) for p in children), 10)
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()
+    time.sleep(0.1)
+    assert not any(alive(p) for p in children)
+
+
+def test_a_dagster_dev_that_hangs_in_its_shutdown_is_killed_after_the_grace(tmp_path):
+    pids_file = tmp_path / "pids"
+    ui = subprocess.Popen([sys.executable, "-c", UI, STUBBORN_DEV, str(pids_file)])
+    try:
+        pids = wait_for(
+            "the stand-in's children",
+            lambda: pids_file.exists() and pids_file.read_text().split(),
+            timeout=30,
+        )
+        children = [int(p) for p in pids]
+        time.sleep(0.5)  # its SIGTERM handler is in place
+        ui.send_signal(signal.SIGTERM)
+        code = ui.wait(timeout=30)  # grace_s=5, then SIGKILL
+        assert code == 128 + signal.SIGKILL
+        wait_for("the children to be gone", lambda: not any(alive(p) for p in children), 10)
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()

@@ -1,0 +1,73 @@
+"""Secrets and endpoints reach resources through dg.EnvVar: the definitions hold the variable's
+name, the run reads its value; and a partition is read by dimension name from the context."""
+
+from datetime import date
+
+import dagster as dg
+import pytest
+
+from mdame_assets.partitions import PartitionRef, content_partitions, partition_key
+from mdame_assets.resources import shared_resources
+from mdame_resources.providers.selection import production_providers
+from mdame_resources.state import StateStoreResource, close_clients
+
+
+@dg.asset
+def recorded_env(state: StateStoreResource) -> str:
+    return state.get_client().environment()
+
+
+def test_the_state_store_url_is_an_env_var_read_by_the_run(fresh_db, monkeypatch):
+    monkeypatch.setenv("MDAME_APP_DATABASE_URL", fresh_db.app)
+    resources = shared_resources()
+    field = resources["state"].__dict__.get("database_url")
+    # What the definitions (and the UI) hold is the variable, not the URL with its password.
+    assert isinstance(field, dg.EnvVar) and field.env_var_name == "MDAME_APP_DATABASE_URL"
+
+    with dg.instance_for_test() as instance:  # see test_run_sensors.live_instance
+        result = dg.materialize(
+            [recorded_env], resources={"state": resources["state"]}, instance=instance
+        )
+    close_clients()
+    assert result.output_for_node("recorded_env") == "dev"
+
+    # The same definitions, the variable now naming a database that does not exist: the run
+    # reads the variable when it starts, so this run fails to connect.
+    monkeypatch.setenv("MDAME_APP_DATABASE_URL", fresh_db.app.rsplit("/", 1)[0] + "/no_such_db")
+    with dg.instance_for_test() as instance:
+        broken = dg.materialize(
+            [recorded_env],
+            resources={"state": resources["state"]},
+            raise_on_error=False,
+            instance=instance,
+        )
+    close_clients()
+    assert not broken.success
+
+
+def test_production_secrets_are_env_vars():
+    providers = production_providers()
+    for name, field in (
+        ("safety", "api_key"),
+        ("writer", "api_key"),
+        ("voice", "gemini_api_key"),
+        ("visuals", "model_dir"),
+        ("publisher", "client_secrets_file"),
+    ):
+        value = providers[name].__dict__.get(field)
+        assert isinstance(value, dg.EnvVar), (name, field, type(value))
+
+
+@dg.asset(partitions_def=content_partitions)
+def seen_partition(context: dg.AssetExecutionContext) -> str:
+    return PartitionRef.of(context).key
+
+
+def test_partition_ref_reads_the_context_by_dimension_name():
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("dimension", ["tech"])
+        key = partition_key(date(2026, 11, 29), "tech")
+        result = dg.materialize([seen_partition], partition_key=str(key), instance=instance)
+    assert result.output_for_node("seen_partition") == "2026-11-29|tech"
+    with pytest.raises(ValueError, match="not YYYY-MM-DD"):
+        PartitionRef.parse("tech")
