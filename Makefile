@@ -41,7 +41,7 @@ chaos: db
 # Five SIGKILLs of the demo's process group at random moments, then one more demo: it must
 # complete in bounded time and leave nothing behind (ARGS=--fresh for scratch databases).
 chaos-sequence: db
-	@$(BIN)/python tests/liveness/chaos_sequence.py $(ARGS)
+	@PYTHONPATH=$(CURDIR) $(BIN)/python tests/liveness/chaos_sequence.py $(ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

@@ -231,7 +231,6 @@ class Harness:
             "MDAME_MEDIA_ROOT": str(self.media),
             "MDAME_LOG_FILE": str(case.home / "pipeline.jsonl"),
             "MDAME_LOCK_TTL_S": str(self.config.lock_ttl_s),
-            "MDAME_LOCK_WAIT_S": str(max(60, 10 * self.config.lock_ttl_s)),
             "MDAME_JOB_LEASE_S": str(self.config.job_lease_s),
             MEMO_ENV: "1" if self.config.memo else None,
             CRASH_ENV: str(crash) if crash else None,

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="mdame-chaos-sequence-"))
     cleanup = None
     if args.fresh:
-        from mdame_core.scratch_db import create_database, drop_database, ensure_template
+        from tests.scratch_db import create_database, drop_database, ensure_template
 
         db, dagster_db = create_database(ensure_template()), create_database(None, "_dagster")
         world = World(db.owner, db.app, dagster_db.owner, logs / "home")

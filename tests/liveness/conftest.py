@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from liveness_kit import World
 
-from mdame_core.scratch_db import create_database, drop_database
+from tests.scratch_db import create_database, drop_database
 
 
 @pytest.fixture
