@@ -30,9 +30,15 @@ def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[s
     for outcome in outcomes:
         ref = PartitionRef.parse(outcome.partition_key)
         dim = state.get_dimension(ref.dimension)
-        if not outcome.ok:
+        if not outcome.ok or dim is None:
             rows.append(
-                [ref.dimension, dim.title if dim else "?", "-", "-", "FAILED: " + outcome.error]
+                [
+                    ref.dimension,
+                    dim.title if dim else "?",
+                    "-",
+                    "-",
+                    "FAILED: " + (outcome.error or "dimension not registered"),
+                ]
             )
             continue
         for script in state.list_work_units(

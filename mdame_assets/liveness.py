@@ -110,7 +110,7 @@ def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
         data = event.engine_event_data if event else None
         pid = data.metadata.get("pid") if data else None
         if pid is not None and "Started process for run" in (record.event_log_entry.message or ""):
-            return int(pid.value)
+            return int(str(pid.value))
     return None
 
 

@@ -38,16 +38,16 @@ JOBS = (
 
 def _stage_seconds(result: dg.ExecuteInProcessResult) -> dict[str, float]:
     return {
-        event.step_key: round(event.event_specific_data.duration_ms / 1000, 2)
+        event.step_key: round(event.step_success_data.duration_ms / 1000, 2)
         for event in result.all_events
-        if event.event_type_value == "STEP_SUCCESS" and event.step_key
+        if event.is_step_success and event.step_key
     }
 
 
 def _first_error(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
-        if event.event_type_value == "STEP_FAILURE":
-            error = event.event_specific_data.error
+        if event.is_step_failure:
+            error = event.step_failure_data.error
             while error is not None and error.cause is not None:
                 error = error.cause  # the user code's exception, not Dagster's wrapper
             return (error.message if error else "step failed").strip().splitlines()[0][:300]
@@ -61,10 +61,10 @@ def whole_graph(*, without: tuple[str, ...] = ()) -> list:
     for defs in (orchestrator.defs, gpu.defs):
         items += [
             a
-            for a in defs.assets
+            for a in defs.assets or ()
             if isinstance(a, dg.AssetsDefinition) and a.key.to_user_string() not in without
         ]
-        items += list(defs.asset_checks)
+        items += list(defs.asset_checks or ())
     return items
 
 

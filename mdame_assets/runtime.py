@@ -164,10 +164,9 @@ def pipeline_step(
     dimension, dimension_id = _dimension(state, partition)
     with held_lock(state, partition.dimension, f"{execution_id}:{stage}") as fenced:
         step = Step(partition, execution_id, stage, fenced, dimension, dimension_id)
-        fenced.start_pipeline_run(
-            execution_id, partition.dimension, str(partition.key), fenced.fence.token
-        )
-        step.log("started", lock_token=fenced.fence.token)
+        token = fenced.lock_token
+        fenced.start_pipeline_run(execution_id, partition.dimension, str(partition.key), token)
+        step.log("started", lock_token=token)
         started = time.monotonic()
         try:
             yield step

@@ -435,6 +435,11 @@ class StateStore:
     def fence(self) -> Fence | None:
         return self._fence
 
+    @property
+    def lock_token(self) -> int:
+        """The token of the lock this view writes under (RuntimeError on an unfenced client)."""
+        return self._token()
+
     def _token(self) -> int:
         if self._fence is None:
             raise RuntimeError(
@@ -649,7 +654,10 @@ class StateStore:
         rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None
-        return Job(*rows[0], worker_id=worker_id)
+        job_id, job_type_, key, payload, attempt, max_attempts, lease_expires_at = rows[0]
+        return Job(
+            job_id, job_type_, key, payload, attempt, max_attempts, lease_expires_at, worker_id
+        )
 
     def heartbeat_job(
         self, job_id: int, worker_id: str, attempt: int, lease_seconds: int = 60
@@ -958,9 +966,25 @@ class StateStore:
             f'SELECT {columns} FROM mdame."{table}" WHERE {where} ORDER BY id LIMIT %s',
             [*args, limit],
         )
-        return [
-            WorkUnit(kind, *row[:8], refs=dict(zip(refs, row[8:], strict=True))) for row in rows
-        ]
+        units = []
+        for row in rows:
+            unit_id, key, state, payload, result, attempts, created_at, updated_at = row[:8]
+            natural = dict(zip(refs, row[8:], strict=True))
+            units.append(
+                WorkUnit(
+                    kind,
+                    unit_id,
+                    key,
+                    state,
+                    payload,
+                    result,
+                    attempts,
+                    created_at,
+                    updated_at,
+                    natural,
+                )  # fmt: skip
+            )
+        return units
 
     def _kind(self, kind: str) -> tuple[str, tuple[str, ...]]:
         """(table, natural columns) of a kind, read once from mdame.work_kinds and the catalog."""

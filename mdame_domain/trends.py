@@ -179,7 +179,7 @@ def _mark_illegal_characters(text: str) -> str:
 
 
 def _unmark(item: TrendItem) -> TrendItem:
-    changes = {
+    changes: dict[str, Any] = {
         f.name: _MARKER.sub(lambda m: chr(int(m.group(1), 16)), value)
         for f in fields(item)
         if isinstance(value := getattr(item, f.name), str) and "\ue000" in value

@@ -22,6 +22,9 @@ def render_probe(
         if render_id is None:
             continue
         render = step.state.get_work_unit("render", render_id)
+        if render is None:
+            problems.append(f"script {script.id}: render {render_id} does not exist")
+            continue
         path = media.store().path_for(render.payload["uri"])
         checked += 1
         if not path.exists():

@@ -15,6 +15,9 @@ def topics_safety(
     problems = []
     for topic in step.units("topic"):
         trend = step.state.get_work_unit("trend", topic.payload["trend_id"])
+        if trend is None:
+            problems.append(f"topic {topic.id}: its trend {topic.payload['trend_id']} is gone")
+            continue
         verdict = step.state.last_safety_verdict("topic", trend.idempotency_key)
         passed_safety = (
             topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook"

@@ -47,7 +47,7 @@ def _voice_for(
         "words": [asdict(w) for w in track.words],
     }
     step.state.record_voice(script.id, key, payload)
-    return payload["duration_s"]
+    return round(track.duration_s, 3)
 
 
 @dg.asset(

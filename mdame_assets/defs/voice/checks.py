@@ -29,7 +29,7 @@ def voice_present(
             "voice_track", idempotency_key(script.idempotency_key, "voice")
         )
         path = media.store().path_for(track.payload["uri"]) if track else None
-        if path is None or not path.exists():
+        if track is None or path is None or not path.exists():
             problems.append(f"script {script.id}: no voice file")
             continue
         if (actual := sha256_file(path)) != track.payload["sha256"]:
