@@ -28,6 +28,7 @@ from mdame_core.logs import log_event
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Fence, LeaseLost, StateStore, WorkUnit
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
+from mdame_domain.media_store import MediaProblem
 
 # Read per use so a harness can shorten it (a SIGKILLed run's lock must expire before the next
 # run takes over); production keeps the default.
@@ -172,6 +173,10 @@ def pipeline_step(
             yield step
             step.checkpoint()  # the work is only done if the lock held to the end
             step.log("succeeded", seconds=round(time.monotonic() - started, 3))
+        except MediaProblem as exc:
+            # A stored file vanished or changed: retrying cannot bring it back.
+            step.log("failed", error=str(exc)[:500], seconds=round(time.monotonic() - started, 3))
+            raise dg.Failure(f"{stage}: {exc}", allow_retries=False) from exc
         except BaseException as exc:
             step.log("failed", error=str(exc)[:500], seconds=round(time.monotonic() - started, 3))
             raise
