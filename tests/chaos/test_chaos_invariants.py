@@ -11,6 +11,8 @@ from datetime import date
 
 from mdame_assets.runtime import held_lock
 from mdame_domain.idempotency import content_hash
+from mdame_domain.media_store import sha256_file
+from mdame_resources.providers.publisher import OutboxPublisher
 from tests.chaos.invariants import snapshot, violations
 
 DAY = date(2026, 11, 29)
@@ -101,12 +103,9 @@ def test_an_end_state_that_differs_from_the_clean_run_is_reported(
     assert any("topic t is absent, clean run has approved" in v for v in found), found
 
 
-def _publication(state, owner, dim: int, tmp_path) -> tuple[int, str]:
+def _publication(state, dim: int, tmp_path) -> tuple[int, str]:
     """A publication of a render, published to the outbox with the render's bytes, as the
     publications stage leaves it; returns its id and the video's sha256."""
-    from mdame_domain.media_store import sha256_file
-    from mdame_resources.providers.publisher import OutboxPublisher
-
     video = tmp_path / "render.mp4"
     video.write_bytes(b"the approved render's bytes")
     sha = sha256_file(video)
@@ -138,9 +137,9 @@ def _publication(state, owner, dim: int, tmp_path) -> tuple[int, str]:
 
 
 def test_a_consistent_publication_has_no_byte_ledger_or_lease_violation(
-    fresh_db, state, owner, tmp_path
+    fresh_db, state, tmp_path
 ) -> None:
-    _publication(state, owner, _dimension(state), tmp_path)
+    _publication(state, _dimension(state), tmp_path)
 
     found = violations(fresh_db.app, tmp_path, tmp_path / "media")
 
@@ -151,7 +150,7 @@ def test_a_consistent_publication_has_no_byte_ledger_or_lease_violation(
 def test_published_bytes_other_than_the_approved_ones_are_reported(
     fresh_db, state, owner, tmp_path
 ) -> None:
-    pub, _ = _publication(state, owner, _dimension(state), tmp_path)
+    pub, _ = _publication(state, _dimension(state), tmp_path)
     # The channel holds other bytes than those the publication names.
     [video] = (tmp_path / "outbox").glob("dd/*/video.mp4")
     video.write_bytes(b"something else")
@@ -168,7 +167,7 @@ def test_published_bytes_other_than_the_approved_ones_are_reported(
 def test_quota_charged_to_another_day_and_attempts_without_a_lease_are_reported(
     fresh_db, state, owner, tmp_path
 ) -> None:
-    _publication(state, owner, _dimension(state), tmp_path)
+    _publication(state, _dimension(state), tmp_path)
     # Charged to the partition's day (a day before the real one), as before quota days.
     owner.execute("UPDATE mdame.quota_ledger SET day = day - 1")
     owner.execute("UPDATE mdame.provider_attempts SET lock_token = NULL")
