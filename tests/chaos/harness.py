@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-import psycopg
-
 from mdame_core.state import StateStore
 from tests import scratch_db
 from tests.chaos.child import MEMO_ENV
@@ -95,7 +93,6 @@ class RunResult:
 @dataclass(frozen=True)
 class CleanRun:
     commits: tuple[str, ...]  # RPC names in commit order
-    transitions: tuple[tuple[str, str], ...]  # (kind, to_state) of each transition commit
     end: EndState
     seconds: float
     violations: tuple[str, ...]
@@ -108,13 +105,6 @@ class CleanRun:
             if not rpc.startswith(TIMER_RPC_PREFIX):
                 points.append((rpc, seen[rpc]))
         return points
-
-    def transition_to(self, kind: str, to_state: str, which: int = 1) -> tuple[str, int]:
-        """The crash point of the `which`-th transition of a `kind` into `to_state`."""
-        matches = [i for i, t in enumerate(self.transitions, 1) if t == (kind, to_state)]
-        if len(matches) < which:
-            raise LookupError(f"the clean run has no transition #{which} of a {kind} to {to_state}")
-        return ("transition", matches[which - 1])
 
     def nth(self, rpc: str, which: int) -> tuple[str, int]:
         """('rpc', n) for the which-th commit of rpc; negative counts from the last."""
@@ -277,16 +267,9 @@ class Harness:
             if run.exitcode != 0:
                 raise RuntimeError(f"the clean run failed: {run.error()} (log {run.log})")
             trace = (case.home / "trace-1.txt").read_text().split()
-            with psycopg.connect(case.db.app, autocommit=True) as conn:
-                transitions = conn.execute(
-                    """SELECT subject_kind, to_state FROM mdame.events
-                        WHERE event = 'transition' ORDER BY id"""
-                ).fetchall()
             end = snapshot(case.db.app, case.home, self.media)
             found = violations(case.db.app, case.home, self.media)
-            return CleanRun(
-                tuple(trace), tuple(map(tuple, transitions)), end, run.seconds, tuple(found)
-            )
+            return CleanRun(tuple(trace), end, run.seconds, tuple(found))
 
     # -- one crash case ------------------------------------------------------------------
     def run_case(self, clean: CleanRun, point: CrashPoint, index: int = 0) -> CaseResult:

@@ -184,6 +184,29 @@ def _publications(conn: psycopg.Connection, units: list[Unit], home: Path) -> li
     stray = sorted(str(p.relative_to(outbox)) for p in outbox.glob("*/.tmp-*"))
     if stray:
         found.append(f"half-written outbox entries left behind: {stray}")
+    return found + _published_bytes(conn, home)
+
+
+def _published_bytes(conn: psycopg.Connection, home: Path) -> list[str]:
+    """The bytes published are the bytes approved: each publication names its render's SHA-256
+    (publications.content_sha256), and the channel holds exactly those bytes."""
+    found = []
+    videos = {e.video_id: e.video_path for e in list_outbox(home / "outbox")}
+    for pub_id, state, sha, render_sha, video_id in _rows(
+        conn,
+        """SELECT p.id, p.state, p.content_sha256, r.payload->>'sha256', p.result->>'video_id'
+             FROM mdame.publications p JOIN mdame.renders r ON r.id = p.render_id
+            ORDER BY p.id""",
+    ):
+        if sha is None or sha != render_sha:
+            found.append(
+                f"publication {pub_id} names content {_short(str(sha))}, its render is "
+                f"{_short(str(render_sha))}"
+            )
+        path = videos.get(str(video_id))
+        published = state == "published" and path is not None and path.exists()
+        if published and sha256_file(path) != sha:
+            found.append(f"publication {pub_id}: the channel's video {video_id} is other bytes")
     return found
 
 
@@ -212,6 +235,21 @@ def _ledgers(conn: psycopg.Connection) -> list[str]:
         conn, "SELECT quota_key, state FROM mdame.quota_ledger WHERE state = 'reserved'"
     ):
         found.append(f"quota reservation {_short(key)} left open ({state})")
+    # Quota is spent on the account's real quota day (its quota_timezone's date when it was
+    # reserved), never on the partition's date: a backfill cannot spend future or past days.
+    for key, day, first, last in _rows(
+        conn,
+        """SELECT l.quota_key, l.day, (l.created_at AT TIME ZONE a.quota_timezone)::date,
+                  (l.updated_at AT TIME ZONE a.quota_timezone)::date
+             FROM mdame.quota_ledger l JOIN mdame.dimension_accounts a ON a.id = l.account_id
+            WHERE l.day NOT BETWEEN (l.created_at AT TIME ZONE a.quota_timezone)::date
+                                AND (l.updated_at AT TIME ZONE a.quota_timezone)::date
+            ORDER BY l.id""",
+    ):
+        found.append(
+            f"quota {_short(key)} is charged to {day}, not the account's quota day "
+            f"({first}..{last})"
+        )
     for account, day, cap, used in _rows(
         conn,
         """SELECT l.account_id, l.day, a.daily_quota_units,
@@ -257,8 +295,17 @@ def _ledgers(conn: psycopg.Connection) -> list[str]:
 
 
 def _attempts(conn: psycopg.Connection) -> list[str]:
-    """Every provider attempt resolved, and at most one success per work key (no double post)."""
+    """Every provider attempt resolved, made under a pipeline lock with a lease (so only its
+    holder, or a later one after the lease, may settle it), and at most one success per work key
+    (no double post)."""
     found = []
+    for attempt_id, key in _rows(
+        conn,
+        """SELECT id, work_key FROM mdame.provider_attempts
+            WHERE lock_token IS NULL OR lease_expires_at IS NULL OR lease_grace_seconds IS NULL
+            ORDER BY id""",
+    ):
+        found.append(f"provider attempt {attempt_id} for {_short(key)} has no lock lease")
     for attempt_id, key, status in _rows(
         conn,
         """SELECT id, work_key, status FROM mdame.provider_attempts

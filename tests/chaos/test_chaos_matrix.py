@@ -24,11 +24,41 @@ def clean(harness: Harness) -> CleanRun:
     return harness.clean_run()
 
 
+# A stage's work and its recovery point commit together in one phase RPC (0005).
+PHASES = (
+    "record_trends",
+    "decide_topic",
+    "record_script",
+    "plan_scenes",
+    "complete_scene_job",
+    "finish_visuals",
+    "record_voice",
+    "record_render",
+    "begin_upload",
+    "finish_upload",
+)
+# The piecewise writers the phases replaced: a run commits none of them on its own any more.
+SUPERSEDED = (
+    "upsert_work_unit",
+    "enqueue_job",
+    "complete_job",
+    "put_scene_cache",
+    "record_attempt",
+    "finish_attempt",
+    "commit_quota",
+    "reserve_quota",
+    "log_safety_decision",
+    "record_review",
+)
+
+
 def test_the_clean_run_is_consistent_and_covers_every_stage(clean: CleanRun) -> None:
     assert clean.violations == ()
-    for rpc in ("upsert_work_unit", "enqueue_job", "complete_job", "record_attempt"):
-        assert rpc in clean.commits
-    assert len(clean.crash_points()) > 50
+    for rpc in PHASES:
+        assert rpc in clean.commits, rpc
+    assert not set(SUPERSEDED) & set(clean.commits), sorted(set(SUPERSEDED) & set(clean.commits))
+    # Before the phases there were 128 crash points; one commit per phase leaves about half.
+    assert 30 < len(clean.crash_points()) < 100
 
 
 def test_crashes_across_the_stages_converge_to_the_clean_end_state(
@@ -36,12 +66,12 @@ def test_crashes_across_the_stages_converge_to_the_clean_end_state(
 ) -> None:
     points = expand(
         [
-            clean.nth("upsert_work_unit", 1),  # trends: the first row of the run
-            clean.nth("enqueue_job", -1),  # scene_plan: the last scene job queued
-            clean.nth("complete_job", 1),  # scene_clips: a job done under a lease
-            clean.transition_to("script", "voiced"),  # voice_tracks
-            clean.nth("record_attempt", 1),  # publications: before/after 'submitted'
-            clean.transition_to("publication", "published"),
+            clean.nth("record_trends", 1),  # trends: the first work of the run
+            clean.nth("plan_scenes", -1),  # scene_plan: scenes, jobs and script, together
+            clean.nth("complete_scene_job", 1),  # scene_clips: a job done under a lease
+            clean.nth("record_voice", 1),  # voice_tracks
+            clean.nth("begin_upload", 1),  # publications: before/after the recovery point
+            clean.nth("finish_upload", 1),  # publications: before/after the outcome commit
         ]
     )
 
@@ -55,6 +85,7 @@ def test_crashes_across_the_stages_converge_to_the_clean_end_state(
 def test_a_crash_once_the_last_clip_is_cached_leaves_no_job_behind(
     harness: Harness, clean: CleanRun
 ) -> None:
-    (case,) = harness.run_cases(clean, expand([clean.nth("put_scene_cache", -1)], ("after",)))
+    # The last clip enters the scene cache inside complete_scene_job, with its scene and job.
+    (case,) = harness.run_cases(clean, expand([clean.nth("complete_scene_job", -1)], ("after",)))
 
     assert case.ok, case.result

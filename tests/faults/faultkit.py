@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from mdame_assets.lifecycle import script_states
+from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
 from mdame_resources.providers.publisher import OutboxPublisher
 from mdame_resources.providers.visuals import VisualsResource
@@ -324,8 +325,17 @@ def _close(link: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Seeding (through the RPCs) and aging (as the owner, as the TTL tests do)
+# Seeding (through the RPCs, under a held pipeline lock) and aging (as the owner, as the TTL
+# tests do)
 # ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def seeding(state: StateStore, slug: str = DIMENSION) -> Iterator[StateStore]:
+    """The dimension's pipeline lock for the block, as a run's step holds it: yields the fenced
+    store that the seeding helpers write with, and releases the lock afterwards."""
+    with held_lock(state, slug, f"faults-seed:{os.getpid()}") as fenced:
+        yield fenced
+
+
 def seed_dimension(state: StateStore, slug: str = DIMENSION) -> tuple[int, int]:
     """A dimension and its one outbox account; returns (dimension id, account id)."""
     dimension_id = state.upsert_dimension(slug, slug.title(), {})
@@ -334,17 +344,18 @@ def seed_dimension(state: StateStore, slug: str = DIMENSION) -> tuple[int, int]:
 
 
 def seed_script(
-    state: StateStore, dimension_id: int, name: str, to_state: str, attempts: int = 0
+    fenced: StateStore, dimension_id: int, name: str, to_state: str, attempts: int = 0
 ) -> int:
-    """A topic and its script, walked through the real transitions up to `to_state`."""
+    """A topic and its script, walked through the real transitions up to `to_state`; written
+    with `fenced`, a store holding the dimension's lock (see `seeding`)."""
     base = {"dimension_id": dimension_id, "partition_date": DAY.isoformat()}
-    topic = state.upsert_work_unit("topic", f"topic:{name}", {**base, "title": name})
-    script = state.upsert_work_unit("script", f"script:{name}", {**base, "topic_id": topic})
+    topic = fenced.upsert_work_unit("topic", f"topic:{name}", {**base, "title": name})
+    script = fenced.upsert_work_unit("script", f"script:{name}", {**base, "topic_id": topic})
     path = script_states("drafted", to_state)
     for src, dst in zip(path, path[1:], strict=False):
-        state.transition("script", script, src, dst)
+        fenced.transition("script", script, src, dst)
     for _ in range(attempts):
-        state.bump_work_attempt("script", script, {"seeded": True})
+        fenced.bump_work_attempt("script", script, {"seeded": True})
     return script
 
 
@@ -354,6 +365,17 @@ def age(owner_url: str, table: str, unit_id: int, seconds: float) -> None:
             f'UPDATE mdame."{table}" SET updated_at = now() - make_interval(secs => %s) '
             "WHERE id = %s",
             (seconds, unit_id),
+        )
+
+
+def end_attempt_leases(owner_url: str, work_key: str) -> None:
+    """The submitting holder's lease on the key's attempts has run out (as once a crashed run's
+    lock expired and its last request ended): another holder may now settle them."""
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second' "
+            "WHERE work_key = %s",
+            (work_key,),
         )
 
 

@@ -2,13 +2,15 @@
 is decided by re-reading the database, never by the client's error.
 
 Three faults, each inside the publishing stage (where a wrong guess would mean a second video):
-- the reply to a COMMIT is lost (a proxy forwards the COMMIT after finish_attempt, then cuts
-  the connection): the call raised, yet the attempt is recorded as succeeded; the rerun sees the
-  upload as done and does not submit again;
-- pg_terminate_backend kills record_attempt while it waits: nothing committed, so the rerun
-  finds the publication 'uploading' with no attempt, asks the channel, and uploads once;
-- a statement timeout cancels reserve_quota while it waits: nothing committed, so the rerun
-  reserves (once) and publishes.
+- the reply to finish_upload (the upload's outcome commit: attempt succeeded, publication
+  published, quota committed, in one statement) is lost (a proxy lets the statement commit, then
+  cuts the connection): the call raised, yet the upload is recorded as done; the rerun sees
+  that and does not submit again;
+- pg_terminate_backend kills begin_upload (the recovery point before the upload: publication,
+  quota reservation, attempt 'submitted', publication 'uploading') while it waits on the
+  account row: nothing of it committed, so the rerun begins afresh and uploads once;
+- a statement timeout cancels begin_upload while it waits there: likewise nothing committed, so
+  the rerun reserves (once) and publishes.
 All three end in the same state as an undisturbed run.
 """
 
@@ -64,7 +66,7 @@ def _rerun(rig) -> None:
 def test_commit_whose_reply_is_lost_is_seen_as_done_by_the_rerun(rig):
     proxy = ReplyDropper(rig.db.app)
     try:
-        proxy.arm("finish_attempt")
+        proxy.arm("finish_upload")
         first = rig.materialize(
             [publications], state=StateStoreResource(database_url=proxy.url(rig.db.app))
         )
@@ -74,10 +76,15 @@ def test_commit_whose_reply_is_lost_is_seen_as_done_by_the_rerun(rig):
     assert proxy.fired.is_set()
     assert not first.success
     assert "connection" in _errors(first).lower()
-    # The client saw a lost connection; the database says the upload succeeded.
+    # The client saw a lost connection; the database says the upload succeeded, and the
+    # publication and its quota moved with it.
     [pub] = rig.state.list_work_units("publication")
-    assert pub.state == "uploading"
+    [account] = rig.state.list_accounts("science")
+    assert pub.state == "published"
     assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == ["succeeded"]
+    usage = rig.state.quota_usage(account.id)
+    assert (usage.reserved_units, usage.committed_units) == (0, 1600)
+    assert rig.script().state == "publishing"  # the step died before finishing the script
 
     _rerun(rig)
 
@@ -87,26 +94,31 @@ def test_commit_whose_reply_is_lost_is_seen_as_done_by_the_rerun(rig):
 
 def test_rpc_killed_by_pg_terminate_backend_did_not_happen_and_is_redone(rig):
     key = _publication_key(rig)
+    [account] = rig.state.list_accounts("science")
     with owner_transaction(rig.db.owner) as owner:
-        # Holding the attempt ledger's per-key lock makes record_attempt wait right there.
+        # The account row serialises quota reservations: begin_upload waits on it right there,
+        # after creating the publication in the same (uncommitted) statement.
         owner.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (f"mdame.provider_attempts:{key}",),
+            "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
-        killer = terminate_when_blocked(rig.su_url, rig.db.name, "record_attempt")
+        killer = terminate_when_blocked(rig.su_url, rig.db.name, "begin_upload")
         first = rig.materialize([publications], publisher=RecordingOutbox())
         killer.join(30)
 
     assert killer.killed
     assert not first.success
-    [pub] = rig.state.list_work_units("publication")
-    assert pub.state == "uploading"  # committed before the kill
-    assert rig.state.list_attempts(key) == []  # the killed call did not commit
+    assert rig.script().state == "publishing"  # committed before the kill
+    # The killed call did not commit, any of it: no publication, no reservation, no attempt.
+    assert rig.state.list_work_units("publication") == []
+    assert rig.state.list_attempts(key) == []
+    usage = rig.state.quota_usage(account.id)
+    assert (usage.reserved_units, usage.committed_units) == (0, 0)
     assert list_outbox(rig.home / "outbox") == []
 
     _rerun(rig)
 
-    assert [m for m, _ in CALLS] == ["find", "publish"]  # asked first, then uploaded once
+    # Nothing was in flight, so nothing to ask: one begin, one upload.
+    assert [("publish", key)] == CALLS
     _assert_converged(rig, ["succeeded"])
 
 
@@ -114,7 +126,7 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
     [account] = rig.state.list_accounts("science")
     impatient = ShortTimeoutState(database_url=rig.db.app, statement_timeout_ms=500)
     with owner_transaction(rig.db.owner) as owner:
-        # The account row serialises quota reservations: reserve_quota waits on it, times out.
+        # The account row serialises quota reservations: begin_upload waits on it, times out.
         owner.execute(
             "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
@@ -122,11 +134,14 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
 
     assert not first.success
     assert "statement timeout" in _errors(first)
+    assert "begin_upload" in _errors(first)
     assert rig.script().state == "publishing"
-    [pub] = rig.state.list_work_units("publication")
-    assert pub.state == "pending"
+    # Cancelled whole: no publication, nothing reserved, nothing submitted.
+    assert rig.state.list_work_units("publication") == []
+    assert rig.state.list_attempts(_publication_key(rig)) == []
     usage = rig.state.quota_usage(account.id)
-    assert (usage.reserved_units, usage.committed_units) == (0, 0)  # nothing was reserved
+    assert (usage.reserved_units, usage.committed_units) == (0, 0)
+    assert list_outbox(rig.home / "outbox") == []
 
     _rerun(rig)
 

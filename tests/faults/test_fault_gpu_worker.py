@@ -1,6 +1,12 @@
 """A GPU worker killed mid-job: while it lives it keeps its lease (heartbeats); once SIGKILLed
 the lease expires, another worker reaps and finishes the job, and the scene cache holds one
-entry per scene, pointing at a clip that exists."""
+entry per scene, pointing at a clip that exists.
+
+The scenes are planned as scene_plan plans them (plan_scenes: scenes, their jobs carrying the
+partition key, and the script planned, in one phase). The killed worker is a standalone one
+(it claims any partition's jobs); the one that takes over claims only this partition's, as the
+scene_clips step does, and finishes each job with complete_scene_job (cache entry, scene ready
+and job succeeded, together)."""
 
 from __future__ import annotations
 
@@ -10,10 +16,12 @@ import time
 from pathlib import Path
 
 from faultkit import (
+    KEY,
     kill9,
     rows,
     seed_dimension,
     seed_script,
+    seeding,
     start_blocked_worker,
     wait_for,
 )
@@ -30,28 +38,34 @@ PALETTE = ["#1b5e20", "#aeea00", "#004d40"]
 
 def _queue_scenes(state: StateStore, dimension_id: int, n: int) -> list[tuple[int, int, str]]:
     """A planned script with n queued scenes and their jobs, as scene_plan leaves them."""
-    script = seed_script(state, dimension_id, "gpu", "planned")
-    queued = []
-    for index in range(n):
-        scene_hash = content_hash(f"fault-scene-{index}")
-        key = f"scene:gpu:{index}"
-        scene = state.upsert_work_unit(
-            "scene", key, {"script_id": script, "scene_index": index, "scene_hash": scene_hash}
-        )
-        job = state.enqueue_job(
-            SCENE_JOB_TYPE,
-            key,
+    hashes = [content_hash(f"fault-scene-{index}") for index in range(n)]
+    with seeding(state) as w:
+        script = seed_script(w, dimension_id, "gpu", "approved")
+        scenes = [
             {
-                "scene_id": scene,
-                "scene_hash": scene_hash,
-                "prompt": f"scene {index}",
-                "palette": PALETTE,
-                "duration_s": 1.0,
-            },
-            3,
+                "key": f"scene:gpu:{index}",
+                "payload": {"script_id": script, "scene_index": index, "scene_hash": scene_hash},
+                "cached": None,
+                "job": {
+                    "scene_hash": scene_hash,
+                    "prompt": f"scene {index}",
+                    "palette": PALETTE,
+                    "duration_s": 1.0,
+                },
+            }
+            for index, scene_hash in enumerate(hashes)
+        ]
+        assert w.plan_scenes(script, scenes, SCENE_JOB_TYPE, 3, KEY) == n
+    queued = []
+    for index, scene_hash in enumerate(hashes):
+        scene = state.get_work_unit("scene", f"scene:gpu:{index}")
+        [(job, partition)] = rows(
+            state.url,
+            "SELECT id, partition_key FROM mdame.jobs WHERE idempotency_key = %s",
+            (scene.idempotency_key,),
         )
-        state.transition("scene", scene, "planned", "queued")
-        queued.append((scene, job, scene_hash))
+        assert (scene.state, partition) == ("queued", KEY)
+        queued.append((scene.id, job, scene_hash))
     return queued
 
 
@@ -85,6 +99,7 @@ def test_killed_worker_loses_its_job_only_when_dead_and_another_finishes_it(
                         scratch,
                         done=lambda: state.count_jobs(SCENE_JOB_TYPE) == {"succeeded": 2},
                         idle_wait_s=0.2,
+                        partition_key=KEY,  # this partition's jobs only, as scene_clips claims
                     )
             except Exception as exc:  # reported below
                 stats["error"] = exc

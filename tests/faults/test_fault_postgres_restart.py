@@ -1,10 +1,12 @@
 """PostgreSQL stopped with `pg_ctl stop -m immediate` mid-run, restarted, then a rerun.
 
-On a cluster of the test's own. The run is in its GPU stage, and its next RPC (the script's
-move to visuals_ready) is in flight, held on the script's row lock so the timing is exact, when
-the server dies without a checkpoint. The run fails; after the restart the database shows the
-in-flight transition never happened; the rerun, as the next cron tick, redoes it and converges:
-one publication, one outbox file, balanced ledgers, no job on a dead lease, no lock left held.
+On a cluster of the test's own. The run is in its GPU stage, and its next RPC (finish_visuals,
+the script's move to visuals_ready) is in flight, held on the script's row lock so the timing is
+exact, when the server dies without a checkpoint. The step fails with a lost connection, which
+the job's RetryPolicy retries once the server is back (so the run may still finish); if the run
+failed, the database shows the in-flight move never happened. The rerun, as the next cron tick,
+converges: one publication, one outbox file, balanced ledgers, no job on a dead lease, no lock
+left held.
 (A run whose server dies between two calls rides out the restart: the pool reconnects.)
 """
 
@@ -45,7 +47,7 @@ def test_server_killed_mid_run_then_restarted_and_rerun_converges(
         lambda: rows(
             mdame_su,
             """SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-                AND query LIKE '%%mdame.transition(%%'""",
+                AND query LIKE '%%mdame.finish_visuals(%%'""",
         ),
         timeout=120,
     )

@@ -3,21 +3,29 @@
 Stalled long enough in voice_queued / render_queued: one attempt is counted and the script
 stays for its stage to resume, or it is failed with the reason once max attempts are used.
 Recently changed ones are left alone. A 'publishing' script is never failed while an upload's
-outcome is unknown: the channel is asked first. Concurrent passes converge, and a pass that
-loses a race to another writer re-reads instead of crashing.
+outcome is unknown: the channel is asked first (reconcile_upload), and giving up on a script
+fails it, its pending publications and their quota together (fail_script). Concurrent passes
+converge (the pipeline lock lets one act at a time; the other gets LockBusy and is retried, as
+the RetryPolicy retries a step), and a pass that loses a race to another writer re-reads instead
+of crashing.
+
+The seeding writes under the dimension's pipeline lock (faultkit.seeding), as a run would.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from faultkit import (
     age,
+    end_attempt_leases,
     owner_transaction,
     rows,
     seed_dimension,
     seed_script,
+    seeding,
     wait_for,
 )
 
@@ -27,6 +35,7 @@ from mdame_assets.defs.recovery.logic import (
     recover,
     recover_dimension_locked,
 )
+from mdame_assets.runtime import LockBusy, held_lock
 from mdame_core.state import StateStore
 from mdame_domain.outbox import list_outbox
 from mdame_resources.providers.publisher import OutboxPublisher
@@ -44,7 +53,8 @@ def _stalled(
     attempts: int,
     seconds: float,
 ) -> int:
-    """A script in `in_state` with `attempts` counted, last changed `seconds` ago."""
+    """A script in `in_state` with `attempts` counted, last changed `seconds` ago. `state`
+    holds the dimension's lock (faultkit.seeding)."""
     script = seed_script(state, dimension_id, name, in_state, attempts)
     age(owner_url, "scripts", script, seconds)
     return script
@@ -60,7 +70,9 @@ def _publication(
     channel: OutboxPublisher | None,
 ) -> None:
     """A publication as a crash or a timeout leaves it: quota reserved; with attempt_status,
-    mid-upload with that attempt; with a channel, the video actually arrived there."""
+    mid-upload with that attempt (submitted by a holder whose lease has run out since, as a
+    crashed run's has); with a channel, the video actually arrived there. `state` holds the
+    dimension's lock."""
     render = state.upsert_work_unit("render", f"render:{name}", {"script_id": script_id})
     key = f"publication:{name}"
     pub = state.upsert_work_unit(
@@ -74,6 +86,7 @@ def _publication(
         attempt = state.record_attempt(key, "OutboxPublisher", "0" * 64, "submitted")
         if attempt_status == "unknown":
             state.finish_attempt(attempt, "unknown")
+        end_attempt_leases(owner_url, key)
     if channel is not None:  # the upload did reach the channel
         video = channel.folder().parent / f"{name}.mp4"
         video.write_bytes(b"not really a video")
@@ -93,27 +106,30 @@ def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
     channel = OutboxPublisher(root=str(tmp_path / "outbox"))
     (tmp_path / "outbox").mkdir()
     url = fresh_db.owner
-    ids = {
-        "voice_0": _stalled(state, url, dim, "v0", "voice_queued", 0, OLD),
-        "render_2": _stalled(state, url, dim, "r2", "render_queued", 2, OLD),
-        "voice_max": _stalled(state, url, dim, "v3", "voice_queued", MAX_ATTEMPTS, OLD),
-        "render_over": _stalled(state, url, dim, "r5", "render_queued", 5, OLD),
-        "voice_recent": _stalled(state, url, dim, "vr", "voice_queued", MAX_ATTEMPTS, RECENT),
-        "render_recent": _stalled(state, url, dim, "rr", "render_queued", 0, RECENT),
-        "voiced_old": _stalled(state, url, dim, "vo", "voiced", MAX_ATTEMPTS, OLD),
-        "other_dimension": _stalled(state, url, other, "od", "voice_queued", MAX_ATTEMPTS, OLD),
-    }
-    for name, status, arrived, attempts in [
-        ("pub_out", "unknown", True, MAX_ATTEMPTS),  # uploaded, answer lost
-        ("pub_lost", "submitted", False, MAX_ATTEMPTS),  # crashed mid-upload, nothing arrived
-        ("pub_pending", None, False, 0),  # never got to the upload
-    ]:
-        ids[name] = seed_script(state, dim, name, "publishing", attempts)
-        _publication(state, url, ids[name], account, name, status, channel if arrived else None)
+    with seeding(state) as w, seeding(state, "cooking") as w_other:
+        ids = {
+            "voice_0": _stalled(w, url, dim, "v0", "voice_queued", 0, OLD),
+            "render_2": _stalled(w, url, dim, "r2", "render_queued", 2, OLD),
+            "voice_max": _stalled(w, url, dim, "v3", "voice_queued", MAX_ATTEMPTS, OLD),
+            "render_over": _stalled(w, url, dim, "r5", "render_queued", 5, OLD),
+            "voice_recent": _stalled(w, url, dim, "vr", "voice_queued", MAX_ATTEMPTS, RECENT),
+            "render_recent": _stalled(w, url, dim, "rr", "render_queued", 0, RECENT),
+            "voiced_old": _stalled(w, url, dim, "vo", "voiced", MAX_ATTEMPTS, OLD),
+            "other_dimension": _stalled(
+                w_other, url, other, "od", "voice_queued", MAX_ATTEMPTS, OLD
+            ),
+        }
+        for name, status, arrived, attempts in [
+            ("pub_out", "unknown", True, MAX_ATTEMPTS),  # uploaded, answer lost
+            ("pub_lost", "submitted", False, MAX_ATTEMPTS),  # crashed mid-upload, none arrived
+            ("pub_pending", None, False, 0),  # never got to the upload
+        ]:
+            ids[name] = seed_script(w, dim, name, "publishing", attempts)
+            _publication(w, url, ids[name], account, name, status, channel if arrived else None)
     before = {name: _unit(state, "script", i) for name, i in ids.items()}
 
     # Without a publisher (the pipeline's pass in trends): publishing is left to be reconciled.
-    blind = recover(state, dim, "science")
+    blind = recover_dimension_locked(state, "science")
 
     pub_out = state.get_work_unit("publication", "publication:pub_out")
     assert pub_out.state == "uploading"
@@ -136,7 +152,7 @@ def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
         assert after[name] == before[name], name
 
     # With the publisher: ask the channel, then decide on what it said.
-    informed = recover(state, dim, "science", publisher=channel)
+    informed = recover_dimension_locked(state, "science", publisher=channel)
 
     assert sorted(informed.reconciled) == sorted(
         [pub_out.id, state.get_work_unit("publication", "publication:pub_lost").id]
@@ -160,26 +176,36 @@ def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
 
     # A pass right after changes nothing more.
     snapshot = {name: _unit(state, "script", i) for name, i in ids.items()}
-    recover(state, dim, "science", publisher=channel)
+    recover_dimension_locked(state, "science", publisher=channel)
     assert {name: _unit(state, "script", i) for name, i in ids.items()} == snapshot
 
 
 def test_two_concurrent_passes_converge(state, fresh_db):
     dim, _ = seed_dimension(state)
-    retry = [
-        _stalled(state, fresh_db.owner, dim, f"r{i}", "voice_queued", 1, OLD) for i in range(24)
-    ]
-    fail = [
-        _stalled(state, fresh_db.owner, dim, f"f{i}", "render_queued", MAX_ATTEMPTS, OLD)
-        for i in range(8)
-    ]
-    start, errors = threading.Barrier(2), []
+    with seeding(state) as w:
+        retry = [
+            _stalled(w, fresh_db.owner, dim, f"r{i}", "voice_queued", 1, OLD) for i in range(24)
+        ]
+        fail = [
+            _stalled(w, fresh_db.owner, dim, f"f{i}", "render_queued", MAX_ATTEMPTS, OLD)
+            for i in range(8)
+        ]
+    start, errors, busy = threading.Barrier(2), [], []
 
     def one_pass() -> None:
         try:
             with StateStore(fresh_db.app, env="dev", pool_max=2) as mine:
                 start.wait()
-                recover_dimension_locked(mine, "science", lock_wait_s=30)
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        recover_dimension_locked(mine, "science")
+                        return
+                    except LockBusy:
+                        # The other pass holds the lock: retried later, as the RetryPolicy does.
+                        busy.append(1)
+                        assert time.monotonic() < deadline, "the lock was never free"
+                        time.sleep(0.05)
         except Exception as exc:  # reported below
             errors.append(exc)
 
@@ -202,18 +228,25 @@ def test_two_concurrent_passes_converge(state, fresh_db):
 
 def test_a_pass_that_loses_a_race_re_reads_instead_of_crashing(state, fresh_db):
     dim, _ = seed_dimension(state)
-    script = _stalled(state, fresh_db.owner, dim, "raced", "voice_queued", MAX_ATTEMPTS, OLD)
+    with seeding(state) as w:
+        script = _stalled(w, fresh_db.owner, dim, "raced", "voice_queued", MAX_ATTEMPTS, OLD)
     outcome: dict = {}
 
     def one_pass() -> None:
         try:
-            with StateStore(fresh_db.app, env="dev", pool_max=1) as mine:
-                outcome["report"] = recover(mine, dim, "science")
+            with (
+                StateStore(fresh_db.app, env="dev", pool_max=2) as mine,
+                held_lock(mine, "science", "raced-pass") as fenced,
+            ):
+                outcome["report"] = recover(fenced, dim, "science")
         except Exception as exc:  # reported below
             outcome["error"] = exc
 
     with owner_transaction(fresh_db.owner) as other_writer:
-        # Another writer (a stage) holds the row and moves it on while the pass waits to fail it.
+        # Another writer holds the row and moves it on while the pass waits to fail it. Under
+        # the fence no app writer can (every script write needs the lock the pass holds), so it
+        # is one outside the app, as the owner; and since fail_script fails a script from any
+        # non-terminal state, the race it can lose is to a move into a terminal one.
         other_writer.execute("SELECT 1 FROM mdame.scripts WHERE id = %s FOR UPDATE", (script,))
         racer = threading.Thread(target=one_pass)
         racer.start()
@@ -222,14 +255,14 @@ def test_a_pass_that_loses_a_race_re_reads_instead_of_crashing(state, fresh_db):
             lambda: rows(
                 fresh_db.owner,
                 """SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
-                    AND wait_event_type = 'Lock' AND query LIKE '%%mdame.transition(%%'""",
+                    AND wait_event_type = 'Lock' AND query LIKE '%%mdame.fail_script(%%'""",
             ),
         )
         other_writer.execute(
-            "SELECT mdame.transition('script', %s, 'voice_queued', 'voiced', '{}')", (script,)
+            "SELECT mdame._transition('script', %s, 'voice_queued', 'halted', '{}')", (script,)
         )
     racer.join(30)
 
     assert "error" not in outcome, outcome.get("error")
-    assert _unit(state, "script", script).state == "voiced"  # the other writer's move stands
+    assert _unit(state, "script", script).state == "halted"  # the other writer's move stands
     assert outcome["report"].failed == []

@@ -1,9 +1,10 @@
 """The UNKNOWN outcome: the channel call times out after the request was sent.
 
-The attempt stays 'unknown' and its quota reservation stays held; no new submission is possible
-until the outcome is settled; the rerun asks the channel first (reconcile) and only uploads
-again when the channel says nothing arrived. Either way: one outbox entry, one successful
-attempt, quota committed once.
+The attempt stays 'unknown' (finish_upload with status unknown) and its quota reservation
+stays held; no new submission is possible until the outcome is settled (begin_upload answers
+'reconcile', record_attempt refuses); the rerun asks the channel first (reconcile_upload) and
+only uploads again when the channel says nothing arrived. Either way: one outbox entry, one
+successful attempt, quota committed once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from faultkit import CALLS, LostThenTimeout, PublishedThenTimeout, RecordingOutbox
 
 from mdame_assets.defs.publications.assets import publications
+from mdame_assets.runtime import held_lock
 from mdame_core.state import ReconcileRequired
 from mdame_domain.outbox import list_outbox, outbox_video_id
 from tests.chaos.invariants import violations
@@ -38,8 +40,21 @@ def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, chann
     assert attempt.status == "unknown"
     held = rig.state.quota_usage(account.id)
     assert (held.reserved_units, held.committed_units) == (1600, 0)  # kept while unknown
-    with pytest.raises(ReconcileRequired):  # the database refuses a blind resubmission
-        rig.state.record_attempt(pub.idempotency_key, "RecordingOutbox", "x", "submitted")
+    with held_lock(rig.state, "science", "blind-resubmitter") as fenced:
+        # The database refuses a blind resubmission, even from the lock's holder: the recovery
+        # point says reconcile first, and the attempt ledger refuses a new attempt.
+        again = fenced.begin_upload(
+            pub.idempotency_key,
+            {**pub.payload},
+            1600,
+            "RecordingOutbox",
+            ["technical"],
+            0,
+        )
+        assert (again.action, again.attempt_id) == ("reconcile", attempt.id)
+        with pytest.raises(ReconcileRequired):
+            fenced.record_attempt(pub.idempotency_key, "RecordingOutbox", "x", "submitted")
+    assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == ["unknown"]
     assert len(list_outbox(rig.home / "outbox")) == (1 if arrived else 0)
 
     CALLS.clear()
