@@ -930,10 +930,10 @@ class StateStore:
         """Settles an unsettled upload from the channel's answer asked at `asked_at`."""
         return self._scalar("reconcile_upload", publication_id, video_id, asked_at, self._token())
 
-    def fail_script(self, script_id: int, reason: str) -> bool:
+    def fail_script(self, script_id: int, from_state: str, reason: str) -> bool:
         """Fails a script, its pending publications and their quota; False if a video may be
         out or in flight (reconcile first)."""
-        return self._scalar("fail_script", script_id, reason, self._token())
+        return self._scalar("fail_script", script_id, from_state, reason, self._token())
 
     # -- reads (SELECT only) -------------------------------------------------------------
     def db_now(self) -> datetime:

@@ -761,8 +761,10 @@ $$;
 
 -- Gives up on a script that stalled too often (the recovery pass): its pending publications
 -- fail and their quota reservations are released, together with the script. Nothing may be
--- out or in flight (the caller reconciled first); returns false when something is.
-CREATE FUNCTION mdame.fail_script(p_script_id bigint, p_reason text, p_lock_token bigint)
+-- out or in flight (the caller reconciled first); returns false when something is. The caller
+-- states the state it decided on: a script that moved on meanwhile raises MD003 (re-read).
+CREATE FUNCTION mdame.fail_script(p_script_id bigint, p_from_state text, p_reason text,
+                                  p_lock_token bigint)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
 DECLARE
@@ -771,7 +773,8 @@ DECLARE
 BEGIN
   PERFORM mdame._require_text('reason', p_reason, 2000);
   PERFORM mdame._fence(mdame._unit_dimension('script', p_script_id), p_lock_token);
-  v_state := mdame._lock_work_unit(mdame._work_kind('script'), p_script_id);
+  v_state := mdame._require_state('script', p_script_id,
+                                  ARRAY[mdame._require_text('from_state', p_from_state, 64)]);
   IF EXISTS (SELECT FROM publications p WHERE p.script_id = p_script_id
                 AND (p.state IN ('uploading', 'published') OR EXISTS (
                      SELECT FROM provider_attempts a WHERE a.work_key = p.idempotency_key
@@ -813,7 +816,7 @@ GRANT EXECUTE ON FUNCTION
   mdame.begin_upload(text, jsonb, integer, text, text[], integer, bigint),
   mdame.finish_upload(bigint, text, text, jsonb, bigint),
   mdame.reconcile_upload(bigint, text, timestamptz, bigint),
-  mdame.fail_script(bigint, text, bigint),
+  mdame.fail_script(bigint, text, text, bigint),
   mdame.dimension_lock_name(text)
 TO mdame_app;
 

@@ -245,8 +245,8 @@ def test_a_pass_that_loses_a_race_re_reads_instead_of_crashing(state, fresh_db):
     with owner_transaction(fresh_db.owner) as other_writer:
         # Another writer holds the row and moves it on while the pass waits to fail it. Under
         # the fence no app writer can (every script write needs the lock the pass holds), so it
-        # is one outside the app, as the owner; and since fail_script fails a script from any
-        # non-terminal state, the race it can lose is to a move into a terminal one.
+        # is one outside the app, as the owner. fail_script names the state the pass decided
+        # on, so the move makes it refuse (MD003) and the pass re-reads instead of failing it.
         other_writer.execute("SELECT 1 FROM mdame.scripts WHERE id = %s FOR UPDATE", (script,))
         racer = threading.Thread(target=one_pass)
         racer.start()

@@ -283,8 +283,10 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("finish_upload", (done, "failed", None, E, token), NotFound),
         ("reconcile_upload", (999_999, None, "2025-06-01", token), NotFound),
         ("reconcile_upload", (1, None, None, token), InvalidInput),
-        ("fail_script", (script, "", token), InvalidInput),
-        ("fail_script", (999_999, "r", token), NotFound),
+        ("fail_script", (script, "drafted", "", token), InvalidInput),
+        ("fail_script", (script, None, "r", token), InvalidInput),
+        ("fail_script", (script, "publishing", "r", token), StateConflict),
+        ("fail_script", (999_999, "drafted", "r", token), NotFound),
         ("invalidate_scene_cache", ("", "u", "r"), InvalidInput),
         ("invalidate_scene_cache", ("h", "u", None), InvalidInput),
     ]

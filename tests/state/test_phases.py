@@ -216,10 +216,12 @@ def test_fail_script_releases_quota_and_refuses_when_a_video_may_be_out(state) -
     a = hold(state, "tech")
     ids = _to_publishing(a)
     start = _begin(a, ids)
-    assert a.fail_script(ids["script"], "stalled") is False  # uploading: maybe out
+    with pytest.raises(StateConflict, match="not voice_queued"):  # it moved on: re-read
+        a.fail_script(ids["script"], "voice_queued", "stalled")
+    assert a.fail_script(ids["script"], "publishing", "stalled") is False  # maybe out
     assert a.get_work_unit("script", ids["script"]).state == "publishing"
     a.finish_upload(start.attempt_id, "failed")  # a definite refusal: pending, quota back
-    assert a.fail_script(ids["script"], "stalled") is True
+    assert a.fail_script(ids["script"], "publishing", "stalled") is True
     assert a.get_work_unit("script", ids["script"]).state == "failed"
     assert a.get_work_unit("publication", start.publication_id).state == "failed"
     assert a.quota_usage(ids["account"]).reserved_units == 0

@@ -206,7 +206,7 @@ class _Pass:
             f"(max {self.max_attempts})"
         )
         # Its pending publications fail and their quota is released in the same phase.
-        if self.state.fail_script(script.id, reason):
+        if self.state.fail_script(script.id, script.state, reason):
             self.report.failed.append(script.id)
         else:  # a video may be out after all: leave it to the publications stage
             self.report.resumable.append(script.id)
