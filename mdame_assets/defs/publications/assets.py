@@ -20,7 +20,7 @@ from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
-from mdame_core.state import WorkUnit
+from mdame_core.state import UploadStart, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_resources.media import MediaStoreResource
@@ -68,7 +68,7 @@ def _publish_once(
     """The publication's video id, uploading it if needed; None when the account's quota for
     today is used up (nothing reserved, nothing partial)."""
 
-    def begin():
+    def begin() -> UploadStart:
         return step.state.begin_upload(
             key,
             payload,
