@@ -930,6 +930,28 @@ class StateStore:
         """Settles an unsettled upload from the channel's answer asked at `asked_at`."""
         return self._scalar("reconcile_upload", publication_id, video_id, asked_at, self._token())
 
+    def requeue_scenes(
+        self,
+        script_id: int,
+        scenes: Sequence[JsonObject],
+        reason: str,
+        job_type: str,
+        max_attempts: int,
+        partition_key: str,
+    ) -> int:
+        """Ready scenes whose clip vanished or rotted ({"scene_id", "job"} each) go back to the
+        queue with a fresh job and the script back to planned, together. Jobs enqueued."""
+        return self._scalar(
+            "requeue_scenes",
+            script_id,
+            _json(list(scenes)),
+            reason,
+            job_type,
+            max_attempts,
+            partition_key,
+            self._token(),
+        )
+
     def fail_script(self, script_id: int, from_state: str, reason: str) -> bool:
         """Fails a script, its pending publications and their quota; False if a video may be
         out or in flight (reconcile first)."""

@@ -215,7 +215,9 @@ def _unfinished(conn: psycopg.Connection, units: list[Unit], clean: EndState | N
     found = []
     for unit in units:
         legit = clean is not None and clean.units.get(unit.kind, {}).get(unit.key) == unit.state
-        if not unit.terminal and not legit:
+        # A ready scene is settled although healing may reopen it (0006).
+        settled = unit.terminal or (unit.kind == "scene" and unit.state == "ready")
+        if not settled and not legit:
             found.append(f"{unit.kind} {unit.id} stuck in non-terminal state {unit.state}")
     for job_id, key, state, owner in _rows(
         conn, "SELECT id, idempotency_key, state, lease_owner FROM mdame.jobs ORDER BY id"

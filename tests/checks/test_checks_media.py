@@ -12,7 +12,6 @@ from checkkit import (
     ORDER,
     SilentVoice,
     evaluation,
-    failure_message,
     graph,
     materialized,
     not_started,
@@ -96,25 +95,34 @@ def test_clips_present_fails_on_a_clip_whose_bytes_rotted(clipped_rig):
     _assert_voice_held_back(rig, result, script)
 
 
-def test_voice_tracks_rechecks_the_clips_before_voicing(clipped_rig):
-    # The publishing job runs voice_tracks without clips_present (that check ran in the GPU
-    # code location): voice_tracks must refuse by itself, before any synthesis.
+def test_voice_tracks_heals_a_clip_lost_after_the_gpu_location_made_it(clipped_rig):
+    # The publishing job re-checks the clips itself (clips_present ran in the GPU code
+    # location). A clip that vanished since is not voiced around: its scene goes back to the
+    # GPU queue with a fresh job, the script back to planned, and the next scene_clips run
+    # makes the clip again, after which the script is voiced as usual.
     rig = clipped_rig
     script, scene = _first_scene(rig)
     uri = scene.result["uri"]
     stored_path(rig.store(), uri).unlink()
-    before = _voice_side(rig)
 
     result = rig.materialize(graph(only=AFTER_CLIPS))
 
-    assert not result.success
-    message = failure_message(result, "voice_tracks")
-    assert "scene clips failed their checks: " in message
-    assert f"scene {scene.id}: clip {uri} missing from the media store" in message
-    assert materialized(result) == set()
-    assert not_started(result, *AFTER_VOICE) == list(AFTER_VOICE)
-    assert _voice_side(rig) == before
-    assert not list((rig.home / "scratch").glob("voice/*.wav"))
+    assert result.success
+    assert rig.script().state == "planned"  # nothing voiced or rendered from a missing clip
+    assert rig.state.list_work_units("voice_track") == []
+    assert rig.state.list_work_units("render") == []
+    healed = rig.state.get_work_unit("scene", scene.id)
+    assert healed.state == "queued" and healed.result["job_key"].endswith(":heal:1")
+    assert "missing from the media store" in healed.result["healing"]
+    assert rig.state.lookup_scene_cache(scene.payload["scene_hash"]) is None
+
+    again = rig.materialize(graph(only=FROM_CLIPS))  # the hop sensor's scene_clips run, on
+
+    assert again.success
+    remade = rig.state.get_work_unit("scene", scene.id)
+    assert remade.state == "ready"
+    assert stored_path(rig.store(), remade.result["uri"]).exists()
+    assert rig.script().state == "published"
 
 
 def test_voice_present_fails_on_a_silent_voice(clipped_rig):

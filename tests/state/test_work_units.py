@@ -211,6 +211,8 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
     expected = set(zip(SCRIPT_PATH, SCRIPT_PATH[1:], strict=False)) | {
         ("drafted", "rejected"),
         ("voice_queued", "halted"),
+        # Healing (0006): a script whose clips vanished goes back to planned until it is voiced.
+        *((s, "planned") for s in ("visuals_ready", "voice_queued", "voiced", "render_queued")),
     }
     expected |= {(s, "failed") for s in SCRIPT_PATH[:-1]}
     assert set(rows) == expected

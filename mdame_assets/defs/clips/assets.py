@@ -19,7 +19,7 @@ def _jobs_still_live(step: Step) -> bool:
     """Whether a scene job of the partition's planned scripts is still queued or running (a
     standalone worker may hold one; an expired lease is reaped and claimed here)."""
     keys = [
-        scene.idempotency_key
+        scene.result.get("job_key", scene.idempotency_key)  # a healed scene's current job
         for script in step.scripts_in("planned")
         for scene in step.state.list_work_units("scene", script_id=script.id)
     ]

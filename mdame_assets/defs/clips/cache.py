@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from mdame_core.state import CacheEntry, StateStore
 from mdame_domain.media_store import LocalMediaStore
 
 SCENE_JOB_TYPE = "scene_clip"
+SCENE_JOB_MAX_ATTEMPTS = 3
 CACHE_TTL_S = 30 * 24 * 3600
+CLIP_SECONDS = 6.0  # every clip is generated this long; the render loops or trims it per scene
+
+
+def scene_job(scene_hash: str, prompt: str, palette: Sequence[str]) -> dict[str, Any]:
+    """What a GPU worker needs to make a scene's clip (scene_plan and healing queue the same)."""
+    return {
+        "scene_hash": scene_hash,
+        "prompt": prompt,
+        "palette": list(palette),
+        "duration_s": CLIP_SECONDS,
+    }
 
 
 def cached_clip(state: StateStore, store: LocalMediaStore, scene_hash: str) -> CacheEntry | None:

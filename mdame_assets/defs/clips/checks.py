@@ -6,29 +6,40 @@ import dagster as dg
 from mdame_assets.defs.clips.assets import scene_clips
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import Step, read_step
-from mdame_domain.media_store import sha256_file
+from mdame_core.state import WorkUnit
+from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
 PAST_VISUALS = script_states("visuals_ready")
 
 
-def clip_problems(step: Step, media: MediaStoreResource) -> list[str]:
+def clip_damage(scene: WorkUnit, store: LocalMediaStore) -> str | None:
+    """Why a ready scene's clip cannot be used (its file vanished or changed), or None."""
+    uri = scene.result.get("uri")
+    if not uri:
+        return f"scene {scene.id} is ready without a clip"
+    if not (path := store.path_for(uri)).exists():
+        return f"scene {scene.id}: clip {uri} missing from the media store"
+    if (actual := sha256_file(path)) != scene.result.get("sha256"):
+        return (
+            f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
+            f"not the stored {str(scene.result.get('sha256'))[:12]}"
+        )
+    return None
+
+
+def clip_problems(
+    step: Step, media: MediaStoreResource, states: tuple[str, ...] = PAST_VISUALS
+) -> list[str]:
+    """Every problem of the clips of this partition's scripts in `states`."""
     store, problems = media.store(), []
-    for script in step.units("script"):
-        if script.state not in PAST_VISUALS:
-            continue
+    for script in step.scripts_in(*states):
         for scene in step.state.list_work_units("scene", script_id=script.id):
-            uri = scene.result.get("uri")
-            if scene.state != "ready" or not uri:
+            if scene.state != "ready":
                 problems.append(f"scene {scene.id} of script {script.id} is {scene.state}")
-            elif not (path := store.path_for(uri)).exists():
-                problems.append(f"scene {scene.id}: clip {uri} missing from the media store")
-            elif (actual := sha256_file(path)) != scene.result.get("sha256"):
-                problems.append(
-                    f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
-                    f"not the stored {str(scene.result.get('sha256'))[:12]}"
-                )
+            elif (damage := clip_damage(scene, store)) is not None:
+                problems.append(damage)
     return problems
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from mdame_assets.defs.clips.healing import heal_damaged_clips
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
@@ -116,6 +117,8 @@ def renders(
 ) -> dg.MaterializeResult:
     """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
     with pipeline_step(context, state.get_client(), "renders") as step:
+        # A clip that vanished or rotted since voicing goes back to the GPU queue first.
+        healed = heal_damaged_clips(step, media, "voiced", "render_queued")
         done = {
             str(script.id): _render_for(step, script, media)
             for script in scripts_entering(step, "voiced", "render_queued")
@@ -124,6 +127,7 @@ def renders(
     return dg.MaterializeResult(
         metadata={
             "rendered_now": len(done),
+            "clips_requeued": healed,
             "renders": done,
             "preview": dg.MetadataValue.path(str(media.store().path_for(preview)))
             if preview

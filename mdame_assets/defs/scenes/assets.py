@@ -4,7 +4,12 @@ from dataclasses import asdict
 
 import dagster as dg
 
-from mdame_assets.defs.clips.cache import SCENE_JOB_TYPE, cached_clip
+from mdame_assets.defs.clips.cache import (
+    SCENE_JOB_MAX_ATTEMPTS,
+    SCENE_JOB_TYPE,
+    cached_clip,
+    scene_job,
+)
 from mdame_assets.defs.scripts.assets import script_from_payload, scripts
 from mdame_assets.lifecycle import script_states
 from mdame_assets.partitions import content_partitions
@@ -15,9 +20,6 @@ from mdame_domain.media_store import LocalMediaStore
 from mdame_domain.scenes import plan_scenes
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
-
-CLIP_SECONDS = 6.0  # every clip is generated this long; the render loops or trims it per scene
-SCENE_JOB_MAX_ATTEMPTS = 3
 
 
 def _plan_script(step: Step, script: WorkUnit, store: LocalMediaStore) -> tuple[int, int]:
@@ -38,12 +40,7 @@ def _plan_script(step: Step, script: WorkUnit, store: LocalMediaStore) -> tuple[
                     "plan": asdict(plan),
                 },
                 "cached": {"uri": cached.uri, "sha256": cached.content_sha256} if cached else None,
-                "job": {
-                    "scene_hash": plan.scene_hash,
-                    "prompt": plan.visual_prompt,
-                    "palette": list(step.dimension.palette),
-                    "duration_s": CLIP_SECONDS,
-                },
+                "job": scene_job(plan.scene_hash, plan.visual_prompt, step.dimension.palette),
             }
         )
     queued = step.state.plan_scenes(

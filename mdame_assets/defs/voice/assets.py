@@ -5,6 +5,7 @@ from dataclasses import asdict
 import dagster as dg
 
 from mdame_assets.defs.clips.checks import clip_problems
+from mdame_assets.defs.clips.healing import heal_damaged_clips
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
@@ -16,6 +17,7 @@ from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
 
 scene_clips_key = dg.AssetKey("scene_clips")
+TO_VOICE = ("visuals_ready", "voice_queued")
 
 
 def _voice_for(
@@ -25,6 +27,13 @@ def _voice_for(
     phase; returns its duration. A script back here after a crash was not voiced (the phase is
     atomic), so it is synthesized again."""
     key = idempotency_key(script.idempotency_key, "voice")
+    existing = step.state.get_work_unit("voice_track", key)
+    if (
+        existing is not None
+        and media.store().problem(existing.payload["uri"], existing.payload["sha256"]) is None
+    ):  # voiced before its clips were healed: the same narration, recorded again
+        step.state.record_voice(script.id, key, existing.payload)
+        return float(existing.payload["duration_s"])
     wav = media.scratch_dir("voice") / f"{key}.wav"
     step.checkpoint()
     try:
@@ -64,8 +73,11 @@ def voice_tracks(
 ) -> dg.MaterializeResult:
     """Voice tracks with word timings for the captions."""
     with pipeline_step(context, state.get_client(), "voice_tracks") as step:
-        # scene_clips ran in the GPU code location: its gate is re-checked on this side.
-        problems = clip_problems(step, media)
+        # scene_clips ran in the GPU code location: its gate is re-checked on this side. A clip
+        # that vanished or rotted since sends its scenes back to the GPU queue (healing); any
+        # other problem stops the stage.
+        healed = heal_damaged_clips(step, media, *TO_VOICE)
+        problems = clip_problems(step, media, TO_VOICE)
         if problems:
             raise dg.Failure(
                 "scene clips failed their checks: " + "; ".join(problems), allow_retries=False
@@ -74,4 +86,6 @@ def voice_tracks(
             str(script.id): _voice_for(step, script, voice, media)
             for script in scripts_entering(step, "visuals_ready", "voice_queued")
         }
-    return dg.MaterializeResult(metadata={"voiced_now": len(durations), "durations_s": durations})
+    return dg.MaterializeResult(
+        metadata={"voiced_now": len(durations), "durations_s": durations, "clips_requeued": healed}
+    )
