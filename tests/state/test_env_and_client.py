@@ -105,7 +105,9 @@ def test_stale_pooled_connection_is_replaced_transparently(fresh_db, state) -> N
     with state._pool.connection() as conn:
         pid = conn.info.backend_pid
     with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
-        owner.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # Wait until the backend has exited: its FATAL message is then on the client's socket
+        # (without the wait, a loaded machine could check out the connection before it is).
+        owner.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
     for slug in ("tech", "science", "cooking"):  # every pooled connection is checked out once
         assert state.upsert_dimension(slug, slug.title()) > 0
 
