@@ -32,10 +32,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 [ -x "$venv/bin/python" ] || { log "creating $venv"; "$python" -m venv "$venv"; }
-log "pip install -e .[dev] (first time takes a minute or two)"
+log "pip install -e .[dev,cloud] (first time takes a minute or two)"
 pip_log=$venv/pip-install.log
 if ! { "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip \
-       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev]"; } \
+       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev,cloud]"; } \
        >"$pip_log" 2>&1; then
   tail -n 40 "$pip_log" >&2
   log "pip install failed (full log: $pip_log)"
