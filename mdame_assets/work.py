@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mdame_core.state import StateStore, WorkUnit
+from mdame_domain.idempotency import idempotency_key
 
 
 def advance(
@@ -19,3 +20,12 @@ def advance(
     refreshed = state.get_work_unit(unit.kind, unit.id)
     assert refreshed is not None
     return refreshed
+
+
+def series_key(state: StateStore, script: WorkUnit, kind: str, stage: str) -> str:
+    """The key of the script's next `kind` unit: the stage's key, or the next in its series once
+    earlier units failed because their file was damaged (healing keeps the failed unit)."""
+    remade = len(state.list_work_units(kind, script_id=script.id, state="failed"))
+    if remade == 0:
+        return idempotency_key(script.idempotency_key, stage)
+    return idempotency_key(script.idempotency_key, stage, f"remake{remade}")

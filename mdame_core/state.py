@@ -952,6 +952,16 @@ class StateStore:
             self._token(),
         )
 
+    def requeue_voice(self, script_id: int, voice_track_id: int, reason: str) -> str:
+        """The script's voice track, whose file is damaged, fails and the script goes back to
+        visuals_ready (or stays voice_queued), together. The script's state."""
+        return self._scalar("requeue_voice", script_id, voice_track_id, reason, self._token())
+
+    def requeue_render(self, script_id: int, render_id: int, reason: str) -> str:
+        """The script's render, whose file is damaged, fails and the script goes back to voiced,
+        together; refused (MD003) once a publication names the render. The script's state."""
+        return self._scalar("requeue_render", script_id, render_id, reason, self._token())
+
     def fail_script(self, script_id: int, from_state: str, reason: str) -> bool:
         """Fails a script, its pending publications and their quota; False if a video may be
         out or in flight (reconcile first)."""

@@ -147,9 +147,9 @@ class LocalMediaStore:
         if not marker.exists():
             return None
         uri = marker.read_text(encoding="utf-8").strip()
-        path = self.path_for(uri)
-        if not path.exists():
+        if self.problem(uri) is not None:  # vanished or rotted: derive it again
             return None
+        path = self.path_for(uri)
         sha256, _ = parse_media_uri(uri)
         return StoredMedia(uri=uri, sha256=sha256, size=path.stat().st_size, path=path)
 

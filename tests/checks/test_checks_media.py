@@ -8,6 +8,7 @@ or rot after they were checked (deleted, truncated, replaced or re-muxed with re
 
 from __future__ import annotations
 
+import pytest
 from checkkit import (
     ORDER,
     SilentVoice,
@@ -22,7 +23,6 @@ from checkkit import (
     truncate_half,
 )
 
-from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import sha256_file
 from mdame_resources.providers.voice import EspeakVoice
 
@@ -145,7 +145,7 @@ def test_voice_present_fails_on_a_silent_voice(clipped_rig):
 def test_voice_present_fails_on_a_voice_file_replaced_after_rendering(rendered_rig, tmp_path):
     rig = rendered_rig
     script = rig.script()
-    track = rig.state.get_work_unit("voice_track", idempotency_key(script.idempotency_key, "voice"))
+    track = rig.state.get_work_unit("voice_track", script.result["voice_track_id"])
     path = stored_path(rig.store(), track.payload["uri"])
     # Loud, clear speech, but not the narration that was timed, captioned and rendered.
     other = tmp_path / "other.wav"
@@ -174,11 +174,19 @@ def _render_file(rig):
     return render, stored_path(rig.store(), render.payload["uri"])
 
 
+def _published(rig):
+    first = rig.materialize(graph(only=("renders", "publications")))
+    assert first.success and rig.script().state == "published"
+    return _publishing_side(rig)
+
+
 def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
+    # Once a publication names the render's bytes it is never remade (healing is refused), so
+    # the damage reaches the gate, which names it.
     rig = rendered_rig
+    before = _published(rig)
     render, path = _render_file(rig)
     replace_with_small_silent_video(path)
-    before = _publishing_side(rig)
 
     result = rig.materialize(graph(only=("renders", "publications")))
 
@@ -191,11 +199,14 @@ def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
     assert check.metadata["renders_checked"].value == 1
     assert materialized(result) == {"renders"}
     assert not_started(result, "publications") == ["publications"]
-    assert _publishing_side(rig) == before == {"publications": [], "outbox": []}
+    assert _publishing_side(rig) == before
+    assert len(before["outbox"]) >= 1
+    assert rig.state.get_work_unit("render", render.id).state == "approved"  # not remade
 
 
 def test_render_probe_fails_on_a_render_whose_bytes_changed(rendered_rig):
     rig = rendered_rig
+    before = _published(rig)
     render, path = _render_file(rig)
     remux_with_new_title(path)  # same streams, same probe: only the bytes tell
 
@@ -208,4 +219,56 @@ def test_render_probe_fails_on_a_render_whose_bytes_changed(rendered_rig):
         f"not the approved {render.payload['sha256'][:12]}"
     ]
     assert not_started(result, "publications") == ["publications"]
-    assert _publishing_side(rig) == {"publications": [], "outbox": []}
+    assert _publishing_side(rig) == before
+
+
+@pytest.mark.parametrize("damage", ["deleted", "rotted"])
+def test_renders_heals_a_render_lost_before_anything_was_published(rendered_rig, damage):
+    rig = rendered_rig
+    old, path = _render_file(rig)
+    if damage == "deleted":
+        path.unlink()
+    else:
+        remux_with_new_title(path)
+
+    result = rig.materialize(graph(only=("renders", "publications")))
+
+    assert result.success
+    assert evaluation(result, "render_probe").passed
+    failed = rig.state.get_work_unit("render", old.id)
+    assert failed.state == "failed" and f"render {old.id}" in failed.result["reason"]
+    script = rig.script()
+    assert script.state == "published"
+    current, current_path = _render_file_of(rig, script)
+    assert current.id != old.id and current.state == "approved"
+    assert sha256_file(current_path) == current.payload["sha256"]
+    [publication] = rig.state.list_work_units("publication")
+    assert publication.payload["render_id"] == current.id
+    assert len(_publishing_side(rig)["outbox"]) >= 1
+
+
+def test_voice_tracks_heals_a_voice_track_lost_before_its_render(clipped_rig):
+    rig = clipped_rig
+    voiced = rig.materialize(graph(only=("voice_tracks",)))
+    assert voiced.success and rig.script().state == "voiced"
+    [old] = rig.state.list_work_units("voice_track")
+    stored_path(rig.store(), old.payload["uri"]).unlink()
+
+    result = rig.materialize(graph(only=AFTER_CLIPS))
+
+    assert result.success
+    assert evaluation(result, "voice_present").passed
+    failed = rig.state.get_work_unit("voice_track", old.id)
+    assert failed.state == "failed" and "missing from the media store" in failed.result["reason"]
+    script = rig.script()
+    assert script.state == "published"
+    current = rig.state.get_work_unit("voice_track", script.result["voice_track_id"])
+    assert current.id != old.id and current.state == "ready"
+    assert rig.store().problem(current.payload["uri"], current.payload["sha256"]) is None
+    render, _ = _render_file_of(rig, script)
+    assert render.payload["script_id"] == script.id
+
+
+def _render_file_of(rig, script):
+    render = rig.state.get_work_unit("render", script.result["render_id"])
+    return render, stored_path(rig.store(), render.payload["uri"])

@@ -91,6 +91,8 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("reconcile_upload", (ids["publication"], None, "2026-11-29T00:00:00Z", token)),
         ("fail_script", (ids["script"], "approved", "why", token)),
         ("requeue_scenes", (ids["script"], Jsonb([]), "why", "scene_clip", 3, "k", token)),
+        ("requeue_voice", (ids["script"], 1, "why", token)),
+        ("requeue_render", (ids["script"], ids["render"], "why", token)),
     ]
 
 

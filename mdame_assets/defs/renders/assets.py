@@ -5,13 +5,14 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.defs.clips.healing import heal_damaged_clips
+from mdame_assets.defs.renders.healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.work import series_key
 from mdame_core.state import WorkUnit
 from mdame_domain.captions import Cue, ass_subtitles, caption_cues
-from mdame_domain.idempotency import idempotency_key
 from mdame_domain.probe import check_render, probe_media
 from mdame_domain.render import (
     RenderInput,
@@ -31,11 +32,9 @@ def _render_inputs(
 ) -> tuple[RenderInput, str]:
     """What ffmpeg needs, and the digest of those inputs' contents."""
     store = media.store()
-    voice = step.state.get_work_unit(
-        "voice_track", idempotency_key(script.idempotency_key, "voice")
-    )
+    voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
-        raise dg.Failure(f"script {script.id} is voiced but has no voice track")
+        raise dg.Failure(f"script {script.id} names voice track {script.result['voice_track_id']}")
     scenes = sorted(
         step.state.list_work_units("scene", script_id=script.id),
         key=lambda s: s.payload["scene_index"],
@@ -86,7 +85,7 @@ def _rendered_file(step: Step, script: WorkUnit, media: MediaStoreResource, key:
 def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
     """Renders (or reuses the render of identical inputs), probes it and records the render,
     its review and the script's outcome in one phase."""
-    key = idempotency_key(script.idempotency_key, "render")
+    key = series_key(step.state, script, "render", "render")
     stored = _rendered_file(step, script, media, key)
     probe = probe_media(str(stored.path))
     payload = {
@@ -117,8 +116,10 @@ def renders(
 ) -> dg.MaterializeResult:
     """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
     with pipeline_step(context, state.get_client(), "renders") as step:
-        # A clip that vanished or rotted since voicing goes back to the GPU queue first.
+        # A clip that vanished or rotted since voicing goes back to the GPU queue first; a
+        # render that did so before anything was published from it is rendered again now.
         healed = heal_damaged_clips(step, media, "voiced", "render_queued")
+        rerendered = heal_damaged_renders(step, media, "rendered", "publishing")
         done = {
             str(script.id): _render_for(step, script, media)
             for script in scripts_entering(step, "voiced", "render_queued")
@@ -128,6 +129,7 @@ def renders(
         metadata={
             "rendered_now": len(done),
             "clips_requeued": healed,
+            "renders_requeued": rerendered,
             "renders": done,
             "preview": dg.MetadataValue.path(str(media.store().path_for(preview)))
             if preview

@@ -6,12 +6,12 @@ import dagster as dg
 
 from mdame_assets.defs.clips.checks import clip_problems
 from mdame_assets.defs.clips.healing import heal_damaged_clips
+from mdame_assets.defs.voice.healing import heal_damaged_voice
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance
+from mdame_assets.work import advance, series_key
 from mdame_core.state import WorkUnit
-from mdame_domain.idempotency import idempotency_key
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
@@ -26,14 +26,15 @@ def _voice_for(
     """Synthesizes the script's voice track and records it with the script voiced, in one
     phase; returns its duration. A script back here after a crash was not voiced (the phase is
     atomic), so it is synthesized again."""
-    key = idempotency_key(script.idempotency_key, "voice")
+    key = series_key(step.state, script, "voice_track", "voice")
     existing = step.state.get_work_unit("voice_track", key)
-    if (
-        existing is not None
-        and media.store().problem(existing.payload["uri"], existing.payload["sha256"]) is None
-    ):  # voiced before its clips were healed: the same narration, recorded again
-        step.state.record_voice(script.id, key, existing.payload)
-        return float(existing.payload["duration_s"])
+    if existing is not None:  # voiced before its clips were healed
+        problem = media.store().problem(existing.payload["uri"], existing.payload["sha256"])
+        if problem is None:  # the same narration, recorded again
+            step.state.record_voice(script.id, key, existing.payload)
+            return float(existing.payload["duration_s"])
+        step.state.requeue_voice(script.id, existing.id, f"voice track {existing.id}: {problem}")
+        key = series_key(step.state, script, "voice_track", "voice")
     wav = media.scratch_dir("voice") / f"{key}.wav"
     step.checkpoint()
     try:
@@ -77,6 +78,8 @@ def voice_tracks(
         # that vanished or rotted since sends its scenes back to the GPU queue (healing); any
         # other problem stops the stage.
         healed = heal_damaged_clips(step, media, *TO_VOICE)
+        # A track that vanished or rotted before its render was made is voiced again now.
+        revoiced = heal_damaged_voice(step, media, "voiced", "render_queued")
         problems = clip_problems(step, media, TO_VOICE)
         if problems:
             raise dg.Failure(
@@ -87,5 +90,10 @@ def voice_tracks(
             for script in scripts_entering(step, "visuals_ready", "voice_queued")
         }
     return dg.MaterializeResult(
-        metadata={"voiced_now": len(durations), "durations_s": durations, "clips_requeued": healed}
+        metadata={
+            "voiced_now": len(durations),
+            "durations_s": durations,
+            "clips_requeued": healed,
+            "voice_requeued": revoiced,
+        }
     )

@@ -6,7 +6,6 @@ import dagster as dg
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import read_step
-from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import sha256_file
 from mdame_domain.probe import mean_volume_db
 from mdame_resources.media import MediaStoreResource
@@ -25,9 +24,7 @@ def voice_present(
     for script in step.units("script"):
         if script.state not in VOICED:
             continue
-        track = step.state.get_work_unit(
-            "voice_track", idempotency_key(script.idempotency_key, "voice")
-        )
+        track = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
         path = media.store().path_for(track.payload["uri"]) if track else None
         if track is None or path is None or not path.exists():
             problems.append(f"script {script.id}: no voice file")
