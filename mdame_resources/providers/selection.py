@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import dagster as dg
 
-from mdame_core.settings import mdame_env
+from mdame_core.settings import SettingsError, mdame_env
 from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
 from mdame_resources.providers.safety import GeminiSafetyClassifier, RuleSafetyClassifier
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
@@ -42,6 +43,29 @@ def production_providers() -> dict[str, Any]:
     }
 
 
+# Which set runs: "offline" (dev's default), "production" (prod's default, and the only set
+# ENV=prod accepts: offline providers refuse to run there), or "fakes": the production providers
+# against the local protocol servers of mdame_fakes (their endpoints come from the MDAME_*_URL
+# variables), with procedural visuals (no GPU) and the outbox as the channel.
+PROVIDERS_VAR = "MDAME_PROVIDERS"
+PROVIDER_SETS = ("offline", "production", "fakes")
+
+
+def provider_set() -> str:
+    chosen = os.environ.get(PROVIDERS_VAR) or ("production" if mdame_env() == "prod" else "offline")
+    if chosen not in PROVIDER_SETS:
+        raise SettingsError(
+            f"{PROVIDERS_VAR} must be one of {', '.join(PROVIDER_SETS)}, not {chosen!r}"
+        )
+    return chosen
+
+
 def providers_for_environment() -> dict[str, Any]:
-    """dev runs the offline providers; prod the production ones (and refuses offline ones)."""
-    return production_providers() if mdame_env() == "prod" else offline_providers()
+    """The providers of the chosen set (see PROVIDERS_VAR)."""
+    chosen = provider_set()
+    if chosen == "offline":
+        return offline_providers()
+    providers = production_providers()
+    if chosen == "fakes":
+        providers.update(visuals=ProceduralVisuals(), publisher=OutboxPublisher())
+    return providers

@@ -71,3 +71,39 @@ def test_partition_ref_reads_the_context_by_dimension_name():
     assert result.output_for_node("seen_partition") == "2026-11-29|tech"
     with pytest.raises(ValueError, match="not YYYY-MM-DD"):
         PartitionRef.parse("tech")
+
+
+def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
+    from mdame_core.settings import SettingsError
+    from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
+    from mdame_resources.providers.selection import providers_for_environment
+    from mdame_resources.providers.visuals import ProceduralVisuals
+    from mdame_resources.providers.writer import GeminiScriptWriter, LocalScriptWriter
+
+    monkeypatch.delenv("MDAME_PROVIDERS", raising=False)
+    assert isinstance(providers_for_environment()["writer"], LocalScriptWriter)  # dev default
+
+    monkeypatch.setenv("MDAME_PROVIDERS", "fakes")
+    fakes = providers_for_environment()
+    assert isinstance(fakes["writer"], GeminiScriptWriter)  # the production code path
+    assert isinstance(fakes["visuals"], ProceduralVisuals)  # ... without a GPU
+    assert isinstance(fakes["publisher"], OutboxPublisher)  # ... or a real channel
+
+    monkeypatch.setenv("ENV", "prod")
+    monkeypatch.delenv("MDAME_PROVIDERS")
+    assert isinstance(providers_for_environment()["publisher"], YouTubePublisher)  # prod default
+    monkeypatch.setenv("MDAME_PROVIDERS", "fakes")
+    with pytest.raises(dg.DagsterResourceFunctionError) as refused:
+        dg.materialize(
+            [recorded_env], resources={"state": providers_for_environment()["publisher"]}
+        )
+    assert "OutboxPublisher is an offline provider and ENV=prod refuses it" in str(
+        refused.value.__cause__
+    )
+
+    monkeypatch.setenv("MDAME_PROVIDERS", "mocks")
+    with pytest.raises(
+        SettingsError,
+        match="MDAME_PROVIDERS must be one of offline, production, fakes, not 'mocks'",
+    ):
+        providers_for_environment()

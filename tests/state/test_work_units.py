@@ -190,8 +190,10 @@ def test_other_kinds_follow_their_tables(held, chain) -> None:
     held.transition("publication", pub, "uploading", "pending", {"reconciled": "not uploaded"})
     held.transition("publication", pub, "pending", "uploading")
     held.transition("publication", pub, "uploading", "published", {"video_id": "v1"})
+    # A ready voice track may fail (its file vanished: 0007's healing); failed is final.
+    held.transition("voice_track", chain["voice_track"], "ready", "failed", {"reason": "gone"})
     with pytest.raises(StateConflict):
-        held.transition("voice_track", chain["voice_track"], "ready", "failed")  # terminal
+        held.transition("voice_track", chain["voice_track"], "failed", "ready")
     with pytest.raises(StateConflict):
         held.transition("trend", chain["trend"], "scored", "failed")
 
@@ -213,6 +215,11 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
         ("voice_queued", "halted"),
         # Healing (0006): a script whose clips vanished goes back to planned until it is voiced.
         *((s, "planned") for s in ("visuals_ready", "voice_queued", "voiced", "render_queued")),
+        # Healing (0007): a damaged voice track or render is made again.
+        ("voiced", "visuals_ready"),
+        ("render_queued", "visuals_ready"),
+        ("rendered", "voiced"),
+        ("publishing", "voiced"),
     }
     expected |= {(s, "failed") for s in SCRIPT_PATH[:-1]}
     assert set(rows) == expected
