@@ -1156,7 +1156,8 @@ class StateStore:
     def job_states(self, idempotency_keys: Sequence[str]) -> dict[str, str]:
         """State of each job by its idempotency key (keys with no job are absent)."""
         rows = self._select(
-            "SELECT idempotency_key, state FROM mdame.jobs WHERE idempotency_key = ANY(%s)",
+            """SELECT k.idempotency_key, j.state FROM mdame.job_keys k
+                 JOIN mdame.jobs j ON j.id = k.job_id WHERE k.idempotency_key = ANY(%s)""",
             [list(idempotency_keys)],
         )
         return dict(rows)
