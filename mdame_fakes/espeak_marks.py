@@ -150,7 +150,11 @@ def _marks(
     tokens = _tokens(text)
     # Each token belongs to the last espeak word event at or before it: espeak speaks some
     # function words together with their neighbour ("of the") and reports one event for both.
-    starts = [(position - 1, audio_ms / 1000) for position, _length, audio_ms in words]
+    # Zero-length events (a sentence's end) and positions running backwards mark no word.
+    starts: list[tuple[int, float]] = []
+    for position, length, audio_ms in words:
+        if length > 0 and (not starts or position - 1 > starts[-1][0]):
+            starts.append((position - 1, audio_ms / 1000))
     groups: list[tuple[float, list[str]]] = []
     event = -1
     for char_index, word in tokens:
