@@ -105,7 +105,9 @@ class _Library:
 
     def speak(self, text: str, voice: str, words_per_minute: int, pitch: int) -> Speech:
         with self.lock:
-            if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+            # 'en-gb' is a language, not a voice name: try it, then its language alone.
+            names = dict.fromkeys([voice, voice.split("-")[0]])
+            if all(self.lib.espeak_SetVoiceByName(name.encode()) != 0 for name in names):
                 raise EspeakError(f"espeak-ng has no voice {voice!r}")
             self.lib.espeak_SetParameter(_RATE, words_per_minute, 0)
             self.lib.espeak_SetParameter(_PITCH, pitch, 0)

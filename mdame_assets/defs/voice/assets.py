@@ -37,7 +37,9 @@ def _voice_for(
     wav = media.scratch_dir("voice") / f"{key}.wav"
     step.checkpoint()
     try:
-        track = voice.synthesize(script.payload["script"]["text"], step.dimension.voice, wav)
+        track = voice.synthesize(
+            script.payload["script"]["text"], step.dimension.voice, wav, step.dimension.tts
+        )
     except VoiceSynthesisError as exc:
         # Quality over availability: nothing degraded is published.
         advance(step.state, script, "halted", {"reason": str(exc)[:500]})
