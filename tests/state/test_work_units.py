@@ -213,6 +213,9 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
         ("voice_queued", "halted"),
         # Healing (0006): a script whose clips vanished goes back to planned until it is voiced.
         *((s, "planned") for s in ("visuals_ready", "voice_queued", "voiced", "render_queued")),
+        # Voice HALT with a backoff retry (0009): halted waits for its retry, or fails.
+        ("halted", "voice_queued"),
+        ("halted", "failed"),
     }
     expected |= {(s, "failed") for s in SCRIPT_PATH[:-1]}
     assert set(rows) == expected
