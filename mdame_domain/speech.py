@@ -72,7 +72,7 @@ def coverage_problems(
         if _norm(words[-1].word) not in tail:
             problems.append(
                 f"the last word received is {words[-1].word!r}, not one of the text's last "
-                f"words {sent[-rules.tail_words:]}"
+                f"words {sent[-rules.tail_words :]}"
             )
         last_end = max(w.end_s for w in words)
         if last_end > audio_duration_s + rules.end_tolerance_s:

@@ -139,7 +139,9 @@ def encode_mp3(speech: Speech) -> bytes:
     return done.stdout
 
 
-def _headers(path: str, request_id: str, content_type: str = "application/json; charset=utf-8") -> str:  # noqa: E501
+def _headers(
+    path: str, request_id: str, content_type: str = "application/json; charset=utf-8"
+) -> str:
     return f"X-RequestId:{request_id}\r\nContent-Type:{content_type}\r\nPath:{path}\r\n\r\n"
 
 
@@ -243,14 +245,14 @@ class EdgeTtsServer:
             elif "Path:ssml" in head:
                 text, locale, rate, pitch = parse_ssml(body)
                 self.requests.append(Request(config, text, locale, rate, pitch, fault))
-                await self._answer(ws, text, locale, rate, pitch, fault)
+                await self._answer(request, ws, text, locale, rate, pitch, fault)
                 break
         await ws.close()
         return ws
 
     async def _answer(
-        self, ws: web.WebSocketResponse, text: str, locale: str, rate: str, pitch: str,
-        fault: str | None,
+        self, request: web.Request, ws: web.WebSocketResponse, text: str, locale: str,
+        rate: str, pitch: str, fault: str | None,
     ) -> None:  # fmt: skip
         request_id = uuid.uuid4().hex
         await ws.send_str(_headers("turn.start", request_id) + '{"context":{"serviceTag":"fake"}}')
@@ -280,7 +282,7 @@ class EdgeTtsServer:
         for index, piece in enumerate(pieces):
             if fault == "drop" and index >= max(1, len(pieces) // 2):
                 # Cut the TCP connection with no close frame, as a dropped network does.
-                transport = ws._req.transport if ws._req is not None else None  # noqa: SLF001
+                transport = request.transport
                 if transport is not None:
                     transport.abort()
                 return
@@ -309,8 +311,7 @@ class EdgeTtsServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr]  # noqa: SLF001,E501
-        self.port = sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]  # the ephemeral port when 0 was asked
 
     async def stop(self) -> None:
         if self._stopping is not None:
@@ -325,7 +326,9 @@ def _speak_and_encode(text: str, voice: str, rate: str, pitch: str) -> tuple[Spe
 
 
 @contextlib.contextmanager
-def running(host: str = "127.0.0.1", port: int = 0, stall_s: float = 3600.0) -> Iterator[EdgeTtsServer]:  # noqa: E501
+def running(
+    host: str = "127.0.0.1", port: int = 0, stall_s: float = 3600.0
+) -> Iterator[EdgeTtsServer]:
     """The server on its own event-loop thread for the duration of the block."""
     server = EdgeTtsServer(host, port, stall_s)
     loop = asyncio.new_event_loop()

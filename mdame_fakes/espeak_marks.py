@@ -92,7 +92,9 @@ class _Library:
                 cls._instance = _Library()
             return cls._instance
 
-    def _on_synth(self, wav: ctypes.Array[ctypes.c_short], count: int, events: ctypes.Array[_Event]) -> int:  # type: ignore[type-arg]  # noqa: E501
+    def _on_synth(
+        self, wav: ctypes.Array[ctypes.c_short], count: int, events: ctypes.Array[_Event]
+    ) -> int:
         if count > 0 and wav:
             self._samples.extend(wav[:count])
         i = 0
@@ -122,7 +124,9 @@ class _Library:
             if rc != 0:
                 raise EspeakError(f"espeak_Synth failed with {rc}")
             samples, words = self._samples, self._words
-        return Speech(samples.tobytes(), self.sample_rate, _marks(text, samples, words, self.sample_rate))
+        return Speech(
+            samples.tobytes(), self.sample_rate, _marks(text, samples, words, self.sample_rate)
+        )
 
 
 _TOKEN = re.compile(r"\S+")

@@ -173,7 +173,9 @@ class EdgeGeminiVoiceChain(VoiceResource):
             except edge_errors.NoAudioReceived as exc:
                 raise EdgeTtsFailure("no audio", "NoAudioReceived") from exc
             except edge_errors.SkewAdjustmentError as exc:
-                raise EdgeTtsFailure("403", f"refused, and no clock skew to correct: {exc}") from exc
+                raise EdgeTtsFailure(
+                    "403", f"refused, and no clock skew to correct: {exc}"
+                ) from exc
             except edge_errors.EdgeTTSException as exc:
                 raise EdgeTtsFailure("protocol error", f"{type(exc).__name__}: {exc}") from exc
             except (aiohttp.ClientError, OSError) as exc:

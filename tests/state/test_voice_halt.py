@@ -65,14 +65,16 @@ def test_retry_is_refused_before_the_backoff_and_allowed_after(held, script, own
     with pytest.raises(RetryNotDue, match="not due before"):
         held.retry_halted_voice(script)
     assert held.get_work_unit("script", script).state == "halted"
-    assert held.voice_retries_due(held.get_work_unit("script", script).refs["dimension_id"], DAY) == []
+    assert (
+        held.voice_retries_due(held.get_work_unit("script", script).refs["dimension_id"], DAY) == []
+    )
     _expire(owner, script)
     assert [h.script_id for h in held.voice_retries_due(
         held.get_work_unit("script", script).refs["dimension_id"], DAY
     )] == [script]  # fmt: skip
-    assert [(p.partition_date, p.dimension_slug) for p in held.partitions_with_voice_retry_due()] == [
-        (DAY, "tech")
-    ]
+    assert [
+        (p.partition_date, p.dimension_slug) for p in held.partitions_with_voice_retry_due()
+    ] == [(DAY, "tech")]
     assert held.retry_halted_voice(script) == "voice_queued"
     with pytest.raises(StateConflict):  # once only
         held.retry_halted_voice(script)

@@ -62,9 +62,7 @@ def _voice_for(
         # Quality over availability: nothing degraded is published. The halt, its reason, its
         # backoff and the alert event commit together.
         reason = str(exc)[:500]
-        next_retry = step.state.halt_voice(
-            script.id, reason, VOICE_BACKOFF_BASE_S, VOICE_MAX_HALTS
-        )
+        next_retry = step.state.halt_voice(script.id, reason, VOICE_BACKOFF_BASE_S, VOICE_MAX_HALTS)
         step.log("voice_halted", script_id=script.id, reason=reason, next_retry=str(next_retry))
         retry = f"voice retried after {next_retry.isoformat()}" if next_retry else "no retry left"
         raise dg.Failure(
