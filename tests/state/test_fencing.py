@@ -91,6 +91,8 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("reconcile_upload", (ids["publication"], None, "2026-11-29T00:00:00Z", token)),
         ("fail_script", (ids["script"], "approved", "why", token)),
         ("requeue_scenes", (ids["script"], Jsonb([]), "why", "scene_clip", 3, "k", token)),
+        ("halt_voice", (ids["script"], "why", 900, 4, token)),
+        ("retry_halted_voice", (ids["script"], token)),
     ]
 
 
