@@ -93,6 +93,8 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("requeue_scenes", (ids["script"], Jsonb([]), "why", "scene_clip", 3, "k", token)),
         ("requeue_voice", (ids["script"], 1, "why", token)),
         ("requeue_render", (ids["script"], ids["render"], "why", token)),
+        ("halt_voice", (ids["script"], "why", 900, 4, token)),
+        ("retry_halted_voice", (ids["script"], token)),
     ]
 
 
