@@ -201,9 +201,7 @@ class _Generator:
         kind = kind.lower()
         if kind == "object":
             props = schema.get("properties") or {}
-            return {
-                key: self.value(sub, f"{path}.{key}", key, index) for key, sub in props.items()
-            }
+            return {key: self.value(sub, f"{path}.{key}", key, index) for key, sub in props.items()}
         if kind == "array":
             items = schema.get("items") or {"type": "string"}
             low = int(_get(schema, "minItems", "min_items") or 1)
@@ -246,7 +244,8 @@ class _Generator:
     def _sentences(self, count: int, path: str) -> str:
         start = _digest(self.prompt, path) % len(self.words)
         picked = [self.words[(start + i) % len(self.words)] for i in range(count)]
-        sentences, out = [], []
+        sentences: list[str] = []
+        out: list[str] = []
         for i, word in enumerate(picked):
             out.append(word.lower() if out else word.capitalize())
             if len(out) >= 10 or i == len(picked) - 1:
@@ -329,7 +328,9 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
     """The JSON body of a 200 answer to a generateContent request (faults that are a 200)."""
     config = _get(body, "generationConfig", "generation_config") or {}
     prompt = _text_of(body.get("contents"))
-    modalities = [str(m).upper() for m in _get(config, "responseModalities", "response_modalities") or []]
+    modalities = [
+        str(m).upper() for m in _get(config, "responseModalities", "response_modalities") or []
+    ]
     kind = fault.kind if fault else None
     if kind == "safety":
         return {
@@ -351,9 +352,7 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
         seconds = len(pcm) / 2 / SAMPLE_RATE
         part = {"inlineData": {"mimeType": mime, "data": base64.b64encode(data).decode()}}
         return {
-            "candidates": [
-                {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}
-            ],
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
             "usageMetadata": _usage(prompt, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND), 0),
         }
     schema = _schema_of(config)
@@ -513,7 +512,9 @@ def _serve(host: str, port: int, fake: FakeGemini) -> _Server:
 
 
 @contextlib.contextmanager
-def running(tts_format: str = "pcm", host: str = "127.0.0.1", port: int = 0) -> Iterator[FakeGemini]:
+def running(
+    tts_format: str = "pcm", host: str = "127.0.0.1", port: int = 0
+) -> Iterator[FakeGemini]:
     """The server on an ephemeral port for the block; yields its state (`.base_url`,
     `.faults.push(kind)`, `.set_score(x)`, `.set_field(name, value)`, `.requests`)."""
     if tts_format not in ("pcm", "wav"):
