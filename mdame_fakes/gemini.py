@@ -126,6 +126,8 @@ class FakeGemini:
     faults: FaultQueue = field(default_factory=FaultQueue)
     score: float | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    # Forced usageMetadata counts (e.g. {"candidatesTokenCount": 200}), for exact budget tests.
+    usage: dict[str, int] = field(default_factory=dict)
     requests: list[SeenRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     base_url: str = ""
@@ -138,7 +140,7 @@ class FakeGemini:
 
     def reset(self) -> None:
         self.faults.clear()
-        self.score, self.fields = None, {}
+        self.score, self.fields, self.usage = None, {}, {}
         with self.lock:
             self.requests.clear()
 
@@ -472,7 +474,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"candidates": [{"content": {"parts": [{"text": "trunc')
         else:
             try:
-                self._send(200, json.dumps(answer(state, body, fault)).encode())
+                reply = answer(state, body, fault)
+                if state.usage and "usageMetadata" in reply:
+                    meta = {**reply["usageMetadata"], **state.usage}
+                    meta["totalTokenCount"] = sum(
+                        meta[k]
+                        for k in ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
+                    )
+                    reply["usageMetadata"] = meta
+                self._send(200, json.dumps(reply).encode())
             except _BadRequest as exc:
                 self._send(400, _error_body(400, "INVALID_ARGUMENT", str(exc)))
 
@@ -486,6 +496,8 @@ class _Handler(BaseHTTPRequestHandler):
                     state.set_score(body["score"])
                 for name, value in (body.get("fields") or {}).items():
                     state.set_field(name, value)
+                if "usage" in body:
+                    state.usage = dict(body["usage"])
                 if "tts_format" in body:
                     state.tts_format = body["tts_format"]
             elif path == "/_fake/reset":

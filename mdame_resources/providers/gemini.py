@@ -26,6 +26,8 @@ error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or m
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import io
 import json
 import os
@@ -34,6 +36,7 @@ import wave
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -64,6 +67,25 @@ DEFAULT_MAX_ATTEMPTS = 4
 GRACE_S = 180
 _BLOCK_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
 _RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+def _http_modules() -> list[ModuleType]:
+    """google-genai talks through httpx, or its fork httpx2 in recent releases: both raise
+    their own transport exceptions."""
+    modules: list[ModuleType] = [httpx]
+    with contextlib.suppress(ImportError):
+        modules.append(importlib.import_module("httpx2"))
+    return modules
+
+
+def _errors(*names: str) -> tuple[type[BaseException], ...]:
+    return tuple(getattr(m, n) for m in _http_modules() for n in names if hasattr(m, n))
+
+
+# Nothing reached the server: a definite failure, nothing billed.
+_NOT_SENT = _errors("ConnectError", "ConnectTimeout", "PoolTimeout")
+# Sent, and no answer: the outcome is unknown.
+_NO_ANSWER = _errors("TimeoutException", "TransportError")
 
 
 class PaidCallFailed(RuntimeError):
@@ -244,11 +266,10 @@ class PaidCaller:
             headers = getattr(getattr(exc, "response", None), "headers", None) or {}
             wait = parse_retry_after(headers.get("retry-after")) if exc.code == 429 else None
             return None, _Outcome("release", detail), wait if wait is not None else -1
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            # Nothing reached the server: a definite failure, nothing billed.
+        except _NOT_SENT as exc:
             detail = {"error": f"not sent: {type(exc).__name__}"}
             return None, _Outcome("release", detail), -1
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except _NO_ANSWER as exc:
             return None, _Outcome("unknown", {"error": f"no answer: {type(exc).__name__}"}), None
         except json.JSONDecodeError:
             detail = {"error": "the answer was not JSON", "settled_at": "estimate"}
