@@ -98,7 +98,7 @@ def _material(brief: TopicBrief) -> str:
     return f"Topic: {brief.title}\nDetails: {snippets}\nKeywords: {keywords}"
 
 
-def _script_schema(body_words: int) -> dict[str, object]:
+def _script_schema(body_words: int, language: str) -> dict[str, object]:
     low, high = max(40, body_words - 8), body_words + 8
     return {
         "type": "object",
@@ -111,7 +111,11 @@ def _script_schema(body_words: int) -> dict[str, object]:
                 "type": "string",
                 "description": "the closing call to action, 8-14 words",
             },
-            "language": {"type": "string", "description": "the ISO 639-1 code written in"},
+            "language": {
+                "type": "string",
+                "enum": [language],
+                "description": "the ISO 639-1 code of the language written in",
+            },
         },
         "required": ["body", "call_to_action", "language"],
     }
@@ -236,7 +240,7 @@ class _TopicWriter:
                 cta=_cta(self.ctx),
             ),
             f"{_material(self.brief)}\nWrite about {target - HOOK_WORDS} words of body.",
-            _script_schema(target - HOOK_WORDS - 10),
+            _script_schema(target - HOOK_WORDS - 10, self.language),
             self.writer.script_max_output_tokens,
             SCRIPT_TEMPERATURE,
             self._draft_parser(target),
