@@ -61,9 +61,7 @@ def test_writer_returns_a_valid_script_from_structured_output(fake, fenced, owne
     assert again.script == script and again.spend_micros == 0 and len(fake.requests) == 5
 
 
-def test_writer_rejects_the_topic_after_two_retries_with_the_critics_reasons(
-    fake, fenced, owner
-):
+def test_writer_rejects_the_topic_after_two_retries_with_the_critics_reasons(fake, fenced, owner):
     fake.set_score(0.3)  # the critic scores every hook low
     outcome = _writer(fake).write_topic(BRIEF, 0.72, context(fenced))
     assert outcome.script is None and outcome.attempts == 3
