@@ -94,7 +94,9 @@ def rig(fresh_db, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     state.close()
 
 
-def test_scripts_are_written_by_gemini_once_and_the_key_leaks_nowhere(rig, fake, owner, capfd):
+def test_scripts_are_written_by_gemini_once_and_the_key_leaks_nowhere(
+    rig, fake, owner, capfd, caplog
+):
     marker, state, instance, db = rig
     first = _run(instance, db.app, DAY)
     assert first.success, [e.message for e in first.all_events if e.is_failure]
