@@ -330,6 +330,9 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
     """The JSON body of a 200 answer to a generateContent request (faults that are a 200)."""
     config = _get(body, "generationConfig", "generation_config") or {}
     prompt = _text_of(body.get("contents"))
+    # The system instruction is billed as prompt tokens too.
+    system = _text_of(_get(body, "systemInstruction", "system_instruction") or [])
+    billed = f"{system}\n{prompt}" if system else prompt
     modalities = [
         str(m).upper() for m in _get(config, "responseModalities", "response_modalities") or []
     ]
@@ -337,14 +340,14 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
     if kind == "safety":
         return {
             "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": []},
-            "usageMetadata": _usage(prompt, 0, 0),
+            "usageMetadata": _usage(billed, 0, 0),
         }
     if kind == "empty":
-        return {"candidates": [], "usageMetadata": _usage(prompt, 0, 0)}
+        return {"candidates": [], "usageMetadata": _usage(billed, 0, 0)}
     if kind == "safety_finish":
         return {
             "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": []}],
-            "usageMetadata": _usage(prompt, 0, 0),
+            "usageMetadata": _usage(billed, 0, 0),
         }
     if "AUDIO" in modalities:
         if _voice_name(config) is None:
@@ -355,7 +358,7 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
         part = {"inlineData": {"mimeType": mime, "data": base64.b64encode(data).decode()}}
         return {
             "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
-            "usageMetadata": _usage(prompt, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND), 0),
+            "usageMetadata": _usage(billed, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND), 0),
         }
     schema = _schema_of(config)
     mime = _get(config, "responseMimeType", "response_mime_type")
@@ -376,7 +379,7 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
                 "index": 0,
             }
         ],
-        "usageMetadata": _usage(prompt, _tokens(text), _thoughts(config)),
+        "usageMetadata": _usage(billed, _tokens(text), _thoughts(config)),
         "modelVersion": "fake-gemini",
     }
 
