@@ -3,7 +3,7 @@ arithmetic, Retry-After, audio mime types and model-output checks."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -87,7 +87,7 @@ def test_cost_is_exact_integer_micros_with_thinking_at_the_output_rate() -> None
 
 
 def test_retry_after() -> None:
-    now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after("Mon, 30 Nov 2026 12:00:30 GMT", now) == 30.0
     assert parse_retry_after("99999") == 120.0
