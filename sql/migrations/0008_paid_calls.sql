@@ -129,8 +129,10 @@ CREATE FUNCTION mdame._paid_attempt(p_attempt_id bigint, p_lock_token bigint)
 RETURNS mdame.provider_attempts
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_attempt mdame.provider_attempts := mdame._lock_attempt(p_attempt_id);
+  v_attempt mdame.provider_attempts;
 BEGIN
+  PERFORM mdame._fence_token(p_lock_token);  -- a stale token is refused before anything else
+  v_attempt := mdame._lock_attempt(p_attempt_id);
   IF NOT v_attempt.detail ? 'budget_key' THEN
     RAISE EXCEPTION USING ERRCODE = 'MD006',
       MESSAGE = format('mdame: attempt %s is not a paid call', p_attempt_id);
@@ -215,8 +217,11 @@ BEGIN
 END
 $$;
 
+-- The helpers are not SECURITY DEFINER: called by the app directly they could change nothing.
 REVOKE ALL ON FUNCTION mdame._paid_period(), mdame._settle_at_estimate(mdame.provider_attempts),
-  mdame._paid_attempt(bigint, bigint) FROM PUBLIC, mdame_app;
+  mdame._paid_attempt(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mdame._paid_period(), mdame._settle_at_estimate(mdame.provider_attempts),
+  mdame._paid_attempt(bigint, bigint) TO mdame_app;
 REVOKE ALL ON FUNCTION
   mdame.begin_paid_call(text, text, text, text, bigint, bigint, integer, integer, jsonb, bigint),
   mdame.settle_paid_call(bigint, text, bigint, jsonb, bigint),
