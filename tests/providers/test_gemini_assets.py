@@ -155,3 +155,16 @@ def test_the_cap_stops_the_scripts_with_an_event_and_nothing_half_written(rig, f
     ).fetchall()
     assert len(events) == 1
     assert_balanced(owner)
+
+
+def test_a_hook_rejected_topic_keeps_the_critics_reasons_and_its_spend(rig, fake, owner):
+    marker, state, instance, db = rig
+    fake.set_score(0.3)  # the critic scores every hook below the threshold
+    result = _run(instance, db.app, DAY)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert _metadata(result)["outcomes"] == ["hook_rejected"]
+    assert state.list_work_units("script") == []
+    [topic] = [t for t in state.list_work_units("topic") if t.state == "rejected"]
+    assert topic.result["rejected_by"] == "hook" and topic.result["attempts"] == 3
+    assert len(topic.result["reasons"]) == 3 and topic.result["spend_micros"] > 0
+    assert_balanced(owner)

@@ -72,7 +72,9 @@ def test_success_settles_at_actual_usage_and_a_repeat_is_not_paid_again(fake, fe
     assert attempt.status == "succeeded" and len(attempt.request_hash) == 64
 
 
-@pytest.mark.parametrize("kind", ["500", "503", "429", "malformed", "schema", "empty"])
+@pytest.mark.parametrize(
+    "kind", ["500", "503", "429", "malformed", "schema", "empty", "max_tokens"]
+)
 def test_a_transient_fault_is_retried_through_the_ledger(fake, fenced, owner, kind):
     fake.faults.push(kind, retry_after=0) if kind == "429" else fake.faults.push(kind)
     result = _call(_caller(fake, fenced))
@@ -80,7 +82,12 @@ def test_a_transient_fault_is_retried_through_the_ledger(fake, fenced, owner, ki
     attempts = fenced.list_attempts("work-1")
     assert [a.status for a in attempts] == ["failed", "succeeded"]
     book = assert_balanced(owner)
-    billed = kind in ("malformed", "schema", "empty")  # a 200 is billed, a refusal is not
+    billed = kind in (
+        "malformed",
+        "schema",
+        "empty",
+        "max_tokens",
+    )  # a 200 is billed, a refusal is not
     assert (book["released"] == 0) == billed
 
 
@@ -93,6 +100,7 @@ def test_a_transient_fault_is_retried_through_the_ledger(fake, fenced, owner, ki
         ("malformed", "not JSON"),
         ("schema", "invalid answer"),
         ("empty", "no candidates"),
+        ("max_tokens", "cut off at max_output_tokens"),
     ],
 )
 def test_a_persistent_fault_is_a_clear_error_after_bounded_retries(
