@@ -12,7 +12,7 @@ from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.writer import Script, TopicBrief
-from mdame_resources.providers.budget import BudgetExhausted, CallContext
+from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.providers.writer import ScriptWriterResource, WriteOutcome
 from mdame_resources.state import StateStoreResource
@@ -25,12 +25,6 @@ def script_from_payload(payload: dict[str, Any]) -> Script:
     return Script(**data)
 
 
-def call_context(step: Step) -> CallContext:
-    """What a paid provider needs from the step: the fenced store, the dimension, the fence
-    check before each call."""
-    return CallContext(step.state, step.dimension, step.checkpoint)
-
-
 def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> WriteOutcome:
     brief = TopicBrief(
         title=topic.payload["title"],
@@ -39,7 +33,7 @@ def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> WriteOu
         dimension_title=step.dimension.title,
         language=step.dimension.language,
     )
-    return writer.write_topic(brief, step.dimension.hook_threshold, call_context(step))
+    return writer.write_topic(brief, step.dimension.hook_threshold, step.paid_context())
 
 
 def _script_for(
@@ -60,7 +54,10 @@ def _script_for(
         advance(step.state, topic, "rejected", detail)
         return "hook_rejected", outcome.spend_micros
     decision = safety.decide(
-        script.text, step.dimension.safety_profile, step.dimension.blocked_terms, call_context(step)
+        script.text,
+        step.dimension.safety_profile,
+        step.dimension.blocked_terms,
+        step.paid_context(),
     )
     script_id = step.state.record_script(
         idempotency_key(topic.idempotency_key, "script"),

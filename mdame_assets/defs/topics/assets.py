@@ -10,7 +10,7 @@ from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.topics import repeat_of
-from mdame_resources.providers.budget import BudgetExhausted, CallContext
+from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
 
@@ -25,7 +25,7 @@ def _decision(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> 
         f"{trend.payload['title']}. {trend.payload['summary']}",
         step.dimension.safety_profile,
         step.dimension.blocked_terms,
-        CallContext(step.state, step.dimension, step.checkpoint),
+        step.paid_context(),
     )
     return {
         "verdict": decision.verdict,
