@@ -169,6 +169,16 @@ class CacheEntry:
 
 
 @dataclass(frozen=True)
+class FeedCacheEntry:
+    """A trend source's last full response: its validators and items (issue 8, feeds)."""
+
+    etag: str | None
+    last_modified: str | None
+    items: list[dict[str, Any]]
+    fetched_at: datetime
+
+
+@dataclass(frozen=True)
 class WorkUnit:
     kind: str
     id: int
@@ -1286,6 +1296,33 @@ class StateStore:
             [list(idempotency_keys)],
         )
         return dict(rows)
+
+    # -- the trend sources' conditional-GET cache (0010; shared by dimensions: not fenced) -----
+    def get_feed_cache(self, source_url: str) -> FeedCacheEntry | None:
+        rows = self.call("get_feed_cache", source_url)
+        return FeedCacheEntry(*rows[0]) if rows else None
+
+    def record_feed_fetch(
+        self,
+        source_url: str,
+        etag: str | None,
+        last_modified: str | None,
+        items: Sequence[JsonObject] | None,
+    ) -> int:
+        """A full response (items) replaces the cache; items None records a 304."""
+        return self._scalar(
+            "record_feed_fetch",
+            source_url,
+            etag,
+            last_modified,
+            None if items is None else _json(list(items)),
+        )
+
+    def record_feed_failure(
+        self, source_url: str, reason: str, execution_id: str | None = None
+    ) -> int:
+        """Counts a failed fetch on the source and records a `fetch_failed` event."""
+        return self._scalar("record_feed_failure", source_url, reason, execution_id)
 
     def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:
         rows = self._select(

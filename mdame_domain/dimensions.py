@@ -15,6 +15,13 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.feed_sources import (
+    FeedSource,
+    SourceConfigError,
+    parse_sources,
+    source_from_feed_entry,
+    source_from_json,
+)
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
@@ -155,10 +162,18 @@ class DimensionConfig:
     call_to_action: str = ""  # empty: the writer asks for one that fits the dimension
     target_seconds: int = 45
     # -- end of slice "gem" ----------------------------------------------------------------
+    # --- live trend feeds (issue 8, slice "feeds"): typed sources besides `feeds:` (files or
+    # feed URLs); see mdame_domain/feed_sources.py for the kinds and their fields.
+    sources: tuple[FeedSource, ...] = ()
+    # --- end of slice "feeds"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def trend_sources(self) -> tuple[FeedSource, ...]:
+        """Every trend source: the `feeds:` entries first (files or URLs), then `sources:`."""
+        return tuple(source_from_feed_entry(f) for f in self.feeds) + self.sources
 
 
 class _Reader:
@@ -215,9 +230,10 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
     threshold = float(r.get("hook_threshold", (int, float), 0.72))
     if not 0.0 < threshold <= 1.0:
         raise r.fail("hook_threshold", "must be in (0, 1]")
-    feeds = r.strings("feeds")
-    if not feeds:
-        raise r.fail("feeds", "needs at least one feed")
+    feeds = r.strings("feeds", [])
+    sources = _sources(r)
+    if not feeds and not sources:
+        raise r.fail("feeds", "needs at least one feed (or an entry in sources)")
     flags = r.get("flags", Mapping, {})
     required_reviews = r.strings("required_reviews", ["technical"])
     if not required_reviews or not all(CHECK_NAME_PATTERN.match(c) for c in required_reviews):
@@ -248,6 +264,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         topic_lookback_days=lookback,
         tts=_voice_settings(r),
         **_gemini_fields(r),
+        sources=sources,
         source=source,
     )
 
@@ -297,6 +314,15 @@ def _gemini_fields(r: _Reader) -> dict[str, Any]:
         "call_to_action": cta,
         "target_seconds": target,
     }
+
+
+def _sources(r: _Reader) -> tuple[FeedSource, ...]:
+    if "sources" not in r.data:
+        return ()
+    try:
+        return parse_sources(r.data["sources"])
+    except SourceConfigError as exc:
+        raise r.fail(exc.field, exc.reason) from None
 
 
 def _flag(r: _Reader, flags: Mapping[str, Any], name: str, default: bool) -> bool:
@@ -378,6 +404,7 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     fields["accounts"] = tuple(PublishingAccount(**a) for a in fields.get("accounts", ()))
     for name in ("palette", "feeds", "keywords", "blocked_terms"):
         fields[name] = tuple(fields.get(name, ()))
+    fields["sources"] = tuple(source_from_json(s) for s in fields.get("sources", ()))
     if "required_reviews" in fields:  # configs stored before it existed keep the default
         fields["required_reviews"] = tuple(fields["required_reviews"])
     if "tts" in fields:  # configs stored before it existed keep the default

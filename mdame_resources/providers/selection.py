@@ -32,7 +32,9 @@ def production_providers() -> dict[str, Any]:
     # fails that run, naming the variable), never stored in the definitions or shown in the UI.
     gemini_key = dg.EnvVar("GEMINI_API_KEY")
     return {
-        "trend_source": HttpFeedTrendSource(),
+        # Only youtube_most_popular sources use the key; the MDAME_*_ROOT_URL endpoints are read
+        # when a source is fetched (mdame_resources/providers/trends.py).
+        "trend_source": HttpFeedTrendSource(youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY")),
         "safety": GeminiSafetyClassifier(api_key=gemini_key),
         "writer": GeminiScriptWriter(api_key=gemini_key),
         "visuals": DiffusersVisuals(model_dir=dg.EnvVar("MDAME_DIFFUSERS_MODEL_DIR")),

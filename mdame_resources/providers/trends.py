@@ -1,18 +1,102 @@
-"""Trend sources: sample feed files shipped in the repo, or live feed URLs; one parser for both."""
+"""Trend sources: sample feed files shipped in the repo (offline), or live sources over HTTP.
+
+Both return a SourceResult per source; a source that cannot be read raises FeedError naming it
+(the trends asset logs and skips it, and fails only when every source failed).
+
+The live reader uses httpx directly, also for YouTube's videos.list: it is one GET of a JSON
+document, and going through the same code path gives it the same timeouts, size cap, redirect
+bound, conditional GET (YouTube answers If-None-Match with 304) and error redaction as every
+feed. google-api-python-client would add httplib2 with its own timeout and retry behaviour,
+and its HttpError quotes the request URL, key included.
+"""
 
 from __future__ import annotations
 
-import urllib.request
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import httpx
 
 from mdame_core.settings import REPO_ROOT
-from mdame_domain.trends import FeedError, TrendItem, parse_feed
+from mdame_domain.feed_formats import parse_source_body
+from mdame_domain.feed_sources import (
+    DEFAULT_GOOGLE_TRENDS_ROOT_URL,
+    DEFAULT_REDDIT_ROOT_URL,
+    DEFAULT_YOUTUBE_ROOT_URL,
+    Endpoints,
+    FeedSource,
+    decode_body,
+    item_from_json,
+    item_to_json,
+    redact,
+    request_url,
+    source_from_feed_entry,
+    source_key,
+)
+from mdame_domain.trends import FeedError, SkippedItem, TrendItem, split_storable
 from mdame_resources.providers.base import ProviderResource
+
+# Endpoints are configuration (issue 8 item 6): the real services, a gateway or local fakes.
+YOUTUBE_ROOT_URL_ENV = "MDAME_YOUTUBE_ROOT_URL"
+GOOGLE_TRENDS_ROOT_URL_ENV = "MDAME_GOOGLE_TRENDS_ROOT_URL"
+REDDIT_ROOT_URL_ENV = "MDAME_REDDIT_ROOT_URL"
+
+
+class FeedCache(Protocol):
+    """Where the conditional-GET validators and last items live (StateStore implements it)."""
+
+    def get_feed_cache(self, source_url: str) -> Any: ...
+
+    def record_feed_fetch(
+        self,
+        source_url: str,
+        etag: str | None,
+        last_modified: str | None,
+        items: Sequence[Mapping[str, Any]] | None,
+    ) -> int: ...
+
+
+@dataclass
+class SourceResult:
+    """What one source gave: storable items, items skipped (unstorable text), and how."""
+
+    key: str  # the source's label and cache key: its URL (never a secret) or file path
+    kind: str
+    status: str  # 'fetched', 'not_modified' (a 304 reused the cached items) or 'file'
+    items: list[TrendItem]
+    skipped: list[SkippedItem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. the cache could not be written
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "source": self.key,
+            "kind": self.kind,
+            "status": self.status,
+            "items": len(self.items),
+            "skipped_items": len(self.skipped),
+        }
 
 
 class TrendSourceResource(ProviderResource):
-    def read(self, feed: str) -> list[TrendItem]:
+    def endpoints(self) -> Endpoints:
+        return Endpoints()
+
+    def source_key(self, source: FeedSource) -> str:
+        return source_key(source, self.endpoints())
+
+    def fetch(self, source: FeedSource, cache: FeedCache | None = None) -> SourceResult:
         raise NotImplementedError
+
+    def read(self, feed: str) -> list[TrendItem]:
+        """A `feeds:` entry's items (kept for callers of the file/URL list)."""
+        return self.fetch(source_from_feed_entry(feed)).items
 
 
 class FeedFileTrendSource(TrendSourceResource):
@@ -24,26 +108,182 @@ class FeedFileTrendSource(TrendSourceResource):
     def offline(self) -> bool:
         return True
 
-    def read(self, feed: str) -> list[TrendItem]:
-        path = Path(feed) if Path(feed).is_absolute() else Path(self.base_dir or REPO_ROOT) / feed
+    def fetch(self, source: FeedSource, cache: FeedCache | None = None) -> SourceResult:
+        key = self.source_key(source)
+        if not source.is_file:
+            raise FeedError(key, "the offline trend provider reads feed files only, not URLs")
+        path = Path(key) if Path(key).is_absolute() else Path(self.base_dir or REPO_ROOT) / key
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise FeedError(feed, f"cannot read file ({exc.strerror})") from exc
-        return parse_feed(text, feed)
+            raise FeedError(key, f"cannot read file ({exc.strerror})") from exc
+        items, skipped = split_storable(parse_source_body(source.kind, text, key))
+        return SourceResult(key, source.kind, "file", items, skipped)
+
+
+class _RedactKeys(logging.Filter):
+    """httpx logs every request's URL at INFO; the YouTube key is a query parameter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
+
+
+logging.getLogger("httpx").addFilter(_RedactKeys())
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _api_error(response: httpx.Response) -> str:
+    """A Google API error's message and reason (say quotaExceeded), from a bounded read."""
+    if "json" not in response.headers.get("content-type", ""):
+        return ""
+    body = b""
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > 16_384:
+            return ""
+    try:
+        error = json.loads(body).get("error", {})
+        reasons = ", ".join(
+            str(e.get("reason")) for e in error.get("errors", []) if e.get("reason")
+        )
+        message = str(error.get("message", ""))[:300]
+    except (ValueError, AttributeError):
+        return ""
+    return f": {message}" + (f" ({reasons})" if reasons else "") if message else ""
 
 
 class HttpFeedTrendSource(TrendSourceResource):
-    """Production: RSS/Atom/JSON feeds over HTTP(S), parsed by the same parser."""
+    """Production: RSS/Atom/JSON feeds, Google Trends, YouTube mostPopular and Reddit over
+    HTTP(S) with httpx: bounded in time, size and redirects; conditional GET through `cache`."""
 
-    timeout_s: float = 20.0
-    user_agent: str = "mdame/0.1 (+feed reader)"
+    # dg.EnvVar("YOUTUBE_API_KEY") in selection.py; only youtube_most_popular sources need it.
+    youtube_api_key: str | None = None
+    # Empty: the MDAME_*_ROOT_URL environment variable, else the real service.
+    youtube_root_url: str = ""
+    google_trends_root_url: str = ""
+    reddit_root_url: str = ""
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 15.0
+    total_timeout_s: float = 30.0  # a server dribbling bytes within the read timeout stops here
+    max_bytes: int = 5_000_000
+    max_redirects: int = 3
+    user_agent: str = "mdame/0.1 (trend reader; +https://github.com/mdame)"
 
-    def read(self, feed: str) -> list[TrendItem]:
-        request = urllib.request.Request(feed, headers={"User-Agent": self.user_agent})
+    def endpoints(self) -> Endpoints:
+        def pick(value: str, env: str, default: str) -> str:
+            return value or os.environ.get(env, "") or default
+
+        return Endpoints(
+            youtube_root_url=pick(
+                self.youtube_root_url, YOUTUBE_ROOT_URL_ENV, DEFAULT_YOUTUBE_ROOT_URL
+            ),
+            google_trends_root_url=pick(
+                self.google_trends_root_url,
+                GOOGLE_TRENDS_ROOT_URL_ENV,
+                DEFAULT_GOOGLE_TRENDS_ROOT_URL,
+            ),
+            reddit_root_url=pick(
+                self.reddit_root_url, REDDIT_ROOT_URL_ENV, DEFAULT_REDDIT_ROOT_URL
+            ),
+        )
+
+    def _secrets(self) -> list[str]:
+        return [self.youtube_api_key] if self.youtube_api_key else []
+
+    def fetch(self, source: FeedSource, cache: FeedCache | None = None) -> SourceResult:
+        key = self.source_key(source)
+        if source.is_file:
+            raise FeedError(key, "a feed file is read by the offline provider, not fetched")
+        url = request_url(source, self.endpoints())
+        if source.needs_api_key:
+            if not self.youtube_api_key:
+                raise FeedError(key, "YOUTUBE_API_KEY is not set")
+            url = f"{url}&key={quote(self.youtube_api_key, safe='')}"
+        cached = cache.get_feed_cache(key) if cache is not None else None
+        headers = {"User-Agent": self.user_agent, "Accept-Encoding": "gzip, deflate"}
+        if cached is not None and cached.etag:
+            headers["If-None-Match"] = cached.etag
+        if cached is not None and cached.last_modified:
+            headers["If-Modified-Since"] = cached.last_modified
+        status, response_headers, body = self._get(key, url, headers)
+        if status == 304:
+            if cached is None:
+                raise FeedError(key, "HTTP 304 Not Modified, but nothing is cached to reuse")
+            items = [item_from_json(i) for i in cached.items]
+            notes: list[str] = []
+            if cache is not None:
+                cache.record_feed_fetch(
+                    key, response_headers.get("etag"), response_headers.get("last-modified"), None
+                )
+            return SourceResult(key, source.kind, "not_modified", items, [], notes)
+        text = decode_body(body, response_headers.get("content-type"), key)
+        parsed = parse_source_body(source.kind, text, key, region=source.region)
+        items, skipped = split_storable(parsed)
+        notes = []
+        if cache is not None:
+            etag, modified = response_headers.get("etag"), response_headers.get("last-modified")
+            try:
+                cache.record_feed_fetch(key, etag, modified, [item_to_json(i) for i in items])
+            except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs a refetch
+                notes.append(f"feed cache not written: {redact(str(exc), self._secrets())[:300]}")
+        return SourceResult(key, source.kind, "fetched", items, skipped, notes)
+
+    def _get(self, key: str, url: str, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
+        """One bounded GET. Errors become FeedError naming the source, with the URL's secrets
+        redacted, and raised outside the `except` so no httpx exception (whose text carries
+        the URL) rides along as __context__ into Dagster's error records."""
+        problem = self._try_get(url, headers)
+        if isinstance(problem, str):
+            raise FeedError(key, redact(problem, self._secrets()))
+        return problem
+
+    def _try_get(self, url: str, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes] | str:
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout_s,
+            read=self.read_timeout_s,
+            write=self.read_timeout_s,
+            pool=self.connect_timeout_s,
+        )
+        deadline = time.monotonic() + self.total_timeout_s
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                text = response.read(5_000_000).decode("utf-8", errors="replace")
-        except OSError as exc:
-            raise FeedError(feed, f"fetch failed ({exc})") from exc
-        return parse_feed(text, feed)
+            with (
+                httpx.Client(
+                    timeout=timeout,
+                    follow_redirects=True,
+                    max_redirects=self.max_redirects,
+                    trust_env=False,
+                ) as client,
+                client.stream("GET", url, headers=headers) as response,
+            ):
+                if response.status_code == 304:
+                    return 304, response.headers, b""
+                if response.status_code != 200:
+                    status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+                    return status + _api_error(response)
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > self.max_bytes:
+                    return f"response of {declared} bytes is over the {self.max_bytes}-byte cap"
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise _TooLarge
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("total deadline passed")
+                    chunks.append(chunk)
+                return 200, response.headers, b"".join(chunks)
+        except _TooLarge:
+            return f"response over the {self.max_bytes}-byte cap (aborted while streaming)"
+        except httpx.TooManyRedirects:
+            return f"more than {self.max_redirects} redirects"
+        except httpx.TimeoutException as exc:
+            return f"timed out ({type(exc).__name__}: {exc})"
+        except httpx.HTTPError as exc:
+            return f"fetch failed ({type(exc).__name__}: {exc})"

@@ -4,7 +4,7 @@ import dagster as dg
 
 from mdame_assets.defs.recovery.logic import recovery_pass
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import pipeline_step
+from mdame_assets.runtime import Step, pipeline_step
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.trends import (
     FeedError,
@@ -15,11 +15,43 @@ from mdame_domain.trends import (
     volume_gate,
 )
 from mdame_resources.providers.publisher import PublisherResource
-from mdame_resources.providers.trends import TrendSourceResource
+from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
 MIN_TRENDS = 3
 MAX_TRENDS = 20
+
+
+def _read_sources(
+    context: dg.AssetExecutionContext, step: Step, trend_source: TrendSourceResource
+) -> tuple[list[SourceResult], list[tuple[str, str]]]:
+    """Every source of the dimension: a failing one is logged, recorded (an event names source
+    and reason) and skipped; when all of them fail the stage fails, naming each.
+
+    The conditional-GET cache goes through step.state, so a holder whose fence is known lost
+    writes nothing; its RPCs are not fenced in the database because a source's row is shared by
+    every dimension and day that lists it (sql/migrations/0010_feed_cache.sql says why)."""
+    results: list[SourceResult] = []
+    failed: list[tuple[str, str]] = []
+    for source in step.dimension.trend_sources():
+        key = trend_source.source_key(source)
+        step.checkpoint()  # an external call follows
+        try:
+            results.append(trend_source.fetch(source, cache=step.state))
+        except FeedError as exc:
+            failed.append((key, exc.problem))
+            context.log.warning(f"trend source skipped: {exc}")
+            step.log("feed_source_skipped", source=key, reason=exc.problem)
+            step.state.record_feed_failure(key, exc.problem, step.execution_id)
+            continue
+        for note in results[-1].notes:
+            context.log.warning(f"trend source {key!r}: {note}")
+    if not results:
+        named = "; ".join(f"{key}: {reason}" for key, reason in failed)
+        raise dg.Failure(
+            f"dimension {step.partition.dimension!r}: every trend source failed ({named})"
+        )
+    return results, failed
 
 
 @dg.asset(partitions_def=content_partitions, group_name="content", kinds={"postgres"})
@@ -33,13 +65,11 @@ def trends(
     with pipeline_step(context, state.get_client(), "trends") as step:
         # Recovery before new work: stalled jobs and scripts from crashed runs go first.
         recovered = recovery_pass(step, publisher)
-        items = []
-        for feed in step.dimension.feeds:
-            try:
-                items.extend(trend_source.read(feed))
-            except FeedError as exc:
-                raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
-        items, skipped = split_storable(items)  # one bad item must not fail the stage
+        results, failed = _read_sources(context, step, trend_source)
+        items = [item for result in results for item in result.items]
+        # One bad item must not fail the stage (the sources split them out already).
+        items, unstorable = split_storable(items)
+        skipped = [s for result in results for s in result.skipped] + unstorable
         for item in skipped:
             context.log.warning(f"skipped {item}")
             step.log("feed_item_skipped", source=item.source, guid=item.guid, reason=item.reason)
@@ -81,5 +111,9 @@ def trends(
             "top_score": kept[0].score if kept else 0.0,
             "top_title": kept[0].item.title if kept else "",
             "recovered": recovered,
+            "sources": dg.MetadataValue.json([r.summary() for r in results]),
+            "skipped_sources": dg.MetadataValue.json(
+                [{"source": key, "reason": reason} for key, reason in failed]
+            ),
         }
     )
