@@ -1,0 +1,238 @@
+"""Live trend sources through real httpx against the local feed server (mdame_fakes.feeds), with
+the conditional-GET cache in real PostgreSQL: every fault gives a clear per-source error or the
+right recovery."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from mdame_core.state import StateStore
+from mdame_domain.feed_sources import FeedSource
+from mdame_domain.trends import FeedError
+from mdame_fakes.feeds import INJECTION_TEXT, FeedServer, running
+from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
+
+KEY = "test-key-not-secret"
+
+
+@pytest.fixture
+def fake() -> Iterator[FeedServer]:
+    with running(youtube_key=KEY) as server:
+        yield server
+
+
+def _reader(fake: FeedServer, **overrides: object) -> HttpFeedTrendSource:
+    settings: dict[str, object] = {
+        "youtube_api_key": KEY,
+        "youtube_root_url": fake.base_url,
+        "google_trends_root_url": fake.base_url,
+        "reddit_root_url": fake.base_url,
+        "read_timeout_s": 2.0,
+        **overrides,
+    }
+    return HttpFeedTrendSource(**settings)  # type: ignore[arg-type]
+
+
+def _rss(fake: FeedServer, path: str = "/feeds/rss.xml") -> FeedSource:
+    return FeedSource("rss", url=fake.base_url + path)
+
+
+def _all_kinds(fake: FeedServer) -> list[FeedSource]:
+    return [
+        _rss(fake),
+        FeedSource("atom", url=fake.base_url + "/feeds/atom.xml"),
+        FeedSource("json", url=fake.base_url + "/feeds/feed.json"),
+        FeedSource("google_trends", region="US"),
+        FeedSource("youtube_most_popular", region="US", category="28", limit=5),
+        FeedSource("reddit_top", subreddit="technology"),
+    ]
+
+
+def test_every_kind_is_read_with_a_user_agent(fake: FeedServer) -> None:
+    reader = _reader(fake)
+    counts = {s.kind: len(reader.fetch(s).items) for s in _all_kinds(fake)}
+    # Six stories each; YouTube asked for five; Reddit's stickied post is left out.
+    assert counts == {"rss": 6, "atom": 6, "json": 6, "google_trends": 6,
+                      "youtube_most_popular": 5, "reddit_top": 6}  # fmt: skip
+    assert all(r.headers["user-agent"].startswith("mdame/") for r in fake.requests)
+    [youtube] = fake.requests_to("/youtube/")
+    assert youtube.query["key"] == [KEY] and youtube.query["chart"] == ["mostPopular"]
+
+
+def test_a_304_reuses_the_cached_items(fake: FeedServer, state: StateStore) -> None:
+    reader = _reader(fake)
+    for source in _all_kinds(fake):
+        first = reader.fetch(source, cache=state)
+        again = reader.fetch(source, cache=state)
+        assert (first.status, again.status) == ("fetched", "not_modified"), source.kind
+        assert again.items == first.items, source.kind
+    conditional = [r for r in fake.requests if "if-none-match" in r.headers]
+    assert len(conditional) == 6 and all("if-modified-since" in r.headers for r in conditional)
+    # A 304 forced by the server (whatever the request said) reuses the cache too.
+    fake.faults.push("rss", "304")
+    assert reader.fetch(_rss(fake), cache=state).status == "not_modified"
+
+
+def test_a_304_with_nothing_cached_is_a_clear_error(fake: FeedServer, state: StateStore) -> None:
+    fake.faults.push("rss", "304")
+    with pytest.raises(FeedError, match="304 Not Modified, but nothing is cached"):
+        _reader(fake).fetch(_rss(fake), cache=state)
+
+
+def test_a_changed_feed_replaces_the_cache(fake: FeedServer, state: StateStore) -> None:
+    reader = _reader(fake)
+    reader.fetch(_rss(fake), cache=state)
+    fake.faults.push("rss", "injection")  # different content, so a different ETag
+    changed = reader.fetch(_rss(fake), cache=state)
+    assert changed.status == "fetched" and INJECTION_TEXT[:40] in changed.items[0].summary
+    entry = state.get_feed_cache(_rss(fake).url)
+    assert entry is not None and INJECTION_TEXT[:40] in entry.items[0]["summary"]
+
+
+def test_slow_server_hits_the_read_timeout(fake: FeedServer) -> None:
+    fake.slow_s = 2.0
+    fake.faults.push("rss", "slow")
+    started = time.monotonic()
+    with pytest.raises(FeedError, match=r"timed out \(ReadTimeout"):
+        _reader(fake, read_timeout_s=0.5).fetch(_rss(fake))
+    assert time.monotonic() - started < 1.8
+
+
+def test_slow_server_hits_the_total_deadline(fake: FeedServer) -> None:
+    fake.slow_s = 1.0
+    fake.faults.push("rss", "slow")
+    with pytest.raises(FeedError, match="total deadline passed"):
+        _reader(fake, read_timeout_s=5.0, total_timeout_s=0.3).fetch(_rss(fake))
+
+
+@pytest.mark.parametrize("route", ["rss", "google_trends", "youtube", "reddit"])
+def test_server_error_is_a_clear_error(fake: FeedServer, route: str) -> None:
+    source = {s.kind: s for s in _all_kinds(fake)}
+    kind = {"youtube": "youtube_most_popular", "reddit": "reddit_top"}.get(route, route)
+    fake.faults.push(route, "500")
+    with pytest.raises(FeedError, match="HTTP 500 Internal Server Error"):
+        _reader(fake).fetch(source[kind])
+
+
+def test_huge_body_is_aborted_at_the_cap_while_streaming(fake: FeedServer) -> None:
+    fake.faults.push("rss", "huge")
+    started = time.monotonic()
+    with pytest.raises(FeedError, match="over the 200000-byte cap \\(aborted while streaming\\)"):
+        _reader(fake, max_bytes=200_000).fetch(_rss(fake))
+    assert time.monotonic() - started < 5
+
+
+def test_declared_length_over_the_cap_is_refused_before_reading(fake: FeedServer) -> None:
+    with pytest.raises(FeedError, match=r"response of \d+ bytes is over the 500-byte cap"):
+        _reader(fake, max_bytes=500).fetch(_rss(fake))
+
+
+def test_non_utf8_body_decodes_per_its_declared_charset(fake: FeedServer) -> None:
+    fake.faults.push("rss", "non_utf8")
+    fake.faults.push("google_trends", "non_utf8")
+    reader = _reader(fake)
+    titles = [i.title for i in reader.fetch(_rss(fake)).items]
+    assert "Robot chef at a Lyon café plates crème brûlée" in titles
+    summaries = [i.summary for i in reader.fetch(FeedSource("google_trends", region="FR")).items]
+    assert any("crème brûlée" in s for s in summaries)
+
+
+def test_mislabeled_charset_is_a_clear_error(fake: FeedServer) -> None:
+    fake.faults.push("rss", "mislabeled_charset")
+    with pytest.raises(FeedError, match=r"body is not valid utf-8 \(byte 0x"):
+        _reader(fake).fetch(_rss(fake))
+
+
+@pytest.mark.parametrize(
+    ("route", "problem"),
+    [
+        ("rss", "XML parse error"),
+        ("atom", "XML parse error"),
+        ("google_trends", "malformed XML"),
+        ("json", "JSON parse error"),
+        ("youtube", "JSON parse error"),
+        ("reddit", "JSON parse error"),
+    ],
+)
+def test_malformed_body_is_a_clear_per_source_error(
+    fake: FeedServer, route: str, problem: str
+) -> None:
+    kinds = {"youtube": "youtube_most_popular", "reddit": "reddit_top"}
+    source = {s.kind: s for s in _all_kinds(fake)}[kinds.get(route, route)]
+    fake.faults.push(route, "malformed_xml")
+    with pytest.raises(FeedError, match=problem) as caught:
+        _reader(fake).fetch(source)
+    assert caught.value.source.startswith(fake.base_url)
+
+
+def test_injection_text_reaches_the_items_unchanged(fake: FeedServer) -> None:
+    # Not the fetcher's to clean away: the prompt firewall at topics must see it (and does,
+    # tests/pipeline/test_trend_sources.py).
+    fake.set_fault("*", "injection")
+    for source in _all_kinds(fake):
+        items = _reader(fake).fetch(source).items
+        assert any(INJECTION_TEXT in i.summary for i in items), source.kind
+
+
+def test_redirects_are_followed_up_to_the_bound(fake: FeedServer) -> None:
+    reader = _reader(fake, max_redirects=3)
+    assert len(reader.fetch(_rss(fake, "/redirect/3/feeds/rss.xml")).items) == 6
+    with pytest.raises(FeedError, match="more than 3 redirects"):
+        reader.fetch(_rss(fake, "/redirect/4/feeds/rss.xml"))
+    with pytest.raises(FeedError, match="more than 3 redirects"):
+        reader.fetch(_rss(fake, "/redirect/loop"))
+    assert len(fake.requests_to("/redirect/loop")) == 4
+
+
+def test_youtube_needs_the_key_and_errors_never_show_it(fake: FeedServer) -> None:
+    source = FeedSource("youtube_most_popular", region="US")
+    with pytest.raises(FeedError, match="YOUTUBE_API_KEY is not set"):
+        _reader(fake, youtube_api_key=None).fetch(source)
+    assert fake.requests_to("/youtube/") == []
+    wrong = "wrong-key-zz9"
+    with pytest.raises(FeedError, match=r"HTTP 400 Bad Request: API key not valid") as caught:
+        _reader(fake, youtube_api_key=wrong).fetch(source)
+    assert wrong not in str(caught.value) and "key=" not in str(caught.value)
+    # A connection error's text (httpx quotes the URL) is redacted too.
+    with pytest.raises(FeedError, match="fetch failed") as refused:
+        _reader(fake, youtube_root_url="http://127.0.0.1:9").fetch(source)
+    assert KEY not in str(refused.value)
+    assert refused.value.__context__ is None and refused.value.__cause__ is None
+
+
+def test_each_provider_refuses_the_other_kind_of_source(fake: FeedServer) -> None:
+    with pytest.raises(FeedError, match="read by the offline provider"):
+        _reader(fake).fetch(FeedSource("file", url="feeds/tech.xml"))
+    with pytest.raises(FeedError, match="reads feed files only"):
+        FeedFileTrendSource().fetch(_rss(fake))
+    assert FeedFileTrendSource().fetch(FeedSource("file", url="feeds/tech.xml")).items
+
+
+def test_the_server_runs_standalone() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mdame_fakes.feeds", "--port", str(port), "--fault", "atom=500"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == f"fake feeds on http://127.0.0.1:{port}"
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/feeds/rss.xml").status_code == 200
+        assert httpx.get(f"{base}/feeds/atom.xml").status_code == 500
+        assert (
+            httpx.get(f"{base}/youtube/v3/videos?part=snippet&chart=mostPopular").status_code == 403
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
