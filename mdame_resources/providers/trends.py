@@ -174,7 +174,9 @@ class HttpFeedTrendSource(TrendSourceResource):
     total_timeout_s: float = 30.0  # a server dribbling bytes within the read timeout stops here
     max_bytes: int = 5_000_000
     max_redirects: int = 3
-    user_agent: str = "mdame/0.1 (trend reader; +https://github.com/mdame)"
+    # Reddit refuses generic client names; a descriptive one is its documented rule.
+    user_agent: str = "mdame/0.1 (MD-AME trend reader)"
+    trust_env: bool = True  # proxy variables (HTTPS_PROXY, NO_PROXY) apply as for any client
 
     def endpoints(self) -> Endpoints:
         def pick(value: str, env: str, default: str) -> str:
@@ -258,7 +260,7 @@ class HttpFeedTrendSource(TrendSourceResource):
                     timeout=timeout,
                     follow_redirects=True,
                     max_redirects=self.max_redirects,
-                    trust_env=False,
+                    trust_env=self.trust_env,
                 ) as client,
                 client.stream("GET", url, headers=headers) as response,
             ):
@@ -285,5 +287,7 @@ class HttpFeedTrendSource(TrendSourceResource):
             return f"more than {self.max_redirects} redirects"
         except httpx.TimeoutException as exc:
             return f"timed out ({type(exc).__name__}: {exc})"
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+            return f"fetch failed ({type(exc).__name__}: {exc})"
+        except Exception as exc:  # noqa: BLE001 - one source's failure must stay that source's
             return f"fetch failed ({type(exc).__name__}: {exc})"

@@ -200,11 +200,12 @@ def test_youtube_needs_the_key_and_errors_never_show_it(fake: FeedServer) -> Non
     with pytest.raises(FeedError, match=r"HTTP 400 Bad Request: API key not valid") as caught:
         _reader(fake, youtube_api_key=wrong).fetch(source)
     assert wrong not in str(caught.value) and "key=" not in str(caught.value)
-    # A connection error's text (httpx quotes the URL) is redacted too.
-    with pytest.raises(FeedError, match="fetch failed") as refused:
-        _reader(fake, youtube_root_url="http://127.0.0.1:9").fetch(source)
-    assert KEY not in str(refused.value)
-    assert refused.value.__context__ is None and refused.value.__cause__ is None
+    # Transport and URL errors stay this source's FeedError, with no httpx exception attached.
+    for root in ("http://127.0.0.1:9", "htp://x.org", "http://exa\x01mple.com"):
+        with pytest.raises(FeedError, match="fetch failed") as refused:
+            _reader(fake, youtube_root_url=root).fetch(source)
+        assert KEY not in str(refused.value)
+        assert refused.value.__context__ is None and refused.value.__cause__ is None
 
 
 def test_each_provider_refuses_the_other_kind_of_source(fake: FeedServer) -> None:
