@@ -244,3 +244,8 @@ def test_the_youtube_key_is_never_logged_stored_or_raised(
     assert "HTTP Request: GET" in haystacks["python logs"]
     leaked = [name for name, text in haystacks.items() if marker in text]
     assert leaked == []
+
+
+def test_the_youtube_key_is_an_env_var_in_the_definitions() -> None:
+    value = production_providers()["trend_source"].__dict__.get("youtube_api_key")
+    assert isinstance(value, dg.EnvVar) and value.env_var_name == "YOUTUBE_API_KEY"
