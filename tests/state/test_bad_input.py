@@ -58,6 +58,7 @@ def _populate(state: StateStore) -> dict[str, Any]:
     w.record_review(ids["render"], SHA, "technical", "approved")
     state.put_scene_cache("scene-hash", "media://a", SHA, 600)
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
+    state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
     return ids
 
 
@@ -316,6 +317,18 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("mark_paid_call_unknown", (999_999, E, token), NotFound),
         ("invalidate_scene_cache", ("", "u", "r"), InvalidInput),
         ("invalidate_scene_cache", ("h", "u", None), InvalidInput),
+        # 0010 (feeds): the trend sources' conditional-GET cache.
+        ("get_feed_cache", ("",), InvalidInput),
+        ("get_feed_cache", ("https://h/v?key=secret",), InvalidInput),
+        ("record_feed_fetch", ("", None, None, Jsonb([])), InvalidInput),
+        ("record_feed_fetch", ("https://h/v?a=1&key=secret", None, None, Jsonb([])), InvalidInput),
+        ("record_feed_fetch", ("https://h/f", None, None, E), InvalidInput),
+        ("record_feed_fetch", ("https://h/f", None, None, Jsonb(["x" * 262_144])), InvalidInput),
+        ("record_feed_fetch", ("https://h/f", "x" * 1001, None, Jsonb([])), InvalidInput),
+        ("record_feed_fetch", ("https://never-fetched/f", '"e"', None, None), NotFound),
+        ("record_feed_failure", ("https://h/f", "", None), InvalidInput),
+        ("record_feed_failure", ("https://h/f", None, None), InvalidInput),
+        ("record_feed_failure", ("https://h/v?key=secret", "r", None), InvalidInput),
     ]
 
 
