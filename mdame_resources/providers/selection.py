@@ -70,4 +70,8 @@ def providers_for_environment() -> dict[str, Any]:
     providers = production_providers()
     if chosen == "fakes":
         providers.update(visuals=ProceduralVisuals(), publisher=OutboxPublisher())
+        # The dimensions' sample feed files count too, beside any live source (feeds slice).
+        providers["trend_source"] = HttpFeedTrendSource(
+            youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY"), read_files=True
+        )
     return providers

@@ -112,13 +112,17 @@ class FeedFileTrendSource(TrendSourceResource):
         key = self.source_key(source)
         if not source.is_file:
             raise FeedError(key, "the offline trend provider reads feed files only, not URLs")
-        path = Path(key) if Path(key).is_absolute() else Path(self.base_dir or REPO_ROOT) / key
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FeedError(key, f"cannot read file ({exc.strerror})") from exc
-        items, skipped = split_storable(parse_source_body(source.kind, text, key))
-        return SourceResult(key, source.kind, "file", items, skipped)
+        return _read_file(source, key, self.base_dir)
+
+
+def _read_file(source: FeedSource, key: str, base_dir: str) -> SourceResult:
+    path = Path(key) if Path(key).is_absolute() else Path(base_dir or REPO_ROOT) / key
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FeedError(key, f"cannot read file ({exc.strerror})") from exc
+    items, skipped = split_storable(parse_source_body(source.kind, text, key))
+    return SourceResult(key, source.kind, "file", items, skipped)
 
 
 class _RedactKeys(logging.Filter):
@@ -177,6 +181,9 @@ class HttpFeedTrendSource(TrendSourceResource):
     # Reddit refuses generic client names; a descriptive one is its documented rule.
     user_agent: str = "mdame/0.1 (MD-AME trend reader)"
     trust_env: bool = True  # proxy variables (HTTPS_PROXY, NO_PROXY) apply as for any client
+    # Production refuses the repository's sample feed files (invented stories must not reach a
+    # real channel); the demo against local fakes reads them beside its live sources.
+    read_files: bool = False
 
     def endpoints(self) -> Endpoints:
         def pick(value: str, env: str, default: str) -> str:
@@ -202,6 +209,8 @@ class HttpFeedTrendSource(TrendSourceResource):
     def fetch(self, source: FeedSource, cache: FeedCache | None = None) -> SourceResult:
         key = self.source_key(source)
         if source.is_file:
+            if self.read_files:
+                return _read_file(source, key, "")
             raise FeedError(key, "a feed file is read by the offline provider, not fetched")
         url = request_url(source, self.endpoints())
         if source.needs_api_key:

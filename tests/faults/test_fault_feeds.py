@@ -214,6 +214,9 @@ def test_each_provider_refuses_the_other_kind_of_source(fake: FeedServer) -> Non
     with pytest.raises(FeedError, match="reads feed files only"):
         FeedFileTrendSource().fetch(_rss(fake))
     assert FeedFileTrendSource().fetch(FeedSource("file", url="feeds/tech.xml")).items
+    # The demo against fakes reads the sample files beside its live sources.
+    sample = _reader(fake, read_files=True).fetch(FeedSource("file", url="feeds/tech.xml"))
+    assert sample.status == "file" and sample.items
 
 
 def test_the_server_runs_standalone() -> None:
