@@ -210,13 +210,17 @@ def _published_bytes(conn: psycopg.Connection, home: Path) -> list[str]:
     return found
 
 
+HEALABLE_AT_REST = {("scene", "ready"), ("voice_track", "ready"), ("render", "approved")}
+
+
 def _unfinished(conn: psycopg.Connection, units: list[Unit], clean: EndState | None) -> list[str]:
     """Every unit terminal (or where the clean run leaves it); no job held by a dead lease."""
     found = []
     for unit in units:
         legit = clean is not None and clean.units.get(unit.kind, {}).get(unit.key) == unit.state
-        # A ready scene is settled although healing may reopen it (0006).
-        settled = unit.terminal or (unit.kind == "scene" and unit.state == "ready")
+        # Made media is settled although healing may reopen it when its file is damaged
+        # (0006: a ready scene; 0007: a ready voice track, an approved render).
+        settled = unit.terminal or (unit.kind, unit.state) in HEALABLE_AT_REST
         if not settled and not legit:
             found.append(f"{unit.kind} {unit.id} stuck in non-terminal state {unit.state}")
     for job_id, key, state, owner in _rows(
