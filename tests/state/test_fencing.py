@@ -93,6 +93,24 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("requeue_scenes", (ids["script"], Jsonb([]), "why", "scene_clip", 3, "k", token)),
         ("requeue_voice", (ids["script"], 1, "why", token)),
         ("requeue_render", (ids["script"], ids["render"], "why", token)),
+        (
+            "begin_bucket_upload",
+            (
+                "pu2",
+                Jsonb({**pub, "content_sha256": SHA}),
+                "insert",
+                1,
+                "youtube",
+                ["technical"],
+                0,
+                token,
+            ),
+        ),
+        ("open_upload_session", (ids["attempt"], "http://127.0.0.1/s", SHA, 10, token)),
+        ("resume_upload", (ids["publication"], token)),
+        ("record_video_processing", (ids["publication"], "succeeded", Jsonb({}), token)),
+        ("pause_account", (ids["account"], "quotaExceeded", token)),
+        ("mark_needs_reauth", (ids["account"], "why", token)),
     ]
 
 

@@ -20,11 +20,12 @@ from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
-from mdame_core.state import UploadStart, WorkUnit
+from mdame_core.state import Account, StateStore, UploadStart, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
+from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
 from mdame_resources.media import MediaStoreResource
-from mdame_resources.providers.publisher import PublisherResource
+from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob
 from mdame_resources.state import StateStoreResource
 
 
@@ -102,6 +103,85 @@ def _publish_once(
     return pub.result["video_id"]
 
 
+def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
+    """The video's metadata from the script and the dimension (validated before upload)."""
+    return VideoMetadata(
+        title=script.payload["script"]["hook"],
+        description=script.payload["script"]["text"],
+        tags=tuple(step.dimension.keywords),
+        default_language=step.dimension.language,
+        privacy_status="public",
+        self_declared_made_for_kids=step.dimension.made_for_kids,
+        contains_synthetic_media=step.dimension.synthetic_media,
+    )
+
+
+def publish_resumable(
+    state: StateStore,
+    publisher: PublisherResource,
+    key: str,
+    payload: dict[str, Any],
+    account: Account,
+    video: Path,
+    meta: VideoMetadata,
+    *,
+    required_reviews: list[str] | tuple[str, ...],
+    checkpoint: Any,
+    log: Any,
+    dimension_slug: str,
+    progress: Any = None,
+) -> str | None:
+    """One publication through a resumable publisher: begin (or take over the unsettled
+    upload), then the publisher's upload. The video id, or None when the account has no quota
+    or may not be published to now (nothing half published). `state` is fenced."""
+    marker = publication_marker(key)
+    body = video_resource(meta, marker)  # refused before anything is reserved or sent
+    for _ in range(3):
+        start = state.begin_bucket_upload(
+            key,
+            payload,
+            publisher.upload_quota_bucket,
+            publisher.upload_quota_units,
+            publisher.provider_name,
+            required_reviews,
+            publisher.upload_grace_s,
+        )
+        if start.action == "published":
+            pub = state.get_work_unit("publication", start.publication_id)
+            return None if pub is None else str(pub.result["video_id"])
+        if start.action in ("no_quota", "skipped"):
+            log(
+                "quota_exhausted" if start.action == "no_quota" else "account_skipped",
+                account_id=account.id,
+            )
+            return None
+        job = UploadJob(
+            state=state,
+            dimension_slug=dimension_slug,
+            work_key=key,
+            publication_id=start.publication_id,
+            account=account,
+            attempt_id=start.attempt_id if start.action == "submit" else None,
+            video=video,
+            sha256=payload["content_sha256"],
+            body=body,
+            notify_subscribers=meta.notify_subscribers,
+            marker=marker,
+            checkpoint=checkpoint,
+            log=log,
+        )
+        if progress is not None:
+            job.progress = progress
+        try:
+            video_id = publisher.upload(job)
+        except AccountUnavailable as exc:
+            log("account_unavailable", account_id=account.id, reason=str(exc))
+            return None
+        if video_id is not None:
+            return video_id
+    raise dg.Failure(f"publication {key[:16]} did not settle after three sessions")
+
+
 def _publish_script(
     step: Step, script: WorkUnit, publisher: PublisherResource, media: MediaStoreResource
 ) -> list[str]:
@@ -123,7 +203,22 @@ def _publish_script(
                 "account_id": account.id,
                 "content_sha256": sha256,
             }
-            video_id = _publish_once(step, key, payload, publisher, video, metadata)
+            if publisher.resumable:
+                video_id = publish_resumable(
+                    step.state,
+                    publisher,
+                    key,
+                    payload,
+                    account,
+                    video,
+                    video_metadata(step, script),
+                    required_reviews=step.dimension.required_reviews,
+                    checkpoint=step.checkpoint,
+                    log=step.log,
+                    dimension_slug=step.partition.dimension,
+                )
+            else:
+                video_id = _publish_once(step, key, payload, publisher, video, metadata)
             if video_id is None:
                 complete = False
             else:

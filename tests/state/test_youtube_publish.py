@@ -1,0 +1,207 @@
+"""Exactly-once YouTube publishing against the local fake, with the real google-api-python-client
+and real PostgreSQL: for every fault, one video per (script, account), its bytes the render's,
+and the quota ledger equal to the channel's counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_fencing import hold
+from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
+
+from mdame_assets.defs.publications.assets import publish_resumable
+from mdame_core.state import StateStore
+from mdame_domain.credentials import MasterKey
+from mdame_fakes.youtube import FakeYouTube, running
+from mdame_resources.providers.publisher import YouTubePublisher
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    with running(tmp_path / "fake") as server:
+        server.add_channel("@tech", REFRESH_TOKEN)
+        yield server
+
+
+@pytest.fixture
+def master(monkeypatch: pytest.MonkeyPatch) -> MasterKey:
+    key = MasterKey.generate()
+    monkeypatch.setenv("MDAME_MASTER_KEY", key.encoded())
+    return key
+
+
+def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str | None:
+    return publish_resumable(
+        a,
+        pub,
+        "pu",
+        s.payload,
+        s.account,
+        s.video,
+        META,
+        required_reviews=["technical"],
+        checkpoint=lambda: None,
+        log=lambda status, **f: logs.append((status, f)),
+        dimension_slug="tech",
+    )
+
+
+def _until_published(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str:
+    """Runs the publication as successive runs would, until it is published."""
+    for _ in range(6):
+        try:
+            video_id = _publish(a, pub, s, logs)
+        except Exception as exc:  # an interrupted run: the next one resumes
+            logs.append(("run_failed", {"error": type(exc).__name__}))
+            continue
+        if video_id is not None:
+            return video_id
+    raise AssertionError(f"never published: {logs}")
+
+
+def _assert_exactly_once(state: StateStore, fake: FakeYouTube, s: Setup, video_id: str) -> None:
+    [channel] = list(fake.snapshot()["channels"])
+    videos = fake.videos(channel)
+    assert [v["id"] for v in videos] == [video_id]
+    assert fake.video_bytes(video_id) == s.video.read_bytes()
+    assert videos[0]["sha256"] == s.sha256
+    pub = state.get_work_unit("publication", "pu")
+    assert pub is not None and pub.state == "published" and pub.result["video_id"] == video_id
+    usage = state.bucket_usage(s.account.id)
+    counters = fake.counters(channel)
+    assert usage.get("insert", (0, 0)) == (0, counters["insert"]) == (0, 1)
+    assert usage.get("units", (0, 0)) == (0, counters["units"])
+
+
+def test_a_clean_upload_publishes_once(state, tmp_path, fake, master) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    logs: list[Any] = []
+    pub = publisher(fake, tmp_path)
+    video_id = _publish(a, pub, s, logs)
+    assert video_id is not None
+    _assert_exactly_once(state, fake, s, video_id)
+    assert any(status == "upload_progress" for status, _ in logs)
+    sessions = fake.sessions()
+    assert len(sessions) == 1  # one session, committed before its first byte
+    # Publishing again is a no-op: the publication is published.
+    assert _publish(a, pub, s, logs) == video_id
+    _assert_exactly_once(state, fake, s, video_id)
+    assert state.get_work_unit("publication", "pu").result["processing"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "lost_response",
+        "reset_mid_chunk",
+        "short_range",
+        "initiate_5xx",
+        "expire_session",
+        "slow",
+    ],
+)
+def test_every_fault_ends_in_exactly_one_video(state, tmp_path, fake, master, fault) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    options = {"seconds": 0.5} if fault == "slow" else {}
+    fake.faults.push(fault, **options)
+    logs: list[Any] = []
+    video_id = _until_published(a, publisher(fake, tmp_path), s, logs)
+    assert not fake.faults.pending(), "the fault never fired"
+    _assert_exactly_once(state, fake, s, video_id)
+
+
+def test_a_lost_answer_with_the_session_gone_is_found_in_the_uploads_playlist(
+    state, tmp_path, fake, master
+) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("lost_response")
+    logs: list[Any] = []
+    pub = publisher(fake, tmp_path)
+    with pytest.raises(Exception):  # noqa: B017 - the answer never came
+        _publish(a, pub, s, logs)
+    fake.expire_sessions(410)
+    video_id = _until_published(a, pub, s, logs)
+    assert ("session_gone", {"found": video_id}) in logs
+    _assert_exactly_once(state, fake, s, video_id)
+
+
+def test_quota_exceeded_releases_and_skips_the_account_for_the_day(
+    state, tmp_path, fake, master
+) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("quota_exceeded")
+    logs: list[Any] = []
+    pub = publisher(fake, tmp_path)
+    assert _publish(a, pub, s, logs) is None
+    status = state.account_status(s.account.id)
+    assert status.pause_reason == "quotaExceeded" and status.paused_until is not None
+    assert state.bucket_usage(s.account.id).get("insert", (0, 0)) == (0, 0)
+    assert state.get_work_unit("publication", "pu").state == "pending"
+    assert _publish(a, pub, s, logs) is None  # skipped: nothing reserved, nothing sent
+    assert fake.videos() == []
+    assert ("account_skipped", {"account_id": s.account.id}) in logs
+
+
+def test_upload_limit_exceeded_skips_the_account_for_24_hours(
+    state, tmp_path, fake, master
+) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("upload_limit_exceeded")
+    assert _publish(a, publisher(fake, tmp_path), s, []) is None
+    status = state.account_status(s.account.id)
+    assert status.pause_reason == "uploadLimitExceeded"
+    hours = (status.paused_until - state.db_now()).total_seconds() / 3600
+    assert 23.9 < hours <= 24
+
+
+def test_invalid_grant_marks_the_account_and_alerts(state, tmp_path, fake, master) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("invalid_grant")
+    logs: list[Any] = []
+    assert _publish(a, publisher(fake, tmp_path), s, logs) is None
+    assert state.account_status(s.account.id).needs_reauth
+    events = state.list_events("account", s.account.id)
+    assert any(e.event == "alert" and e.detail["alert"] == "needs_reauth" for e in events)
+    assert state.get_work_unit("publication", "pu").state == "pending"
+    assert fake.videos() == []
+    text = repr(logs) + repr([e.detail for e in events])
+    assert REFRESH_TOKEN not in text and master.encoded() not in text
+
+
+def test_failed_processing_is_recorded_and_alerted(state, tmp_path, fake, master) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("processing_failed")
+    video_id = _publish(a, publisher(fake, tmp_path), s, [])
+    assert video_id is not None
+    pub = state.get_work_unit("publication", "pu")
+    assert pub.result["processing"] == "failed"
+    assert any(e.event == "alert" for e in state.list_events("publication", pub.id))
+
+
+def test_the_fake_keeps_its_state_across_a_restart(state, tmp_path, fake, master) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    fake.faults.push("reset_mid_chunk")
+    pub = publisher(fake, tmp_path)
+    with pytest.raises(Exception):  # noqa: B017 - the connection was reset
+        _publish(a, pub, s, [])
+    fake.restart()
+    video_id = _until_published(a, pub, s, [])
+    _assert_exactly_once(state, fake, s, video_id)
