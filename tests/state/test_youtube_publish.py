@@ -4,15 +4,20 @@ and the quota ledger equal to the channel's counters."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fencing import hold
+from test_fencing import expire, hold
 from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
 
 from mdame_assets.defs.publications.assets import publish_resumable
-from mdame_core.state import StateStore
+from mdame_core.state import LeaseLost, StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_fakes.youtube import FakeYouTube, running
 from mdame_resources.providers.publisher import YouTubePublisher
@@ -204,4 +209,49 @@ def test_the_fake_keeps_its_state_across_a_restart(state, tmp_path, fake, master
         _publish(a, pub, s, [])
     fake.restart()
     video_id = _until_published(a, pub, s, [])
+    _assert_exactly_once(state, fake, s, video_id)
+
+
+def test_a_publisher_killed_mid_transfer_is_resumed_by_the_next_holder(
+    state, owner, fresh_db, tmp_path, fake, master
+) -> None:
+    a = hold(state, "tech", holder="setup")
+    s = ready_to_publish(a, tmp_path, size=400_000)
+    store_grant(a, s.account, master)
+    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.token)
+    pub = publisher(fake, tmp_path)
+    spec = {
+        "db": fresh_db.app,
+        "account_id": s.account.id,
+        "payload": s.payload,
+        "video": str(s.video),
+        "kill_after": 3,
+        "publisher": pub.model_dump(),
+        "meta": {"title": META.title, "description": META.description, "tags": list(META.tags)},
+    }
+    child = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("youtube_child.py")), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+    [session] = fake.sessions().values()
+    assert 0 < session["received"] < session["total"] and session["video_id"] is None
+    assert state.get_work_unit("publication", "pu").state == "uploading"
+
+    expire(owner, "tech")  # the dead holder's lock runs out
+    b = hold(state, "tech", holder="next")
+    with pytest.raises(LeaseLost):  # its submission's lease has not: no takeover yet
+        _publish(b, pub, s, [])
+    owner.execute(
+        "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second'"
+    )
+    logs: list[Any] = []
+    video_id = _publish(b, pub, s, logs)
+    assert video_id is not None
+    resumed = [f for status, f in logs if status == "resume"]
+    assert resumed and resumed[0]["from_byte"] == session["received"]
+    assert len(fake.sessions()) == 1  # the same session, resumed: no second one
     _assert_exactly_once(state, fake, s, video_id)
