@@ -1071,11 +1071,15 @@ class StateStore:
         )
         return (rows[0][0], bytes(rows[0][1]), bytes(rows[0][2])) if rows else None
 
-    def credential_key_ids(self) -> list[tuple[int, str]]:
+    def stored_credentials(self) -> list[tuple[Account, str, bytes, bytes]]:
+        """Every stored grant with its account: (account, key_id, wrapped_key, ciphertext)."""
         rows = self._select(
-            "SELECT account_id, key_id FROM mdame.account_credentials ORDER BY account_id"
+            """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
+                      a.quota_timezone, c.key_id, c.wrapped_key, c.ciphertext
+                 FROM mdame.account_credentials c
+                 JOIN mdame.dimension_accounts a ON a.id = c.account_id ORDER BY a.id"""
         )
-        return [(r[0], r[1]) for r in rows]
+        return [(Account(*r[:7]), r[7], bytes(r[8]), bytes(r[9])) for r in rows]
 
     def account_status(self, account_id: int) -> AccountStatus:
         rows = self._select(

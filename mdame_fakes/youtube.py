@@ -9,7 +9,8 @@ document's rootUrl points here:
 - videos.list (id=..., part=snippet,status,processingDetails,statistics),
   channels.list (mine=true, part=contentDetails), playlistItems.list (the uploads playlist,
   newest first, paged);
-- an OAuth token endpoint (POST /token, grant_type=refresh_token);
+- an OAuth token endpoint (POST /token: refresh_token and authorization_code grants) and a
+  consent endpoint (GET /o/oauth2/auth) that agrees at once and redirects with a code;
 - the June-2026 quota model per channel and Pacific-time day: videos.insert and search.list
   each have a bucket of 100 calls, everything else a bucket of 10,000 units (list calls cost 1).
   An insert is charged once, when it creates the video (initiation only checks that a call is
@@ -340,6 +341,9 @@ class _Handler(BaseHTTPRequestHandler):
     def token(self, _query: dict[str, str]) -> None:
         form = {k: v[-1] for k, v in parse_qs(self._body().decode()).items()}
         st = self.fake.state
+        if form.get("grant_type") == "authorization_code":
+            self._exchange_code(form)
+            return
         if form.get("grant_type") != "refresh_token":
             self._send(400, {"error": "unsupported_grant_type"})
             return
@@ -372,6 +376,51 @@ class _Handler(BaseHTTPRequestHandler):
                 "expires_in": 3599,
                 "token_type": "Bearer",
                 "scope": form.get("scope", ""),
+            },
+        )
+
+    def authorize(self, query: dict[str, str]) -> None:
+        """The consent screen, already agreed: back to the redirect URI with a code for the
+        channel named by login_hint (or the only channel)."""
+        st = self.fake.state
+        with st.lock:
+            channels = st.data["channels"]
+            hint = query.get("login_hint")
+            found = [c for c, ch in channels.items() if hint in (None, ch["handle"])]
+            if len(found) != 1 or "redirect_uri" not in query:
+                self._send(400, {"error": "invalid_request"})
+                return
+            code = "code-" + secrets.token_urlsafe(12)
+            st.data.setdefault("codes", {})[code] = found[0]
+            st.save()
+        target = f"{query['redirect_uri']}?code={code}&state={query.get('state', '')}"
+        self._send(302, None, {"Location": target})
+
+    def _exchange_code(self, form: dict[str, str]) -> None:
+        st = self.fake.state
+        with st.lock:
+            channel = st.data.setdefault("codes", {}).pop(form.get("code", ""), None)
+            if channel is None:
+                self._send(400, {"error": "invalid_grant"})
+                return
+            ch = st.data["channels"][channel]
+            ch.pop("revoked", None)
+            access = "ya29.fake-" + secrets.token_urlsafe(24)
+            st.data["tokens"][access] = channel
+            st.save()
+        self._send(
+            200,
+            {
+                "access_token": access,
+                "refresh_token": ch["refresh_token"],
+                "expires_in": 3599,
+                "token_type": "Bearer",
+                "scope": " ".join(
+                    [
+                        "https://www.googleapis.com/auth/youtube.upload",
+                        "https://www.googleapis.com/auth/youtube.readonly",
+                    ]
+                ),
             },
         )
 
@@ -681,6 +730,7 @@ def _request_kind(method: str, path: str, query: dict[str, str], headers: Any) -
 
 _ROUTES: dict[tuple[str, str], Any] = {
     ("POST", "/token"): _Handler.token,
+    ("GET", "/o/oauth2/auth"): _Handler.authorize,
     ("POST", "/upload/youtube/v3/videos"): _Handler.initiate,
     ("POST", "/resumable/upload/youtube/v3/videos"): _Handler.initiate,
     ("PUT", "/upload/youtube/v3/videos"): _Handler.put,

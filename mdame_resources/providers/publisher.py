@@ -298,7 +298,6 @@ class YouTubePublisher(PublisherResource):
                 if answer.gone:
                     return self._after_gone(job, api, asked_at)
                 if answer.video is not None:
-                    job.progress(size, size)
                     return self._finish(job, api, attempt_id, answer.video)
                 offset = answer.next_byte
                 job.progress(offset, size)
@@ -312,6 +311,8 @@ class YouTubePublisher(PublisherResource):
 
     def _finish(self, job: UploadJob, api: Any, attempt_id: int, video: dict[str, Any]) -> str:
         video_id = str(video["id"])
+        size = job.video.stat().st_size
+        job.progress(size, size)
         job.state.finish_upload(attempt_id, "succeeded", video_id, {"session": "completed"})
         job.log("uploaded", video_id=video_id)
         job.current_attempt = None  # settled: nothing to abandon any more
@@ -328,6 +329,8 @@ class YouTubePublisher(PublisherResource):
         job.log("session_gone", found=found)
         if found is None:
             return None
+        size = job.video.stat().st_size
+        job.progress(size, size)
         self._poll_processing(job, api, found)
         return found
 

@@ -7,7 +7,7 @@ run that finds an upload whose outcome nobody recorded asks the channel first
 (reconcile_upload), never submitting again while an earlier submission may still land.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,19 @@ def _publish_once(
     return pub.result["video_id"]
 
 
+def _progress_into(
+    uploads: dict[str, dict[str, int]] | None, name: str
+) -> Callable[[int, int], None] | None:
+    """A progress callback keeping the latest bytes confirmed per upload (run metadata)."""
+    if uploads is None:
+        return None
+
+    def progress(sent: int, total: int) -> None:
+        uploads[name] = {"sent_bytes": sent, "total_bytes": total}
+
+    return progress
+
+
 def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
     """The video's metadata from the script and the dimension (validated before upload)."""
     return VideoMetadata(
@@ -183,7 +196,11 @@ def publish_resumable(
 
 
 def _publish_script(
-    step: Step, script: WorkUnit, publisher: PublisherResource, media: MediaStoreResource
+    step: Step,
+    script: WorkUnit,
+    publisher: PublisherResource,
+    media: MediaStoreResource,
+    uploads: dict[str, dict[str, int]] | None = None,
 ) -> list[str]:
     render = step.state.get_work_unit("render", script.result["render_id"])
     if render is None:
@@ -204,6 +221,7 @@ def _publish_script(
                 "content_sha256": sha256,
             }
             if publisher.resumable:
+                progress = _progress_into(uploads, f"{script.id}:{account.handle}")
                 video_id = publish_resumable(
                     step.state,
                     publisher,
@@ -216,6 +234,7 @@ def _publish_script(
                     checkpoint=step.checkpoint,
                     log=step.log,
                     dimension_slug=step.partition.dimension,
+                    progress=progress,
                 )
             else:
                 video_id = _publish_once(step, key, payload, publisher, video, metadata)
@@ -241,9 +260,13 @@ def publications(
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
     """Published videos: exactly one per script and active account, whatever crashes between."""
+    uploads: dict[str, dict[str, int]] = {}
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
-            str(script.id): _publish_script(step, script, publisher, media)
+            str(script.id): _publish_script(step, script, publisher, media, uploads)
             for script in scripts_entering(step, "rendered", "publishing")
         }
-    return dg.MaterializeResult(metadata={"published_now": published})
+    metadata: dict[str, Any] = {"published_now": published}
+    if uploads:
+        metadata["uploads"] = uploads  # bytes the channel confirmed, per script:account
+    return dg.MaterializeResult(metadata=metadata)
