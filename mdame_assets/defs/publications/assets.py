@@ -118,14 +118,18 @@ def _progress_into(
 
 def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
     """The video's metadata from the script and the dimension (validated before upload)."""
+    yt = step.dimension.youtube
     return VideoMetadata(
         title=script.payload["script"]["hook"],
         description=script.payload["script"]["text"],
-        tags=tuple(step.dimension.keywords),
+        tags=tuple(step.dimension.keywords if yt.tags is None else yt.tags),
+        category_id=yt.category_id,
         default_language=step.dimension.language,
-        privacy_status="public",
+        privacy_status=yt.privacy_status,
         self_declared_made_for_kids=step.dimension.made_for_kids,
         contains_synthetic_media=step.dimension.synthetic_media,
+        notify_subscribers=yt.notify_subscribers,
+        hashtags=yt.hashtags,
     )
 
 
