@@ -259,6 +259,7 @@ class PartitionWork:
 @dataclass(frozen=True)
 class UploadStart:
     """begin_upload's answer. action: 'published' (done), 'no_quota' (nothing reserved),
+    'skipped' (the account is paused or needs re-authorisation: nothing reserved; 0012),
     'reconcile' (attempt_id's outcome must be settled first) or 'submit' (upload, then
     finish_upload(attempt_id))."""
 

@@ -255,3 +255,50 @@ def test_a_publisher_killed_mid_transfer_is_resumed_by_the_next_holder(
     assert resumed and resumed[0]["from_byte"] == session["received"]
     assert len(fake.sessions()) == 1  # the same session, resumed: no second one
     _assert_exactly_once(state, fake, s, video_id)
+
+
+# The publisher's commit points, each killed right before and right after its commit.
+CRASH_POINTS = [
+    ("begin_bucket_upload", "after"),
+    ("open_upload_session", "before"),  # a session exists on the channel, never committed
+    ("open_upload_session", "after"),  # committed, not one byte sent
+    ("finish_upload", "before"),  # the video exists, its id not recorded
+    ("finish_upload", "after"),
+    ("record_video_processing", "before"),
+    ("commit_quota", "after"),  # a list call charged, in the middle of processing polls
+]
+
+
+@pytest.mark.parametrize(("rpc", "when"), CRASH_POINTS, ids=[f"{r}-{w}" for r, w in CRASH_POINTS])
+def test_a_kill_at_every_commit_point_ends_in_one_video(
+    state, owner, fresh_db, tmp_path, fake, master, rpc, when
+) -> None:
+    a = hold(state, "tech", holder="setup")
+    s = ready_to_publish(a, tmp_path, size=100_000)
+    store_grant(a, s.account, master)
+    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.token)
+    pub = publisher(fake, tmp_path)
+    spec = {
+        "db": fresh_db.app,
+        "account_id": s.account.id,
+        "payload": s.payload,
+        "video": str(s.video),
+        "crash": {"rpc": rpc, "when": when},
+        "publisher": pub.model_dump(),
+        "meta": {"title": META.title, "description": META.description, "tags": list(META.tags)},
+    }
+    child = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("youtube_child.py")), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+    expire(owner, "tech")
+    owner.execute(
+        "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second'"
+    )
+    b = hold(state, "tech", holder="next")
+    video_id = _until_published(b, pub, s, [])
+    _assert_exactly_once(state, fake, s, video_id)
