@@ -744,6 +744,38 @@ _ROUTES: dict[tuple[str, str], Any] = {
 }
 
 
+def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any]) -> None:
+    """Demo wiring (`make demo PROVIDERS=fakes`): each account gets a channel on the fake and
+    its grant stored encrypted, as `mdame accounts connect` would after a consent. The master
+    key comes from MDAME_MASTER_KEY or the key file (created, 0600, when neither exists)."""
+    from mdame_core.settings import mdame_home
+    from mdame_domain.credentials import (
+        MASTER_KEY_FILE_VAR,
+        MASTER_KEY_VAR,
+        MasterKey,
+        associated_data,
+        load_master_key,
+        seal_grant,
+        write_key_file,
+    )
+
+    path = Path(os.environ.get(MASTER_KEY_FILE_VAR) or mdame_home() / "master.key")
+    if not os.environ.get(MASTER_KEY_VAR) and not path.exists():
+        write_key_file(path, MasterKey.generate())
+    master = load_master_key(path)
+    for account in accounts:
+        token = "1//fake-" + secrets.token_urlsafe(24)
+        fake.add_channel(account.handle, token)
+        envelope = seal_grant(
+            master,
+            associated_data(env, account.platform, account.handle),
+            {"refresh_token": token},
+        )
+        state.store_account_credential(
+            account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
+        )
+
+
 @contextlib.contextmanager
 def running(state_dir: str | Path, port: int = 0) -> Iterator[FakeYouTube]:
     """The fake on 127.0.0.1 (an ephemeral port by default) for the duration of the block."""

@@ -38,6 +38,9 @@ class PublisherResource(ProviderResource):
     def upload(self, job: UploadJob) -> str | None:
         raise NotImplementedError(f"{self.provider_name} is not a resumable publisher")
 
+    def check_processing(self, job: UploadJob, video_id: str) -> None:
+        """Records a published video's processing state (resumable publishers only)."""
+
     def publish(
         self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
     ) -> str:
@@ -216,6 +219,11 @@ class YouTubePublisher(PublisherResource):
         except BaseException:
             self._abandon(job, attempt_id, "unknown", "interrupted")
             raise
+
+    def check_processing(self, job: UploadJob, video_id: str) -> None:
+        """Polls a published video's processing that no run recorded (a crash after
+        finish_upload), and records it."""
+        self._poll_processing(job, self._api(job), video_id)
 
     def _abandon(self, job: UploadJob, attempt_id: int | None, status: str, why: str) -> None:
         """Leaves this holder's attempt settled enough for the next run: 'failed' when nothing

@@ -302,3 +302,14 @@ def test_a_kill_at_every_commit_point_ends_in_one_video(
     b = hold(state, "tech", holder="next")
     video_id = _until_published(b, pub, s, [])
     _assert_exactly_once(state, fake, s, video_id)
+    assert state.get_work_unit("publication", "pu").result["processing"] == "succeeded"
+
+
+def test_demo_wiring_connects_accounts_to_the_fake(state, tmp_path, fake, master) -> None:
+    from mdame_fakes.youtube import connect_accounts
+
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    connect_accounts(fake, state, os.environ["ENV"], state.list_accounts("tech"))
+    video_id = _publish(a, publisher(fake, tmp_path), s, [])
+    assert video_id is not None and [v["id"] for v in fake.videos()] == [video_id]

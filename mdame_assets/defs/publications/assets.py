@@ -163,9 +163,6 @@ def publish_resumable(
             required_reviews,
             publisher.upload_grace_s,
         )
-        if start.action == "published":
-            pub = state.get_work_unit("publication", start.publication_id)
-            return None if pub is None else str(pub.result["video_id"])
         if start.action in ("no_quota", "skipped"):
             log(
                 "quota_exhausted" if start.action == "no_quota" else "account_skipped",
@@ -189,6 +186,13 @@ def publish_resumable(
         )
         if progress is not None:
             job.progress = progress
+        if start.action == "published":
+            pub = state.get_work_unit("publication", start.publication_id)
+            if pub is None:
+                return None
+            if "processing" not in pub.result:  # a crash came between upload and poll
+                publisher.check_processing(job, str(pub.result["video_id"]))
+            return str(pub.result["video_id"])
         try:
             video_id = publisher.upload(job)
         except AccountUnavailable as exc:
