@@ -127,9 +127,11 @@ def enqueue(kind: str, app_url: str, owner_url: str, job_type: str, n: int) -> N
         conn.execute(f"VACUUM ANALYZE {table}")  # as autovacuum would after a bulk enqueue
 
 
-def run_round(kind: str, app_url: str, owner_url: str, workers: int, jobs: int) -> Round:
+def run_round(
+    kind: str, app_url: str, owner_url: str, workers: int, jobs: int, number: int
+) -> Round:
     ctx = mp.get_context("spawn")
-    job_type = f"bench-{workers}"
+    job_type = f"bench-{number}-{workers}"  # a round of its own, even for a repeated count
     enqueue(kind, app_url, owner_url, job_type, jobs)
     barrier = ctx.Barrier(workers + 1)
     out = ctx.Queue()
@@ -167,8 +169,8 @@ def main() -> None:
             conn.execute(FLOOR_SCHEMA)
         pairs = []
         for w in args.workers.split(","):
-            floor = run_round("floor", app_url, owner_url, int(w), args.jobs)
-            project = run_round("project", app_url, owner_url, int(w), args.jobs)
+            floor = run_round("floor", app_url, owner_url, int(w), args.jobs, len(pairs))
+            project = run_round("project", app_url, owner_url, int(w), args.jobs, len(pairs))
             pairs.append((floor, project))
     finally:
         with psycopg.connect(settings.superuser_url(), autocommit=True) as su:

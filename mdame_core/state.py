@@ -105,6 +105,10 @@ class Fenced(LeaseLost):
     """MD007: the caller's pipeline-lock token is not (or no longer) the live one."""
 
 
+class RetryNotDue(StateConflict):
+    """MD009: a retry was asked for before its backoff expired."""
+
+
 class FenceLost(Fenced):
     """Raised before anything is sent: this holder knows its lock is lost (taken over, or not
     renewed before its lease ran out), so it makes no further call."""
@@ -121,6 +125,7 @@ _ERRORS: dict[str, type[StateError]] = {
     "MD005": ReconcileRequired,
     "MD006": NotFound,
     "MD007": Fenced,
+    "MD009": RetryNotDue,
 }
 
 
@@ -244,6 +249,18 @@ class Account:
     daily_quota_units: int
     active: bool
     quota_timezone: str = "America/Los_Angeles"  # the provider's quota day (YouTube: Pacific)
+
+
+@dataclass(frozen=True)
+class VoiceHalt:
+    """A script halted because voice failed on every provider, and when it may retry (0009)."""
+
+    script_id: int
+    halts: int
+    max_halts: int
+    last_reason: str
+    halted_at: datetime
+    next_retry_at: datetime | None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,81 @@ CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews
 # YouTube's daily quota resets at midnight Pacific time.
 DEFAULT_QUOTA_TIMEZONE = "America/Los_Angeles"
 
+# --- production voice settings (issue 8, slice "edge": Edge-TTS, then Gemini TTS) ------------
+# The `tts:` mapping of a dimension file. The top-level `voice:` stays the espeak-ng voice.
+EDGE_VOICE_PATTERN = re.compile(r"^[a-z]{2,3}-[A-Z]{2,}(-[A-Za-z]+)?-[A-Za-z]+Neural$")
+EDGE_RATE_PATTERN = re.compile(r"^[+-]\d{1,3}%$")
+EDGE_PITCH_PATTERN = re.compile(r"^[+-]\d{1,3}Hz$")
+# Gemini TTS's prebuilt voices (speech_config.voice_config.prebuilt_voice_config.voice_name).
+GEMINI_VOICES = frozenset(
+    [
+        "Zephyr",
+        "Puck",
+        "Charon",
+        "Kore",
+        "Fenrir",
+        "Leda",
+        "Orus",
+        "Aoede",
+        "Callirrhoe",
+        "Autonoe",
+        "Enceladus",
+        "Iapetus",
+        "Umbriel",
+        "Algieba",
+        "Despina",
+        "Erinome",
+        "Algenib",
+        "Rasalgethi",
+        "Laomedeia",
+        "Achernar",
+        "Alnilam",
+        "Schedar",
+        "Gacrux",
+        "Pulcherrima",
+        "Achird",
+        "Zubenelgenubi",
+        "Vindemiatrix",
+        "Sadachbia",
+        "Sadaltager",
+        "Sulafat",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class VoiceSettings:
+    """Edge-TTS voice, Gemini TTS prebuilt voice, and the speaking rate and pitch (Edge's
+    forms: '+10%', '-5Hz'; Gemini gets the same voice for both dimensions' fallbacks)."""
+
+    edge_voice: str = "en-US-AriaNeural"
+    gemini_voice: str = "Kore"
+    rate: str = "+0%"
+    pitch: str = "+0Hz"
+
+
+def _voice_settings(r: _Reader) -> VoiceSettings:
+    tts = r.get("tts", Mapping, {})
+    unknown = set(tts) - {"edge_voice", "gemini_voice", "rate", "pitch"}
+    if unknown:
+        raise r.fail("tts", f"unknown keys {sorted(unknown)}")
+    values = {**VoiceSettings().__dict__, **tts}
+    for name, value in values.items():
+        if not isinstance(value, str):
+            raise r.fail(f"tts.{name}", f"expected str, got {type(value).__name__}")
+    if not EDGE_VOICE_PATTERN.match(values["edge_voice"]):
+        raise r.fail("tts.edge_voice", "expected an Edge voice like 'en-US-AriaNeural'")
+    if values["gemini_voice"] not in GEMINI_VOICES:
+        raise r.fail("tts.gemini_voice", "expected a Gemini prebuilt voice like 'Kore'")
+    if not EDGE_RATE_PATTERN.match(values["rate"]) or not -50 <= int(values["rate"][:-1]) <= 100:
+        raise r.fail("tts.rate", "expected a percentage from '-50%' to '+100%'")
+    if not EDGE_PITCH_PATTERN.match(values["pitch"]) or not -50 <= int(values["pitch"][:-2]) <= 50:
+        raise r.fail("tts.pitch", "expected hertz from '-50Hz' to '+50Hz'")
+    return VoiceSettings(**values)
+
+
+# --- end of slice "edge" ---------------------------------------------------------------------
+
 
 class DimensionConfigError(ValueError):
     def __init__(self, source: str, field_name: str, reason: str) -> None:
@@ -108,6 +183,8 @@ class DimensionConfig:
     topic_lookback_days: int = 14
     # Issue 9 (YouTube publishing): the video metadata the dimension sets; see YouTubeSettings.
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
+    # Edge-TTS and Gemini TTS voice settings (issue 8, slice "edge").
+    tts: VoiceSettings = field(default_factory=VoiceSettings)
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -200,6 +277,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         required_reviews=tuple(dict.fromkeys(required_reviews)),
         topic_lookback_days=lookback,
         youtube=_youtube(r),
+        tts=_voice_settings(r),
         source=source,
     )
 
@@ -290,4 +368,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         yt["hashtags"] = tuple(yt.get("hashtags", ()))
         yt["tags"] = None if yt.get("tags") is None else tuple(yt["tags"])
         fields["youtube"] = YouTubeSettings(**yt)
+    if "tts" in fields:  # configs stored before it existed keep the default
+        fields["tts"] = VoiceSettings(**fields["tts"])
     return DimensionConfig(**fields)

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, synthesize_espeak
-from mdame_resources.providers.base import ProviderResource, not_built
+from mdame_domain.dimensions import VoiceSettings
+from mdame_domain.speech import coverage_problems, decode_to_wav
+from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, WordTiming, synthesize_espeak
+from mdame_resources.providers.base import ProviderResource
+
+EDGE_URL_ENV = "MDAME_EDGE_TTS_URL"
+_TICKS_PER_SECOND = 10_000_000
+# edge_tts reads its endpoint from a module global: one synthesis at a time may set it.
+_EDGE_URL_LOCK = threading.Lock()
 
 
 class VoiceResource(ProviderResource):
-    def synthesize(self, text: str, voice: str, out_wav: Path) -> VoiceTrack:
-        """A voice track, or VoiceSynthesisError when every provider failed (the caller HALTs)."""
+    def synthesize(
+        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+    ) -> VoiceTrack:
+        """A voice track (WAV at out_wav, word timings), or VoiceSynthesisError when every
+        provider failed (the caller HALTs). `voice` is the espeak-ng voice; `settings` the
+        dimension's production voice settings (defaults when None)."""
         raise NotImplementedError
 
 
@@ -21,15 +39,157 @@ class EspeakVoice(VoiceResource):
     def offline(self) -> bool:
         return True
 
-    def synthesize(self, text: str, voice: str, out_wav: Path) -> VoiceTrack:
+    def synthesize(
+        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+    ) -> VoiceTrack:
         return synthesize_espeak(text, voice, str(out_wav), self.words_per_minute)
 
 
+class EdgeTtsFailure(Exception):
+    """Edge-TTS gave no usable audio; `kind` says which failure (the fallback's trigger)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"Edge-TTS {kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
 class EdgeGeminiVoiceChain(VoiceResource):
+    """Edge-TTS with word boundaries; on any Edge failure the Gemini TTS fallback; when that
+    fails too, VoiceSynthesisError (the voice stage HALTs the script). Audio that does not
+    cover the text is a failure, never a result."""
+
     gemini_api_key: str = ""
+    # The Edge-TTS WebSocket URL (must contain '?'); empty: $MDAME_EDGE_TTS_URL, else the
+    # service's own.
+    edge_url: str = ""
+    # Our own bound on the whole stream: once the socket is open, edge-tts's receive timeout
+    # does not stop a server that stalls.
+    edge_deadline_s: float = 120.0
+    edge_connect_timeout_s: int = 10
 
-    def synthesize(self, text: str, voice: str, out_wav: Path) -> VoiceTrack:
-        raise not_built(self.provider_name, "the Edge-TTS -> Gemini TTS chain")
+    def synthesize(
+        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+    ) -> VoiceTrack:
+        settings = settings or VoiceSettings()
+        try:
+            return self._edge(text, settings, out_wav)
+        except EdgeTtsFailure as failure:
+            return self._fallback(text, settings, out_wav, failure)
+
+    # -- the fallback: one call site --------------------------------------------------------
+    def _fallback(
+        self, text: str, settings: VoiceSettings, out_wav: Path, failure: EdgeTtsFailure
+    ) -> VoiceTrack:
+        """Gemini TTS with settings.gemini_voice, its audio to WAV (mdame_domain.speech.
+        audio_to_wav) and word timings by alignment (align_words)."""
+        raise VoiceSynthesisError(f"{failure}; Gemini TTS fallback is not wired")
+
+    # -- Edge-TTS ---------------------------------------------------------------------------
+    def _endpoint(self) -> str | None:
+        url = self.edge_url or os.environ.get(EDGE_URL_ENV, "")
+        if not url:
+            return None
+        if "?" not in url:
+            # edge-tts appends '&ConnectionId=...': without a query the URL would be wrong.
+            raise VoiceSynthesisError(f"{EDGE_URL_ENV} must contain '?' (a query string)")
+        host = urlsplit(url).hostname or ""
+        if host in ("127.0.0.1", "localhost", "::1"):
+            # edge-tts honours proxy variables; a local server is never behind the proxy.
+            current = os.environ.get("NO_PROXY", "")
+            if host not in current.split(","):
+                os.environ["NO_PROXY"] = ",".join(filter(None, [current, host]))
+        return url
+
+    def _edge(self, text: str, settings: VoiceSettings, out_wav: Path) -> VoiceTrack:
+        url = self._endpoint()
+        with tempfile.TemporaryDirectory(prefix="mdame-edge-") as tmp:
+            mp3 = Path(tmp) / "edge.mp3"
+            words = self._stream(text, settings, url, mp3)
+            if mp3.stat().st_size == 0:
+                raise EdgeTtsFailure("audio missing", "the stream carried no audio bytes")
+            try:
+                duration = decode_to_wav(mp3, out_wav)
+            except VoiceSynthesisError as exc:
+                raise EdgeTtsFailure("audio undecodable", str(exc)[:300]) from exc
+        problems = coverage_problems(text, words, duration)
+        if problems:
+            Path(out_wav).unlink(missing_ok=True)
+            raise EdgeTtsFailure("audio incomplete", "; ".join(problems))
+        return VoiceTrack(str(out_wav), round(duration, 3), tuple(words), 24000)
+
+    def _stream(
+        self, text: str, settings: VoiceSettings, url: str | None, mp3: Path
+    ) -> list[WordTiming]:
+        # A fresh loop on a worker thread: the caller may itself be inside an event loop.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self._astream(text, settings, url, mp3)).result()
+
+    async def _astream(
+        self, text: str, settings: VoiceSettings, url: str | None, mp3: Path
+    ) -> list[WordTiming]:
+        import aiohttp
+        import edge_tts
+        import edge_tts.communicate
+        import edge_tts.constants
+        from edge_tts import exceptions as edge_errors
+
+        words: list[WordTiming] = []
+        with _EDGE_URL_LOCK:
+            # edge_tts.constants keeps the service's own URL: a call without an endpoint must
+            # not inherit an earlier call's.
+            edge_tts.communicate.WSS_URL = url or edge_tts.constants.WSS_URL
+            try:
+                communicate = edge_tts.Communicate(
+                    text,
+                    settings.edge_voice,
+                    rate=settings.rate,
+                    pitch=settings.pitch,
+                    boundary="WordBoundary",
+                    connect_timeout=self.edge_connect_timeout_s,
+                    receive_timeout=max(1, int(self.edge_deadline_s)),
+                )
+            except (TypeError, ValueError) as exc:
+                raise VoiceSynthesisError(f"invalid Edge-TTS settings: {exc}") from exc
+            try:
+                async with asyncio.timeout(self.edge_deadline_s):
+                    with mp3.open("wb") as audio:
+                        async for chunk in communicate.stream():
+                            if chunk["type"] == "audio":
+                                audio.write(chunk["data"])
+                            elif chunk["type"] == "WordBoundary":
+                                start = chunk["offset"] / _TICKS_PER_SECOND
+                                end = start + chunk["duration"] / _TICKS_PER_SECOND
+                                words.append(
+                                    WordTiming(chunk["text"], round(start, 3), round(end, 3))
+                                )
+            except TimeoutError as exc:
+                raise EdgeTtsFailure(
+                    "timeout", f"no complete answer within {self.edge_deadline_s:g}s"
+                ) from exc
+            except aiohttp.ClientResponseError as exc:
+                kind = "403" if exc.status == 403 else f"HTTP {exc.status}"
+                raise EdgeTtsFailure(kind, "the handshake was refused") from exc
+            except edge_errors.NoAudioReceived as exc:
+                raise EdgeTtsFailure("no audio", "NoAudioReceived") from exc
+            except edge_errors.SkewAdjustmentError as exc:
+                raise EdgeTtsFailure(
+                    "403", f"refused, and no clock skew to correct: {exc}"
+                ) from exc
+            except edge_errors.EdgeTTSException as exc:
+                raise EdgeTtsFailure("protocol error", f"{type(exc).__name__}: {exc}") from exc
+            except (aiohttp.ClientError, OSError) as exc:
+                raise EdgeTtsFailure("connection failed", type(exc).__name__) from exc
+            except (ValueError, json.JSONDecodeError, KeyError) as exc:
+                # Malformed frames raise bare ValueError/JSONDecodeError/KeyError in edge-tts.
+                raise EdgeTtsFailure("malformed frame", f"{type(exc).__name__}: {exc}") from exc
+        return words
 
 
-__all__ = ["EdgeGeminiVoiceChain", "EspeakVoice", "VoiceResource", "VoiceSynthesisError"]
+__all__ = [
+    "EdgeGeminiVoiceChain",
+    "EdgeTtsFailure",
+    "EspeakVoice",
+    "VoiceResource",
+    "VoiceSynthesisError",
+]

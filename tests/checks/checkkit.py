@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.runs import whole_graph
+from mdame_domain.dimensions import VoiceSettings
 from mdame_domain.voice import VoiceTrack
 from mdame_domain.writer import Script, TopicBrief, write_script
 from mdame_resources.providers.voice import EspeakVoice
@@ -130,8 +131,10 @@ class SilentVoice(EspeakVoice):
     """A TTS that reports words and timings but writes digital silence (a real failure mode
     of hosted TTS: a 200 response with an empty stream)."""
 
-    def synthesize(self, text: str, voice: str, out_wav: Path) -> VoiceTrack:
-        track = super().synthesize(text, voice, out_wav)
+    def synthesize(
+        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+    ) -> VoiceTrack:
+        track = super().synthesize(text, voice, out_wav, settings)
         silence_like(out_wav)
         return track
 

@@ -328,6 +328,14 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("fail_script", (script, None, "r", token), InvalidInput),
         ("fail_script", (script, "publishing", "r", token), StateConflict),
         ("fail_script", (999_999, "drafted", "r", token), NotFound),
+        # Voice HALT with a backoff retry (0009); the script is drafted, never halted.
+        ("halt_voice", (script, "", 900, 4, token), InvalidInput),
+        ("halt_voice", (script, "r", 0, 4, token), InvalidInput),
+        ("halt_voice", (script, "r", 900, 0, token), InvalidInput),
+        ("halt_voice", (script, "r", 900, 4, token), StateConflict),
+        ("halt_voice", (999_999, "r", 900, 4, token), NotFound),
+        ("retry_halted_voice", (script, token), StateConflict),
+        ("retry_halted_voice", (999_999, token), NotFound),
         ("invalidate_scene_cache", ("", "u", "r"), InvalidInput),
         ("invalidate_scene_cache", ("h", "u", None), InvalidInput),
     ]
@@ -357,7 +365,14 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
     before = _snapshot(owner)
     empty = {table for table, (count, _) in before.items() if count == 0}
     # An upload session needs a publication in flight, which these cases never reach.
-    assert empty <= {"trends", "scenes", "voice_tracks", "publications", "upload_sessions"}
+    assert empty <= {
+        "trends",
+        "scenes",
+        "voice_tracks",
+        "publications",
+        "upload_sessions",
+        "voice_halts",
+    }
 
     for rpc, args, expected in cases:
         with pytest.raises(StateError) as err:

@@ -111,6 +111,8 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("record_video_processing", (ids["publication"], "succeeded", Jsonb({}), token)),
         ("pause_account", (ids["account"], "quotaExceeded", token)),
         ("mark_needs_reauth", (ids["account"], "why", token)),
+        ("halt_voice", (ids["script"], "why", 900, 4, token)),
+        ("retry_halted_voice", (ids["script"], token)),
     ]
 
 

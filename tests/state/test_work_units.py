@@ -220,6 +220,9 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
         ("render_queued", "visuals_ready"),
         ("rendered", "voiced"),
         ("publishing", "voiced"),
+        # Voice HALT with a backoff retry (0009): halted waits for its retry, or fails.
+        ("halted", "voice_queued"),
+        ("halted", "failed"),
     }
     expected |= {(s, "failed") for s in SCRIPT_PATH[:-1]}
     assert set(rows) == expected

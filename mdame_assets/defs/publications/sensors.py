@@ -1,4 +1,5 @@
-"""Orchestrator: resumes a partition once its clips are ready (mdame_assets.defs.hops decides)."""
+"""Orchestrator: resumes a partition once its clips are ready, or once a halted script's voice
+backoff has expired (mdame_assets.defs.hops decides)."""
 
 import dagster as dg
 
@@ -13,5 +14,13 @@ from mdame_resources.state import StateStoreResource
 def publishing_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
-    work = state.get_client().partitions_with_scripts_in(AWAITING_PUBLISHING)
+    client = state.get_client()
+    work = client.partitions_with_scripts_in(AWAITING_PUBLISHING)
+    # A halted script whose voice backoff has expired: a run of the partition retries voice.
+    waiting = {(w.partition_date, w.dimension_slug) for w in work}
+    work += [
+        due
+        for due in client.partitions_with_voice_retry_due()
+        if (due.partition_date, due.dimension_slug) not in waiting
+    ]
     return hop_sensor_result(context, publishing_job.name, "publish", work)

@@ -10,14 +10,33 @@ from mdame_assets.defs.voice.healing import heal_damaged_voice
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance, series_key
-from mdame_core.state import WorkUnit
+from mdame_assets.work import series_key
+from mdame_core.state import RetryNotDue, WorkUnit
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
 
 scene_clips_key = dg.AssetKey("scene_clips")
 TO_VOICE = ("visuals_ready", "voice_queued")
+# A HALT is retried by a later run of the partition after 15 min, 30, 60: four halts in all,
+# then the script fails. The backoff lives in PostgreSQL (mdame.voice_halts).
+VOICE_BACKOFF_BASE_S = 900
+VOICE_MAX_HALTS = 4
+
+
+def retry_halted_voice(step: Step) -> list[int]:
+    """The partition's halted scripts whose backoff has expired go back to voice_queued, so
+    this run voices them again (voice only: their clips and script are kept). Returns their
+    ids. The database refuses (RetryNotDue) a retry before its time, whatever our clock says."""
+    retried = []
+    for halt in step.state.voice_retries_due(step.dimension_id, step.partition.day):
+        try:
+            step.state.retry_halted_voice(halt.script_id)
+        except RetryNotDue:
+            continue
+        step.log("voice_retry", script_id=halt.script_id, halts=halt.halts)
+        retried.append(halt.script_id)
+    return retried
 
 
 def _voice_for(
@@ -38,12 +57,19 @@ def _voice_for(
     wav = media.scratch_dir("voice") / f"{key}.wav"
     step.checkpoint()
     try:
-        track = voice.synthesize(script.payload["script"]["text"], step.dimension.voice, wav)
+        track = voice.synthesize(
+            script.payload["script"]["text"], step.dimension.voice, wav, step.dimension.tts
+        )
     except VoiceSynthesisError as exc:
-        # Quality over availability: nothing degraded is published.
-        advance(step.state, script, "halted", {"reason": str(exc)[:500]})
+        # Quality over availability: nothing degraded is published. The halt, its reason, its
+        # backoff and the alert event commit together.
+        reason = str(exc)[:500]
+        next_retry = step.state.halt_voice(script.id, reason, VOICE_BACKOFF_BASE_S, VOICE_MAX_HALTS)
+        step.log("voice_halted", script_id=script.id, reason=reason, next_retry=str(next_retry))
+        retry = f"voice retried after {next_retry.isoformat()}" if next_retry else "no retry left"
         raise dg.Failure(
-            f"HALT: voice synthesis failed for script {script.id}: {exc}", allow_retries=False
+            f"HALT: voice synthesis failed for script {script.id} ({retry}): {exc}",
+            allow_retries=False,
         ) from exc
     stored = media.store().put_file(wav, ".wav")
     wav.unlink(missing_ok=True)
@@ -77,6 +103,7 @@ def voice_tracks(
         # scene_clips ran in the GPU code location: its gate is re-checked on this side. A clip
         # that vanished or rotted since sends its scenes back to the GPU queue (healing); any
         # other problem stops the stage.
+        retried = retry_halted_voice(step)
         healed = heal_damaged_clips(step, media, *TO_VOICE)
         # A track that vanished or rotted before its render was made is voiced again now.
         revoiced = heal_damaged_voice(step, media, "voiced", "render_queued")
@@ -95,5 +122,6 @@ def voice_tracks(
             "durations_s": durations,
             "clips_requeued": healed,
             "voice_requeued": revoiced,
+            "voice_retried": retried,
         }
     )

@@ -1,0 +1,93 @@
+"""HALT and its backoff retry through the real asset graph: the production voice chain with the
+real edge-tts client against the local Edge-TTS server, real PostgreSQL, ffmpeg and espeak-ng.
+
+While Edge refuses every handshake (and the Gemini fallback is not wired), the script halts:
+nothing is rendered or published, and an alert event is recorded. A run before the backoff
+leaves it halted; once the backoff has expired (the row is moved, no sleeping) a run retries
+voice only and the script is published.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import dagster as dg
+import psycopg
+import pytest
+
+from mdame_assets.partitions import partition_key
+from mdame_assets.runs import whole_graph
+from mdame_core.state import RetryNotDue
+from mdame_domain.outbox import list_outbox
+from mdame_fakes.edge_tts import running
+from mdame_resources.providers.voice import EdgeGeminiVoiceChain
+
+DAY = date(2026, 11, 29)
+
+
+def _run(pipeline, key: str) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        whole_graph(),
+        partition_key=key,
+        instance=pipeline.instance,
+        resources=pipeline.resources,
+        raise_on_error=False,
+    )
+
+
+def _count(pipeline, table: str) -> int:
+    return pipeline.state._select(f"SELECT count(*) FROM mdame.{table}")[0][0]
+
+
+def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
+    pipeline, fresh_db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline.sync()
+    key = str(partition_key(DAY, "science"))
+    with running() as edge:
+        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+        edge.set_fault("403")  # a token change: every handshake refused
+
+        halted_run = _run(pipeline, key)
+
+        assert not halted_run.success
+        (failed_step,) = halted_run.get_step_failure_events()
+        assert failed_step.step_key == "voice_tracks"
+        (script,) = pipeline.state.list_work_units("script")
+        assert script.state == "halted" and "403" in script.result["reason"]
+        events = pipeline.state.list_events("script", script.id)
+        assert [e.detail["halts"] for e in events if e.event == "voice_halted"] == [1]
+        assert _count(pipeline, "renders") == 0 and _count(pipeline, "publications") == 0
+        assert list_outbox(pipeline.home / "outbox") == []
+
+        edge.set_fault(None)  # Edge is back, but the backoff has not expired
+        early = _run(pipeline, key)
+        assert early.success
+        assert pipeline.state.get_work_unit("script", script.id).state == "halted"
+        assert _count(pipeline, "renders") == 0 and list_outbox(pipeline.home / "outbox") == []
+        with pytest.raises(RetryNotDue):
+            from mdame_assets.runtime import held_lock
+
+            with held_lock(pipeline.state, "science", "test") as fenced:
+                fenced.retry_halted_voice(script.id)
+        assert pipeline.state.partitions_with_voice_retry_due() == []
+
+        with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
+            owner.execute(
+                "UPDATE mdame.voice_halts SET next_retry_at = now() - interval '1 second'"
+            )
+        (due,) = pipeline.state.partitions_with_voice_retry_due()  # the sensor's read
+        assert (due.partition_date, due.dimension_slug) == (DAY, "science")
+        scenes_before = _count(pipeline, "scenes")
+
+        retried = _run(pipeline, key)
+
+        assert retried.success, [e.message for e in retried.all_events if e.is_failure]
+        script = pipeline.state.get_work_unit("script", script.id)
+        assert script.state == "published"
+        assert _count(pipeline, "scenes") == scenes_before  # voice only: nothing upstream redone
+        (track,) = pipeline.state.list_work_units("voice_track")
+        assert track.payload["provider"] == "EdgeGeminiVoiceChain" and track.payload["words"]
+        assert len(list_outbox(pipeline.home / "outbox")) == 1
+        assert any(r.fault is None for r in edge.requests)
