@@ -84,8 +84,9 @@ def _publish_once(
         # Published by the earlier submission, or pending again (the channel has nothing).
         reconcile_publication(step.state, start.publication_id, publisher, step.partition.dimension)
         start = begin()
-    if start.action == "no_quota":
-        step.log("quota_exhausted", account_id=payload["account_id"])
+    if start.action in ("no_quota", "skipped"):  # skipped: paused or needs_reauth (0012)
+        status = "quota_exhausted" if start.action == "no_quota" else "account_skipped"
+        step.log(status, account_id=payload["account_id"])
         return None
     if start.action == "submit":
         assert start.attempt_id is not None  # begin_upload returns it with 'submit'
