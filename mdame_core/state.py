@@ -1130,6 +1130,54 @@ class StateStore:
         )
         return UploadSession(*rows[0]) if rows else None
 
+    # -- voice HALT and its backoff retry (0009) -------------------------------------------
+    def halt_voice(
+        self, script_id: int, reason: str, backoff_base_s: int, max_halts: int
+    ) -> datetime | None:
+        """voice_queued -> halted with the reason and a 'voice_halted' event, together; the
+        time its voice may be retried (base * 2^(halts-1) from now), or None when that was the
+        last allowed halt (the script is then failed)."""
+        return self._scalar(
+            "halt_voice", script_id, reason, backoff_base_s, max_halts, self._token()
+        )
+
+    def retry_halted_voice(self, script_id: int) -> str:
+        """halted -> voice_queued once the backoff has expired (RetryNotDue before)."""
+        return self._scalar("retry_halted_voice", script_id, self._token())
+
+    def get_voice_halt(self, script_id: int) -> VoiceHalt | None:
+        rows = self._select(
+            """SELECT script_id, halts, max_halts, last_reason, halted_at, next_retry_at
+                 FROM mdame.voice_halts WHERE script_id = %s""",
+            [script_id],
+        )
+        return VoiceHalt(*rows[0]) if rows else None
+
+    def voice_retries_due(self, dimension_id: int, day: date) -> list[VoiceHalt]:
+        """The partition's halted scripts whose voice backoff has expired (database clock)."""
+        rows = self._select(
+            """SELECT h.script_id, h.halts, h.max_halts, h.last_reason, h.halted_at,
+                      h.next_retry_at
+                 FROM mdame.voice_halts h JOIN mdame.scripts s ON s.id = h.script_id
+                WHERE s.dimension_id = %s AND s.partition_date = %s AND s.state = 'halted'
+                  AND h.next_retry_at <= now()
+                ORDER BY h.script_id""",
+            [dimension_id, day],
+        )
+        return [VoiceHalt(*row) for row in rows]
+
+    def partitions_with_voice_retry_due(self) -> list[PartitionWork]:
+        """Partitions with a halted script whose voice backoff has expired; last_update is
+        the newest expiry, so each retry is a new request for the hop sensor."""
+        rows = self._select(
+            """SELECT s.partition_date, d.slug, max(h.next_retry_at), count(*)
+                 FROM mdame.voice_halts h JOIN mdame.scripts s ON s.id = h.script_id
+                 JOIN mdame.dimensions d ON d.id = s.dimension_id
+                WHERE s.state = 'halted' AND h.next_retry_at <= now() AND d.active
+                GROUP BY s.partition_date, d.slug ORDER BY s.partition_date, d.slug"""
+        )
+        return [PartitionWork(*row) for row in rows]
+
     # -- reads (SELECT only) -------------------------------------------------------------
     def db_now(self) -> datetime:
         """The database's clock (leases and reconcile answers are judged by it)."""
