@@ -29,6 +29,7 @@ from mdame_core.settings import seconds_setting
 from mdame_core.state import Fence, LeaseLost, StateStore, WorkUnit
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 from mdame_domain.media_store import MediaProblem
+from mdame_resources.providers.budget import CallContext
 
 # Read per use so a harness can shorten it (a SIGKILLed run's lock must expire before the next
 # run takes over); production keeps the default.
@@ -63,6 +64,11 @@ class Step:
     def scripts_in(self, *states: str) -> list[WorkUnit]:
         """This partition's scripts in any of `states`, oldest first."""
         return [s for s in self.units("script") if s.state in states]
+
+    def paid_context(self) -> CallContext:
+        """What a paid provider needs from the step: the fenced store (every ledger write
+        carries the lock's token), the dimension, and the fence check before each call."""
+        return CallContext(self.state, self.dimension, self.checkpoint)
 
     def checkpoint(self) -> None:
         """Raises FenceLost when the lock is known lost: call before every side effect."""

@@ -305,6 +305,20 @@ class AccountStatus:
 
 
 @dataclass(frozen=True)
+class PaidCallStart:
+    """begin_paid_call's answer. action: 'submit' (call now, then settle/release/mark unknown
+    attempt_id), 'done' (the same request already succeeded: `result` is its stored answer),
+    'budget_exhausted' (nothing reserved: the dimension's daily cap is reached), 'in_flight'
+    (another holder's call of this work key may still be running) or 'attempts_exhausted'."""
+
+    action: str
+    attempt_id: int | None
+    budget_key: str | None
+    period: str | None
+    result: Any
+
+
+@dataclass(frozen=True)
 class LockInfo:
     lock_name: str
     holder: str
@@ -805,6 +819,52 @@ class StateStore:
         return self._scalar(
             "reconcile_attempt", attempt_id, final_status, _obj(detail), self._token(), asked_at
         )
+
+    # -- paid provider calls: budget and attempt ledgers together (0008) -------------------
+    def begin_paid_call(
+        self,
+        dimension_slug: str,
+        work_key: str,
+        provider: str,
+        request_hash: str,
+        estimate_micros: int,
+        daily_cap_micros: int | None,
+        max_attempts: int,
+        grace_seconds: int,
+        detail: JsonObject | None = None,
+    ) -> PaidCallStart:
+        """Settles an unknown earlier attempt at its estimate, then reserves and records this
+        one (see PaidCallStart)."""
+        rows = self.call(
+            "begin_paid_call",
+            dimension_slug,
+            work_key,
+            provider,
+            request_hash,
+            estimate_micros,
+            daily_cap_micros,
+            max_attempts,
+            grace_seconds,
+            _obj(detail),
+            self._token(),
+        )
+        return PaidCallStart(*rows[0])
+
+    def settle_paid_call(
+        self, attempt_id: int, status: str, actual_micros: int, detail: JsonObject | None = None
+    ) -> int:
+        """The provider answered: settle at the actual cost; the micros settled."""
+        return self._scalar(
+            "settle_paid_call", attempt_id, status, actual_micros, _obj(detail), self._token()
+        )
+
+    def release_paid_call(self, attempt_id: int, detail: JsonObject | None = None) -> bool:
+        """A definite refusal: the reservation is released and the attempt failed."""
+        return self._scalar("release_paid_call", attempt_id, _obj(detail), self._token())
+
+    def mark_paid_call_unknown(self, attempt_id: int, detail: JsonObject | None = None) -> str:
+        """No answer after sending: the reservation stays held for a later run to settle."""
+        return self._scalar("mark_paid_call_unknown", attempt_id, _obj(detail), self._token())
 
     # -- reviews and safety --------------------------------------------------------------
     def record_review(

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
+
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
 PLATFORMS = ("outbox", "youtube")
@@ -22,6 +24,10 @@ SAFETY_PROFILES = ("general", "family", "strict")
 CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name
 # YouTube's daily quota resets at midnight Pacific time.
 DEFAULT_QUOTA_TIMEZONE = "America/Los_Angeles"
+# Paid model calls (slice "gem"): $1.00 a day unless the YAML says otherwise.
+DEFAULT_DAILY_BUDGET_MICROS = 1_000_000
+MAX_DAILY_BUDGET_USD = 10_000
+MODEL_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
 # --- production voice settings (issue 8, slice "edge": Edge-TTS, then Gemini TTS) ------------
 # The `tts:` mapping of a dimension file. The top-level `voice:` stays the espeak-ng voice.
@@ -185,6 +191,17 @@ class DimensionConfig:
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
     # Edge-TTS and Gemini TTS voice settings (issue 8, slice "edge").
     tts: VoiceSettings = field(default_factory=VoiceSettings)
+    # -- Gemini writer, safety and budget (issue 8, slice "gem") --------------------------
+    # The daily budget of paid model calls (YAML: daily_budget_usd), in integer micro-dollars.
+    daily_budget_micros: int = DEFAULT_DAILY_BUDGET_MICROS
+    gemini_text_model: str = DEFAULT_TEXT_MODEL
+    gemini_tts_model: str = DEFAULT_TTS_MODEL
+    # Price overrides: (model, input micros per 1M tokens, output micros per 1M tokens).
+    gemini_prices: tuple[tuple[str, int, int], ...] = ()
+    tone: str = "curious, clear and friendly"
+    call_to_action: str = ""  # empty: the writer asks for one that fits the dimension
+    target_seconds: int = 45
+    # -- end of slice "gem" ----------------------------------------------------------------
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -278,8 +295,56 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         topic_lookback_days=lookback,
         youtube=_youtube(r),
         tts=_voice_settings(r),
+        **_gemini_fields(r),
         source=source,
     )
+
+
+def _gemini_fields(r: _Reader) -> dict[str, Any]:
+    """The Gemini writer, safety and budget fields (slice "gem"), validated."""
+    budget = r.get("daily_budget_usd", (int, float), DEFAULT_DAILY_BUDGET_MICROS / 1_000_000)
+    if not 0 <= budget <= MAX_DAILY_BUDGET_USD:
+        raise r.fail("daily_budget_usd", f"must be between 0 and {MAX_DAILY_BUDGET_USD}")
+    models = {}
+    for name, default in (
+        ("gemini_text_model", DEFAULT_TEXT_MODEL),
+        ("gemini_tts_model", DEFAULT_TTS_MODEL),
+    ):
+        models[name] = r.get(name, str, default)
+        if not MODEL_NAME_PATTERN.match(models[name]):
+            raise r.fail(name, "expected a model name like 'gemini-3.8-flash'")
+    prices = []
+    for model, price in r.get("gemini_prices", Mapping, {}).items():
+        name = f"gemini_prices.{model}"
+        if not isinstance(model, str) or not MODEL_NAME_PATTERN.match(model):
+            raise r.fail(name, "expected a model name like 'gemini-3.8-flash'")
+        if not isinstance(price, Mapping) or set(price) != {"input_usd", "output_usd"}:
+            raise r.fail(name, "expected {input_usd: N, output_usd: N} per million tokens")
+        micros = []
+        for key in ("input_usd", "output_usd"):
+            value = price[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise r.fail(f"{name}.{key}", "expected a non-negative number of dollars")
+            micros.append(round(value * 1_000_000))
+        prices.append((model, micros[0], micros[1]))
+    target = r.get("target_seconds", int, 45)
+    if not 30 <= target <= 60:
+        raise r.fail("target_seconds", "must be between 30 and 60 (80-150 spoken words)")
+    tone = r.get("tone", str, "curious, clear and friendly")
+    cta = r.get("call_to_action", str, "")
+    for name, text in (("tone", tone), ("call_to_action", cta)):
+        if len(text) > 200:
+            raise r.fail(name, "must be at most 200 characters")
+    if not tone.strip():
+        raise r.fail("tone", "must not be empty")
+    return {
+        "daily_budget_micros": round(budget * 1_000_000),
+        **models,
+        "gemini_prices": tuple(prices),
+        "tone": tone,
+        "call_to_action": cta,
+        "target_seconds": target,
+    }
 
 
 def _flag(r: _Reader, flags: Mapping[str, Any], name: str, default: bool) -> bool:
@@ -370,4 +435,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["youtube"] = YouTubeSettings(**yt)
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
+    if "gemini_prices" in fields:
+        fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     return DimensionConfig(**fields)

@@ -48,6 +48,9 @@ class VoiceTrack:
     duration_s: float
     words: tuple[WordTiming, ...]
     sample_rate: int
+    # Which service spoke it, and why an earlier one in a fallback chain did not.
+    provider: str = "espeak-ng"
+    fallback_from: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,17 @@ import json
 import os
 import tempfile
 import threading
+import wave
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mdame_domain.dimensions import VoiceSettings
-from mdame_domain.speech import coverage_problems, decode_to_wav
+from mdame_domain.speech import align_words, audio_to_wav, coverage_problems, decode_to_wav
 from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, WordTiming, synthesize_espeak
 from mdame_resources.providers.base import ProviderResource
+from mdame_resources.providers.budget import BudgetExhausted, CallContext
+from mdame_resources.providers.gemini import PaidCallFailed, synthesize_speech
 
 EDGE_URL_ENV = "MDAME_EDGE_TTS_URL"
 _TICKS_PER_SECOND = 10_000_000
@@ -24,11 +27,17 @@ _EDGE_URL_LOCK = threading.Lock()
 
 class VoiceResource(ProviderResource):
     def synthesize(
-        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+        self,
+        text: str,
+        voice: str,
+        out_wav: Path,
+        settings: VoiceSettings | None = None,
+        ctx: CallContext | None = None,
     ) -> VoiceTrack:
         """A voice track (WAV at out_wav, word timings), or VoiceSynthesisError when every
         provider failed (the caller HALTs). `voice` is the espeak-ng voice; `settings` the
-        dimension's production voice settings (defaults when None)."""
+        dimension's production voice settings (defaults when None); `ctx` the step's paid-call
+        context, which a paid provider (Gemini TTS) needs."""
         raise NotImplementedError
 
 
@@ -40,7 +49,12 @@ class EspeakVoice(VoiceResource):
         return True
 
     def synthesize(
-        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+        self,
+        text: str,
+        voice: str,
+        out_wav: Path,
+        settings: VoiceSettings | None = None,
+        ctx: CallContext | None = None,
     ) -> VoiceTrack:
         return synthesize_espeak(text, voice, str(out_wav), self.words_per_minute)
 
@@ -69,21 +83,46 @@ class EdgeGeminiVoiceChain(VoiceResource):
     edge_connect_timeout_s: int = 10
 
     def synthesize(
-        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+        self,
+        text: str,
+        voice: str,
+        out_wav: Path,
+        settings: VoiceSettings | None = None,
+        ctx: CallContext | None = None,
     ) -> VoiceTrack:
         settings = settings or VoiceSettings()
         try:
             return self._edge(text, settings, out_wav)
         except EdgeTtsFailure as failure:
-            return self._fallback(text, settings, out_wav, failure)
+            return self._fallback(text, settings, out_wav, failure, ctx)
 
     # -- the fallback: one call site --------------------------------------------------------
     def _fallback(
-        self, text: str, settings: VoiceSettings, out_wav: Path, failure: EdgeTtsFailure
+        self,
+        text: str,
+        settings: VoiceSettings,
+        out_wav: Path,
+        failure: EdgeTtsFailure,
+        ctx: CallContext | None,
     ) -> VoiceTrack:
-        """Gemini TTS with settings.gemini_voice, its audio to WAV (mdame_domain.speech.
-        audio_to_wav) and word timings by alignment (align_words)."""
-        raise VoiceSynthesisError(f"{failure}; Gemini TTS fallback is not wired")
+        """Gemini TTS with settings.gemini_voice, through the paid-call ledger; its audio to WAV
+        and word timings by aligning the known text to it (Gemini gives none)."""
+        if ctx is None:
+            raise VoiceSynthesisError(f"{failure}; Gemini TTS needs the step's paid-call context")
+        try:
+            audio, mime = synthesize_speech(
+                text, settings.gemini_voice, ctx=ctx, api_key=self.gemini_api_key
+            )
+            duration = audio_to_wav(audio, mime, out_wav)
+            words = align_words(text, out_wav)
+        except (PaidCallFailed, BudgetExhausted, VoiceSynthesisError) as exc:
+            Path(out_wav).unlink(missing_ok=True)
+            raise VoiceSynthesisError(f"{failure}; then Gemini TTS: {exc}") from exc
+        with wave.open(str(out_wav), "rb") as wav:
+            sample_rate = wav.getframerate()
+        return VoiceTrack(
+            str(out_wav), round(duration, 3), words, sample_rate, "gemini-tts", str(failure)
+        )
 
     # -- Edge-TTS ---------------------------------------------------------------------------
     def _endpoint(self) -> str | None:
@@ -116,7 +155,7 @@ class EdgeGeminiVoiceChain(VoiceResource):
         if problems:
             Path(out_wav).unlink(missing_ok=True)
             raise EdgeTtsFailure("audio incomplete", "; ".join(problems))
-        return VoiceTrack(str(out_wav), round(duration, 3), tuple(words), 24000)
+        return VoiceTrack(str(out_wav), round(duration, 3), tuple(words), 24000, "edge-tts")
 
     def _stream(
         self, text: str, settings: VoiceSettings, url: str | None, mp3: Path

@@ -132,9 +132,14 @@ class SilentVoice(EspeakVoice):
     of hosted TTS: a 200 response with an empty stream)."""
 
     def synthesize(
-        self, text: str, voice: str, out_wav: Path, settings: VoiceSettings | None = None
+        self,
+        text: str,
+        voice: str,
+        out_wav: Path,
+        settings: VoiceSettings | None = None,
+        ctx: Any = None,
     ) -> VoiceTrack:
-        track = super().synthesize(text, voice, out_wav, settings)
+        track = super().synthesize(text, voice, out_wav, settings, ctx)
         silence_like(out_wav)
         return track
 

@@ -1,7 +1,8 @@
 """HALT and its backoff retry through the real asset graph: the production voice chain with the
 real edge-tts client against the local Edge-TTS server, real PostgreSQL, ffmpeg and espeak-ng.
 
-While Edge refuses every handshake (and the Gemini fallback is not wired), the script halts:
+While Edge refuses every handshake and Gemini TTS (the fallback, against the local Gemini
+server) blocks the text, the script halts:
 nothing is rendered or published, and an alert event is recorded. A run before the backoff
 leaves it halted; once the backoff has expired (the row is moved, no sleeping) a run retries
 voice only and the script is published.
@@ -19,6 +20,7 @@ from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
 from mdame_core.state import RetryNotDue
 from mdame_domain.outbox import list_outbox
+from mdame_fakes import gemini as fake_gemini
 from mdame_fakes.edge_tts import running
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 
@@ -44,10 +46,12 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
 ) -> None:
     pipeline.sync()
     key = str(partition_key(DAY, "science"))
-    with running() as edge:
+    with running() as edge, fake_gemini.running() as gemini:
         monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
         pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
         edge.set_fault("403")  # a token change: every handshake refused
+        gemini.faults.push("safety")  # ... and the fallback's answer is blocked
 
         halted_run = _run(pipeline, key)
 
@@ -56,6 +60,7 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert failed_step.step_key == "voice_tracks"
         (script,) = pipeline.state.list_work_units("script")
         assert script.state == "halted" and "403" in script.result["reason"]
+        assert "then Gemini TTS" in script.result["reason"]
         events = pipeline.state.list_events("script", script.id)
         assert [e.detail["halts"] for e in events if e.event == "voice_halted"] == [1]
         assert _count(pipeline, "renders") == 0 and _count(pipeline, "publications") == 0
@@ -88,6 +93,6 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert script.state == "published"
         assert _count(pipeline, "scenes") == scenes_before  # voice only: nothing upstream redone
         (track,) = pipeline.state.list_work_units("voice_track")
-        assert track.payload["provider"] == "EdgeGeminiVoiceChain" and track.payload["words"]
+        assert track.payload["provider"] == "edge-tts" and track.payload["words"]
         assert len(list_outbox(pipeline.home / "outbox")) == 1
         assert any(r.fault is None for r in edge.requests)

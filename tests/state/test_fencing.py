@@ -59,6 +59,7 @@ def _chain(a: StateStore) -> dict[str, Any]:
         },
     )
     ids["attempt"] = a.record_attempt("pu", "outbox", "h", "submitted")
+    ids["paid"] = a.begin_paid_call("tech", "paid", "gemini:m", "h", 10, 1_000, 3, 0).attempt_id
     return ids
 
 
@@ -113,6 +114,10 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("mark_needs_reauth", (ids["account"], "why", token)),
         ("halt_voice", (ids["script"], "why", 900, 4, token)),
         ("retry_halted_voice", (ids["script"], token)),
+        ("begin_paid_call", ("tech", "paid2", "gemini:m", "h", 10, 1_000, 3, 0, Jsonb({}), token)),
+        ("settle_paid_call", (ids.get("paid", 1), "succeeded", 5, Jsonb({}), token)),
+        ("release_paid_call", (ids.get("paid", 1), Jsonb({}), token)),
+        ("mark_paid_call_unknown", (ids.get("paid", 1), Jsonb({}), token)),
     ]
 
 

@@ -1,8 +1,10 @@
-"""EdgeGeminiVoiceChain with the real edge-tts client against the local Edge-TTS server.
+"""EdgeGeminiVoiceChain with the real edge-tts client against the local Edge-TTS server, and
+its Gemini TTS fallback with the real google-genai SDK against the local Gemini server, paid
+through the ledger in a real PostgreSQL.
 
-Every fault ends in the fallback (here: its clear 'not wired' VoiceSynthesisError naming the
-Edge failure), never in accepted audio; a healthy run gives a WAV whose word timings are the
-server's own.
+Every Edge fault ends in the fallback, whose audio is aligned to the text; when Gemini fails
+too the error names both, and no audio is left behind. A healthy run gives a WAV whose word
+timings are the Edge server's own.
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_assets.runtime import held_lock
 from mdame_domain.dimensions import VoiceSettings
 from mdame_domain.speech import spoken_words
-from mdame_domain.voice import VoiceSynthesisError, VoiceTrack
+from mdame_domain.voice import VoiceSynthesisError
+from mdame_fakes import gemini as fake_gemini
 from mdame_fakes.edge_tts import EdgeTtsServer, running
-from mdame_resources.providers.voice import EdgeGeminiVoiceChain, EdgeTtsFailure
+from mdame_resources.providers.budget import CallContext
+from mdame_resources.providers.voice import EdgeGeminiVoiceChain
+from tests.providers.gemkit import DIMENSION, KEY, assert_balanced, context
 
 TEXT = (
     "Scientists found a planet where it rains glass sideways. Winds there beat the speed of "
@@ -32,29 +39,33 @@ def edge() -> Iterator[EdgeTtsServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def gemini() -> Iterator[fake_gemini.FakeGemini]:
+    with fake_gemini.running() as server:
+        yield server
+
+
 @pytest.fixture(autouse=True)
-def _clean(edge: EdgeTtsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean(edge: EdgeTtsServer, gemini, monkeypatch: pytest.MonkeyPatch) -> None:
     edge.faults.clear()
+    gemini.requests.clear()
     monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+    monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
 
 
-class RecordingChain(EdgeGeminiVoiceChain):
-    """The chain with its fallback call site recorded (the test's only addition): it shows
-    which Edge failure triggered the fallback, then raises as the unwired fallback does."""
-
-    def _fallback(
-        self, text: str, settings: VoiceSettings, out_wav: Path, failure: EdgeTtsFailure
-    ) -> VoiceTrack:
-        FALLBACKS.append(failure)
-        return super()._fallback(text, settings, out_wav, failure)
+@pytest.fixture
+def ctx(state) -> Iterator[CallContext]:
+    sync_registry(state, DIMENSIONS_DIR)
+    with held_lock(state, DIMENSION, "voice-test") as store:
+        yield context(store)
 
 
-FALLBACKS: list[EdgeTtsFailure] = []
+def _chain(**overrides: object) -> EdgeGeminiVoiceChain:
+    return EdgeGeminiVoiceChain(gemini_api_key=KEY, **overrides)  # type: ignore[arg-type]
 
 
-def _chain(**overrides: object) -> RecordingChain:
-    FALLBACKS.clear()
-    return RecordingChain(gemini_api_key="test-key-not-secret", **overrides)  # type: ignore[arg-type]
+def _tts_requests(gemini) -> list:
+    return [r for r in gemini.requests if r.kind == "audio"]
 
 
 def test_healthy_run_gives_a_wav_with_the_servers_word_timings(
@@ -63,7 +74,7 @@ def test_healthy_run_gives_a_wav_with_the_servers_word_timings(
     out = tmp_path / "voice.wav"
     settings = VoiceSettings(edge_voice="en-GB-SoniaNeural", rate="+10%", pitch="-5Hz")
     track = _chain().synthesize(TEXT, "en-us", out, settings)
-    assert FALLBACKS == []
+    assert (track.provider, track.fallback_from) == ("edge-tts", "")
     with wave.open(str(out), "rb") as wav:
         assert (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) == (1, 2, 24000)
         assert track.duration_s == pytest.approx(wav.getnframes() / 24000, abs=0.01)
@@ -86,40 +97,64 @@ def test_healthy_run_gives_a_wav_with_the_servers_word_timings(
         (["short"], "audio incomplete"),
     ],
 )
-def test_each_fault_falls_back_and_no_audio_is_accepted(
-    edge: EdgeTtsServer, tmp_path: Path, faults: list[str], kind: str
+def test_each_edge_fault_falls_back_to_gemini_tts_with_aligned_words(
+    edge: EdgeTtsServer, gemini, ctx, owner, tmp_path: Path, faults: list[str], kind: str
 ) -> None:
     edge.faults.push(*faults)
     out = tmp_path / "voice.wav"
-    with pytest.raises(VoiceSynthesisError, match="Gemini TTS fallback is not wired") as err:
-        _chain().synthesize(TEXT, "en-us", out)
-    assert [f.kind for f in FALLBACKS] == [kind]
-    assert kind in str(err.value)
+    track = _chain().synthesize(TEXT, "en-us", out, VoiceSettings(gemini_voice="Puck"), ctx)
+    assert (track.provider, kind in track.fallback_from) == ("gemini-tts", True)
+    [request] = _tts_requests(gemini)
+    assert "Puck" in str(request.body)
+    with wave.open(str(out), "rb") as wav:
+        assert track.duration_s == pytest.approx(wav.getnframes() / wav.getframerate(), abs=0.01)
+    assert [w.word for w in track.words] == spoken_words(TEXT)
+    assert track.words[-1].end_s <= track.duration_s + 0.05
+    book = assert_balanced(owner)
+    assert book["spent"] > 0 and book["held"] == 0  # the fallback was paid, and settled
+
+
+def test_when_gemini_fails_too_the_error_names_both_and_no_audio_is_left(
+    edge: EdgeTtsServer, gemini, ctx, owner, tmp_path: Path
+) -> None:
+    edge.faults.push("no_audio")
+    gemini.faults.push("safety")  # a block is final: no retry
+    out = tmp_path / "voice.wav"
+    with pytest.raises(VoiceSynthesisError) as err:
+        _chain().synthesize(TEXT, "en-us", out, None, ctx)
+    assert "Edge-TTS no audio" in str(err.value) and "then Gemini TTS" in str(err.value)
     assert not out.exists()  # nothing degraded is left for the pipeline
+    assert_balanced(owner)
+
+
+def test_the_fallback_needs_a_paid_call_context(edge: EdgeTtsServer, gemini, tmp_path) -> None:
+    edge.faults.push("no_audio")
+    with pytest.raises(VoiceSynthesisError, match="needs the step's paid-call context"):
+        _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav")
+    assert _tts_requests(gemini) == []  # nothing sent, nothing to pay
 
 
 def test_a_single_403_is_retried_by_edge_tts_and_succeeds(
-    edge: EdgeTtsServer, tmp_path: Path
+    edge: EdgeTtsServer, gemini, tmp_path: Path
 ) -> None:
     edge.faults.push("403")
     track = _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav")
-    assert FALLBACKS == [] and len(track.words) == len(spoken_words(TEXT))
+    assert track.provider == "edge-tts" and len(track.words) == len(spoken_words(TEXT))
+    assert _tts_requests(gemini) == []
 
 
 def test_a_stalled_stream_is_cut_by_our_deadline(edge: EdgeTtsServer, tmp_path: Path) -> None:
     edge.faults.push("stall")
     started = time.monotonic()
-    with pytest.raises(VoiceSynthesisError, match="timeout"):
+    with pytest.raises(VoiceSynthesisError, match="Edge-TTS timeout"):
         _chain(edge_deadline_s=2.0).synthesize(TEXT, "en-us", tmp_path / "voice.wav")
     assert time.monotonic() - started < 10
-    assert [f.kind for f in FALLBACKS] == ["timeout"]
 
 
 def test_an_unreachable_server_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MDAME_EDGE_TTS_URL", "ws://127.0.0.1:9/edge/v1?TrustedClientToken=x")
-    with pytest.raises(VoiceSynthesisError, match="connection failed"):
+    with pytest.raises(VoiceSynthesisError, match="Edge-TTS connection failed"):
         _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav")
-    assert [f.kind for f in FALLBACKS] == ["connection failed"]
 
 
 def test_an_endpoint_without_a_query_is_refused(

@@ -11,9 +11,10 @@ from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
-from mdame_domain.writer import MAX_ATTEMPTS, Script, TopicBrief
+from mdame_domain.writer import Script, TopicBrief
+from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
-from mdame_resources.providers.writer import ScriptWriterResource
+from mdame_resources.providers.writer import ScriptWriterResource, WriteOutcome
 from mdame_resources.state import StateStoreResource
 
 
@@ -24,7 +25,7 @@ def script_from_payload(payload: dict[str, Any]) -> Script:
     return Script(**data)
 
 
-def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> tuple[Script | None, int]:
+def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> WriteOutcome:
     brief = TopicBrief(
         title=topic.payload["title"],
         snippets=tuple(topic.payload["snippets"]),
@@ -32,24 +33,31 @@ def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> tuple[S
         dimension_title=step.dimension.title,
         language=step.dimension.language,
     )
-    for attempt in range(MAX_ATTEMPTS):
-        script = writer.write(brief, attempt, step.dimension.hook_threshold)
-        if script is not None:
-            return script, attempt
-    return None, MAX_ATTEMPTS
+    return writer.write_topic(brief, step.dimension.hook_threshold, step.paid_context())
 
 
 def _script_for(
     step: Step, topic: WorkUnit, writer: ScriptWriterResource, safety: SafetyClassifierResource
-) -> str:
+) -> tuple[str, int]:
     """Writes the topic's script and records it with its safety decision, in one phase; returns
-    the outcome for the metadata."""
-    script, attempt = _write(step, writer, topic)
+    the outcome for the metadata and the micro-dollars spent on it. Nothing is written for a
+    topic until every paid call of it is done."""
+    outcome = _write(step, writer, topic)
+    script = outcome.script
     if script is None:
-        advance(step.state, topic, "rejected", {"rejected_by": "hook", "attempts": attempt})
-        return "hook_rejected"
+        detail = {
+            "rejected_by": "hook",
+            "attempts": outcome.attempts,
+            "reasons": list(outcome.rejected_reasons),
+            "spend_micros": outcome.spend_micros,
+        }
+        advance(step.state, topic, "rejected", detail)
+        return "hook_rejected", outcome.spend_micros
     decision = safety.decide(
-        script.text, step.dimension.safety_profile, step.dimension.blocked_terms
+        script.text,
+        step.dimension.safety_profile,
+        step.dimension.blocked_terms,
+        step.paid_context(),
     )
     script_id = step.state.record_script(
         idempotency_key(topic.idempotency_key, "script"),
@@ -57,8 +65,9 @@ def _script_for(
             "dimension_id": step.dimension_id,
             "partition_date": step.partition.day.isoformat(),
             "topic_id": topic.id,
-            "attempt": attempt,
+            "attempt": outcome.attempts,
             "provider": writer.provider_name,
+            "spend_micros": outcome.spend_micros,
             "script": asdict(script),
         },
         {
@@ -69,7 +78,7 @@ def _script_for(
         },
     )
     unit = step.state.get_work_unit("script", script_id)
-    return unit.state if unit is not None else "missing"
+    return (unit.state if unit is not None else "missing"), outcome.spend_micros
 
 
 @dg.asset(
@@ -83,19 +92,26 @@ def scripts(
 ) -> dg.MaterializeResult:
     """Scripts of 80-150 words whose best of three hooks clears the dimension's threshold."""
     with pipeline_step(context, state.get_client(), "scripts") as step:
-        outcomes = [
-            _script_for(step, topic, writer, safety)
-            for topic in step.units(
-                "topic",
-                state="approved",
-            )
-        ]
+        outcomes, spend, exhausted = [], 0, ""
+        for topic in step.units("topic", state="approved"):
+            try:
+                outcome, spent = _script_for(step, topic, writer, safety)
+            except BudgetExhausted as exc:
+                # The dimension's paid work stops for the day; the topic stays approved with
+                # nothing half-written, and the database holds a budget_exhausted event.
+                exhausted = str(exc)
+                step.log("budget_exhausted", error=exhausted)
+                break
+            outcomes.append(outcome)
+            spend += spent
         approved = step.units("script")
     scores = [s.payload["script"]["hook_score"] for s in approved]
     return dg.MaterializeResult(
         metadata={
             "written_now": len(outcomes),
             "outcomes": outcomes,
+            "spend_micros": spend,
+            "budget_exhausted": exhausted,
             "scripts": len(approved),
             "hook_scores": scores,
             "best_hook": max(approved, key=lambda s: s.payload["script"]["hook_score"]).payload[

@@ -10,6 +10,7 @@ from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.topics import repeat_of
+from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
 
@@ -24,6 +25,7 @@ def _decision(step: Step, safety: SafetyClassifierResource, trend: WorkUnit) -> 
         f"{trend.payload['title']}. {trend.payload['summary']}",
         step.dimension.safety_profile,
         step.dimension.blocked_terms,
+        step.paid_context(),
     )
     return {
         "verdict": decision.verdict,
@@ -80,11 +82,17 @@ def topics(
         covered = step.state.covered_topic_titles(
             step.dimension_id, step.partition.day, step.dimension.topic_lookback_days
         )
-        approved, rejected, repeats, decided = 0, [], [], 0
+        approved, rejected, repeats, decided, exhausted = 0, [], [], 0, ""
         for trend in ranked:
             if approved >= wanted or decided >= wanted * CANDIDATES_PER_VIDEO:
                 break
-            topic = _topic_for(step, safety, trend, covered)
+            try:
+                topic = _topic_for(step, safety, trend, covered)
+            except BudgetExhausted as exc:
+                # Paid classification stops for the day; the trend stays undecided.
+                exhausted = str(exc)
+                step.log("budget_exhausted", error=exhausted)
+                break
             if topic.result.get("safety_rule") == REPEAT_RULE:  # its slot goes to the next one
                 repeats.append(topic.payload["title"])
                 continue
@@ -101,5 +109,6 @@ def topics(
             "rejected": len(rejected),
             "rejected_titles": rejected,
             "skipped_repeats": repeats,
+            "budget_exhausted": exhausted,
         }
     )

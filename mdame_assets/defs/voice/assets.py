@@ -58,7 +58,11 @@ def _voice_for(
     step.checkpoint()
     try:
         track = voice.synthesize(
-            script.payload["script"]["text"], step.dimension.voice, wav, step.dimension.tts
+            script.payload["script"]["text"],
+            step.dimension.voice,
+            wav,
+            step.dimension.tts,
+            step.paid_context(),
         )
     except VoiceSynthesisError as exc:
         # Quality over availability: nothing degraded is published. The halt, its reason, its
@@ -71,6 +75,13 @@ def _voice_for(
             f"HALT: voice synthesis failed for script {script.id} ({retry}): {exc}",
             allow_retries=False,
         ) from exc
+    if track.fallback_from:  # worth an operator's eye: the primary voice is failing
+        step.log(
+            "voice_fallback",
+            script_id=script.id,
+            provider=track.provider,
+            reason=track.fallback_from[:500],
+        )
     stored = media.store().put_file(wav, ".wav")
     wav.unlink(missing_ok=True)
     payload = {
@@ -79,7 +90,8 @@ def _voice_for(
         "sha256": stored.sha256,
         "duration_s": round(track.duration_s, 3),
         "voice": step.dimension.voice,
-        "provider": voice.provider_name,
+        "provider": track.provider,
+        "fallback_from": track.fallback_from,
         "words": [asdict(w) for w in track.words],
     }
     step.state.record_voice(script.id, key, payload)

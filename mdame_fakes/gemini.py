@@ -1,0 +1,564 @@
+"""A local Gemini REST server that speaks the real wire protocol, for tests and the demo mode.
+
+    POST /{version}/models/{model}:generateContent      (x-goog-api-key header, or ?key=)
+
+Text: with generationConfig.responseMimeType application/json and a responseSchema (Gemini's
+OpenAPI subset, types in capitals) or responseJsonSchema (JSON Schema), the answer is JSON that
+follows the schema, generated deterministically from the request's contents (the user turns;
+the system instruction is read for nothing but hints). A string whose description asks for
+"N words" or "N-M words" gets that many words built from the prompt's own words; a number with
+minimum 0 and maximum 1 gets a deterministic score in [0.75, 0.98] (tests override scores).
+Every answer carries usageMetadata (prompt, candidates, thoughts and total token counts).
+
+TTS: responseModalities ["AUDIO"] with speechConfig's prebuilt voice gives inlineData audio
+made by espeak-ng: raw 16-bit PCM at 24 kHz (`audio/L16;codec=pcm;rate=24000`) by default,
+or a WAV file (`audio/wav`) when the server's tts_format is "wav".
+
+Faults, a FIFO consumed one per generateContent request (in process: `server.faults.push(...)`;
+over HTTP: POST /_fake/faults {"kind": ..., ...}):
+  "429" (Retry-After: retry_after), "500", "503", "hang" (read the request, answer nothing for
+  hang_s), "drop" (read the request, close the connection), "malformed" (200 with a body that
+  is not JSON), "schema" (200 with JSON that breaks the requested schema), "safety" (prompt
+  blocked: promptFeedback.blockReason), "safety_finish" (a candidate with finishReason SAFETY),
+  "empty" (no candidates), "max_tokens" (finishReason MAX_TOKENS, truncated text).
+Scores and fields: `server.set_score(x)` / POST /_fake/config {"score": x} makes every 0-1
+number x; `server.set_field(name, value)` / {"fields": {...}} forces a property by name (for
+example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
+without the key). The API key is checked for presence only and never stored.
+
+    python -m mdame_fakes.gemini --port 8089 [--tts-format wav]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+import threading
+import time
+import wave
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+FAULT_KINDS = (
+    "429",
+    "500",
+    "503",
+    "hang",
+    "drop",
+    "malformed",
+    "schema",
+    "safety",
+    "safety_finish",
+    "empty",
+    "max_tokens",
+)
+PCM_MIME = "audio/L16;codec=pcm;rate=24000"
+SAMPLE_RATE = 24_000
+# Gemini counts audio at 25 tokens per second.
+AUDIO_TOKENS_PER_SECOND = 25
+_PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
+_WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
+_WORD_RANGE = re.compile(r"(\d+)\s*(?:-|–|to|and)\s*(\d+)\s+words", re.I)
+_WORD_COUNT = re.compile(r"(\d+)\s+words", re.I)
+
+
+@dataclass
+class Fault:
+    kind: str
+    retry_after: int = 1
+    hang_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {self.kind!r} (known: {', '.join(FAULT_KINDS)})")
+
+
+class FaultQueue:
+    """FIFO of faults; each generateContent request takes the next one, if any."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Fault] = deque()
+        self._lock = threading.Lock()
+
+    def push(self, kind: str, **params: Any) -> None:
+        fault = Fault(kind, **params)
+        with self._lock:
+            self._queue.append(fault)
+
+    def pop(self) -> Fault | None:
+        with self._lock:
+            return self._queue.popleft() if self._queue else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._queue.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+
+@dataclass
+class SeenRequest:
+    model: str
+    kind: str  # "text" or "audio"
+    body: dict[str, Any]
+    fault: str | None
+
+
+@dataclass
+class FakeGemini:
+    """The server's state: faults, forced scores and fields, what it saw."""
+
+    tts_format: str = "pcm"
+    faults: FaultQueue = field(default_factory=FaultQueue)
+    score: float | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    # Forced usageMetadata counts (e.g. {"candidatesTokenCount": 200}), for exact budget tests.
+    usage: dict[str, int] = field(default_factory=dict)
+    requests: list[SeenRequest] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    base_url: str = ""
+
+    def set_score(self, score: float | None) -> None:
+        self.score = score
+
+    def set_field(self, name: str, value: Any) -> None:
+        self.fields[name] = value
+
+    def reset(self) -> None:
+        self.faults.clear()
+        self.score, self.fields, self.usage = None, {}, {}
+        with self.lock:
+            self.requests.clear()
+
+    @property
+    def request_count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+
+# --- the answer ---------------------------------------------------------------------------
+
+
+def _get(mapping: Mapping[str, Any] | None, *names: str) -> Any:
+    """A field under its camelCase or snake_case name (the SDK sends both, by nesting level)."""
+    if not isinstance(mapping, Mapping):
+        return None
+    for name in names:
+        if name in mapping:
+            return mapping[name]
+    return None
+
+
+def _text_of(contents: Any) -> str:
+    parts: list[str] = []
+    for content in contents if isinstance(contents, list) else [contents]:
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, Mapping):
+            for part in content.get("parts") or []:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+    return "\n".join(parts)
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _digest(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "big")
+
+
+class _Generator:
+    """Deterministic JSON that follows a schema, made from the prompt's words."""
+
+    def __init__(self, prompt: str, state: FakeGemini) -> None:
+        words = _WORD.findall(prompt)
+        self.words = [w for w in words if len(w) > 2] or words or ["story"]
+        self.prompt, self.state = prompt, state
+
+    def value(self, schema: Mapping[str, Any], path: str, name: str = "", index: int = 0) -> Any:
+        if name in self.state.fields:
+            return self.state.fields[name]
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            return enum[_digest(self.prompt, path) % len(enum)]
+        kind = str(schema.get("type") or ("object" if "properties" in schema else "string"))
+        if isinstance(schema.get("type"), list):
+            kind = next(t for t in schema["type"] if t != "null")
+        kind = kind.lower()
+        if kind == "object":
+            props = schema.get("properties") or {}
+            return {key: self.value(sub, f"{path}.{key}", key, index) for key, sub in props.items()}
+        if kind == "array":
+            items = schema.get("items") or {"type": "string"}
+            low = int(_get(schema, "minItems", "min_items") or 1)
+            high = int(_get(schema, "maxItems", "max_items") or max(low, 3))
+            count = max(low, min(high, 3))
+            return [self.value(items, f"{path}[{i}]", name, i) for i in range(count)]
+        if kind == "boolean":
+            return True
+        if kind in ("number", "integer"):
+            return self._number(schema, path, kind, index)
+        return self._string(schema, path)
+
+    def _number(self, schema: Mapping[str, Any], path: str, kind: str, index: int) -> Any:
+        low = _get(schema, "minimum")
+        high = _get(schema, "maximum")
+        low = float(low) if low is not None else 0.0
+        high = float(high) if high is not None else low + 100.0
+        if kind == "integer":
+            return int(min(high, low + index))
+        if low == 0.0 and high == 1.0:
+            if self.state.score is not None:
+                return self.state.score
+            return round(0.75 + (_digest(self.prompt, path) % 2300) / 10_000, 4)
+        return round(low + (_digest(self.prompt, path) % 1000) / 1000 * (high - low), 4)
+
+    def _string(self, schema: Mapping[str, Any], path: str) -> str:
+        description = str(schema.get("description") or "")
+        wanted = _WORD_RANGE.search(description)
+        if wanted:
+            count = (int(wanted.group(1)) + int(wanted.group(2))) // 2
+        else:
+            single = _WORD_COUNT.search(description)
+            count = int(single.group(1)) if single else 6
+        max_length = _get(schema, "maxLength", "max_length")
+        text = self._sentences(count, path)
+        if max_length is not None:
+            text = text[: int(max_length)]
+        return text
+
+    def _sentences(self, count: int, path: str) -> str:
+        start = _digest(self.prompt, path) % len(self.words)
+        picked = [self.words[(start + i) % len(self.words)] for i in range(count)]
+        sentences: list[str] = []
+        out: list[str] = []
+        for i, word in enumerate(picked):
+            out.append(word.lower() if out else word.capitalize())
+            if len(out) >= 10 or i == len(picked) - 1:
+                sentences.append(" ".join(out) + ".")
+                out = []
+        return " ".join(sentences)
+
+
+def _schema_of(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    schema = _get(config, "responseJsonSchema", "response_json_schema")
+    if schema is None:
+        schema = _get(config, "responseSchema", "response_schema")
+    return schema if isinstance(schema, Mapping) else None
+
+
+def _broken_for(schema: Mapping[str, Any] | None) -> Any:
+    """JSON that breaks the schema: the wrong type at the root, no required field."""
+    kind = str((schema or {}).get("type", "object")).lower()
+    return {"unexpected": "field"} if kind == "array" else ["not", "an", "object"]
+
+
+def _usage(prompt: str, output_tokens: int, thoughts: int) -> dict[str, int]:
+    prompt_tokens = _tokens(prompt)
+    return {
+        "promptTokenCount": prompt_tokens,
+        "candidatesTokenCount": output_tokens,
+        "thoughtsTokenCount": thoughts,
+        "totalTokenCount": prompt_tokens + output_tokens + thoughts,
+    }
+
+
+def _thoughts(config: Mapping[str, Any]) -> int:
+    thinking = _get(config, "thinkingConfig", "thinking_config") or {}
+    budget = _get(thinking, "thinkingBudget", "thinking_budget")
+    return min(int(budget), 32) if isinstance(budget, int) and budget > 0 else 0
+
+
+def espeak_pcm(text: str, voice: str = "en-us") -> bytes:
+    """Raw 16-bit mono PCM at 24 kHz of `text`, spoken by espeak-ng (resampled by ffmpeg)."""
+    espeak = subprocess.run(
+        ["espeak-ng", "-v", voice, "--stdout", text], capture_output=True, check=True
+    )
+    done = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", "pipe:0", "-ac", "1", "-ar", str(SAMPLE_RATE)]
+        + ["-f", "s16le", "pipe:1"],
+        input=espeak.stdout,
+        capture_output=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def _wav(pcm: bytes) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as writer:
+        writer.setnchannels(1)
+        writer.setsampwidth(2)
+        writer.setframerate(SAMPLE_RATE)
+        writer.writeframes(pcm)
+    return out.getvalue()
+
+
+def _espeak_voice(config: Mapping[str, Any]) -> str:
+    speech = _get(config, "speechConfig", "speech_config") or {}
+    language = _get(speech, "languageCode", "language_code")
+    if isinstance(language, str) and language:
+        return language.lower()
+    return "en-us"
+
+
+def _voice_name(config: Mapping[str, Any]) -> str | None:
+    speech = _get(config, "speechConfig", "speech_config") or {}
+    voice = _get(speech, "voiceConfig", "voice_config") or {}
+    prebuilt = _get(voice, "prebuiltVoiceConfig", "prebuilt_voice_config") or {}
+    name = _get(prebuilt, "voiceName", "voice_name")
+    return name if isinstance(name, str) and name else None
+
+
+def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> dict[str, Any]:
+    """The JSON body of a 200 answer to a generateContent request (faults that are a 200)."""
+    config = _get(body, "generationConfig", "generation_config") or {}
+    prompt = _text_of(body.get("contents"))
+    # The system instruction is billed as prompt tokens too.
+    system = _text_of(_get(body, "systemInstruction", "system_instruction") or [])
+    billed = f"{system}\n{prompt}" if system else prompt
+    modalities = [
+        str(m).upper() for m in _get(config, "responseModalities", "response_modalities") or []
+    ]
+    kind = fault.kind if fault else None
+    if kind == "safety":
+        return {
+            "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": []},
+            "usageMetadata": _usage(billed, 0, 0),
+        }
+    if kind == "empty":
+        return {"candidates": [], "usageMetadata": _usage(billed, 0, 0)}
+    if kind == "safety_finish":
+        return {
+            "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": []}],
+            "usageMetadata": _usage(billed, 0, 0),
+        }
+    if "AUDIO" in modalities:
+        if _voice_name(config) is None:
+            raise _BadRequest("speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName is required")
+        pcm = espeak_pcm(prompt or " ", _espeak_voice(config))
+        data, mime = (_wav(pcm), "audio/wav") if state.tts_format == "wav" else (pcm, PCM_MIME)
+        seconds = len(pcm) / 2 / SAMPLE_RATE
+        part = {"inlineData": {"mimeType": mime, "data": base64.b64encode(data).decode()}}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
+            "usageMetadata": _usage(billed, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND), 0),
+        }
+    schema = _schema_of(config)
+    mime = _get(config, "responseMimeType", "response_mime_type")
+    if kind == "schema":
+        text = json.dumps(_broken_for(schema))
+    elif mime == "application/json" and schema is not None:
+        text = json.dumps(_Generator(prompt, state).value(schema, "$"), ensure_ascii=False)
+    else:
+        text = _Generator(prompt, state)._sentences(24, "$")
+    finish = "STOP"
+    if kind == "max_tokens":
+        text, finish = text[: max(1, len(text) // 2)], "MAX_TOKENS"
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": finish,
+                "index": 0,
+            }
+        ],
+        "usageMetadata": _usage(billed, _tokens(text), _thoughts(config)),
+        "modelVersion": "fake-gemini",
+    }
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _error_body(code: int, status: str, message: str) -> bytes:
+    return json.dumps({"error": {"code": code, "message": message, "status": status}}).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        pass  # quiet: tests read the requests list instead
+
+    def _send(self, code: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw or b"{}")
+
+    def do_GET(self) -> None:
+        state = self.server.fake
+        if urlparse(self.path).path == "/_fake/requests":
+            with state.lock:
+                seen = [
+                    {"model": r.model, "kind": r.kind, "fault": r.fault, "body": r.body}
+                    for r in state.requests
+                ]
+            self._send(200, json.dumps(seen).encode())
+            return
+        self._send(404, _error_body(404, "NOT_FOUND", "no such path"))
+
+    def do_POST(self) -> None:
+        url = urlparse(self.path)
+        state = self.server.fake
+        if url.path.startswith("/_fake/"):
+            self._control(url.path, state)
+            return
+        match = _PATH.match(url.path)
+        try:
+            body = self._body()
+        except json.JSONDecodeError:
+            self._send(400, _error_body(400, "INVALID_ARGUMENT", "the body is not JSON"))
+            return
+        if match is None:
+            self._send(404, _error_body(404, "NOT_FOUND", f"no such method {url.path}"))
+            return
+        key = self.headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
+        if not key:
+            message = "Method doesn't allow unregistered callers. Please use an API key."
+            self._send(403, _error_body(403, "PERMISSION_DENIED", message))
+            return
+        fault = state.faults.pop()
+        config = _get(body, "generationConfig", "generation_config") or {}
+        modalities = _get(config, "responseModalities", "response_modalities") or []
+        kind = "audio" if "AUDIO" in [str(m).upper() for m in modalities] else "text"
+        with state.lock:
+            state.requests.append(
+                SeenRequest(match["model"], kind, body, fault.kind if fault else None)
+            )
+        self._generate(state, body, fault)
+
+    def _generate(self, state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> None:
+        kind = fault.kind if fault else None
+        if kind == "429":
+            message = "Resource has been exhausted (e.g. check quota)."
+            headers = {"Retry-After": str(fault.retry_after)} if fault else {}
+            self._send(429, _error_body(429, "RESOURCE_EXHAUSTED", message), headers)
+        elif kind == "500":
+            self._send(500, _error_body(500, "INTERNAL", "An internal error has occurred."))
+        elif kind == "503":
+            self._send(503, _error_body(503, "UNAVAILABLE", "The model is overloaded."))
+        elif kind == "hang":
+            assert fault is not None
+            time.sleep(fault.hang_s)
+            self.close_connection = True
+        elif kind == "drop":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(2)
+        elif kind == "malformed":
+            self._send(200, b'{"candidates": [{"content": {"parts": [{"text": "trunc')
+        else:
+            try:
+                reply = answer(state, body, fault)
+                if state.usage and "usageMetadata" in reply:
+                    meta = {**reply["usageMetadata"], **state.usage}
+                    meta["totalTokenCount"] = sum(
+                        meta[k]
+                        for k in ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
+                    )
+                    reply["usageMetadata"] = meta
+                self._send(200, json.dumps(reply).encode())
+            except _BadRequest as exc:
+                self._send(400, _error_body(400, "INVALID_ARGUMENT", str(exc)))
+
+    def _control(self, path: str, state: FakeGemini) -> None:
+        try:
+            body = self._body()
+            if path == "/_fake/faults":
+                state.faults.push(**body)
+            elif path == "/_fake/config":
+                if "score" in body:
+                    state.set_score(body["score"])
+                for name, value in (body.get("fields") or {}).items():
+                    state.set_field(name, value)
+                if "usage" in body:
+                    state.usage = dict(body["usage"])
+                if "tts_format" in body:
+                    state.tts_format = body["tts_format"]
+            elif path == "/_fake/reset":
+                state.reset()
+            else:
+                self._send(404, _error_body(404, "NOT_FOUND", "no such control"))
+                return
+        except (TypeError, ValueError) as exc:
+            self._send(400, _error_body(400, "INVALID_ARGUMENT", str(exc)))
+            return
+        self._send(200, b"{}")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeGemini
+
+
+def _serve(host: str, port: int, fake: FakeGemini) -> _Server:
+    server = _Server((host, port), _Handler)
+    server.fake = fake
+    fake.base_url = f"http://{host}:{server.server_address[1]}"
+    return server
+
+
+@contextlib.contextmanager
+def running(
+    tts_format: str = "pcm", host: str = "127.0.0.1", port: int = 0
+) -> Iterator[FakeGemini]:
+    """The server on an ephemeral port for the block; yields its state (`.base_url`,
+    `.faults.push(kind)`, `.set_score(x)`, `.set_field(name, value)`, `.requests`)."""
+    if tts_format not in ("pcm", "wav"):
+        raise ValueError("tts_format must be 'pcm' or 'wav'")
+    fake = FakeGemini(tts_format=tts_format)
+    server = _serve(host, port, fake)
+    thread = threading.Thread(target=server.serve_forever, name="fake-gemini", daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A local Gemini generateContent server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--tts-format", choices=("pcm", "wav"), default="pcm")
+    args = parser.parse_args(argv)
+    if shutil.which("espeak-ng") is None:
+        parser.error("espeak-ng is required for TTS answers")
+    server = _serve(args.host, args.port, FakeGemini(tts_format=args.tts_format))
+    print(f"fake Gemini listening on {server.fake.base_url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    server.server_close()
+
+
+if __name__ == "__main__":
+    main()

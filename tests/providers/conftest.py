@@ -1,0 +1,33 @@
+"""Fixtures for the Gemini provider tests: the local Gemini server (mdame_fakes.gemini), a
+database with the dimensions synced, and the dimension's pipeline lock held (a fenced store).
+The real google-genai SDK talks to the server; nothing leaves 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_assets.runtime import held_lock
+from mdame_core.state import StateStore
+from mdame_fakes import gemini as fake_gemini
+from tests.providers.gemkit import DIMENSION
+
+
+@pytest.fixture
+def fake() -> Iterator[fake_gemini.FakeGemini]:
+    with fake_gemini.running() as server:
+        yield server
+
+
+@pytest.fixture
+def db(state: StateStore) -> StateStore:
+    sync_registry(state, DIMENSIONS_DIR)
+    return state
+
+
+@pytest.fixture
+def fenced(db: StateStore) -> Iterator[StateStore]:
+    with held_lock(db, DIMENSION, "provider-test") as store:
+        yield store

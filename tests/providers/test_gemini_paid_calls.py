@@ -1,0 +1,228 @@
+"""The paid-call path against the local Gemini server with the real google-genai SDK: every
+fault gives a clear error and leaves the budget ledger balanced; an unknown outcome keeps its
+reservation until the next run settles it at the estimate; the cap stops paid work; 50
+concurrent calls against a cap that fits 20 let exactly 20 through."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from mdame_core.state import StateStore
+from mdame_domain.model_output import InvalidModelOutput, safety_verdict
+from mdame_domain.paid_calls import estimate_micros, estimate_prompt_tokens, price_for
+from mdame_resources.providers.budget import BudgetExhausted
+from mdame_resources.providers.gemini import (
+    ModelBlocked,
+    PaidCaller,
+    PaidCallFailed,
+    PaidCallUnknown,
+    json_config,
+    make_client,
+    response_json,
+)
+from tests.providers.gemkit import KEY, assert_balanced, context, ledger
+
+MODEL = "gemini-3.8-flash"
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "allowed": {"type": "boolean"},
+        "categories": {"type": "array", "items": {"type": "string"}},
+        "reason": {"type": "string", "description": "one sentence of 8-12 words"},
+    },
+    "required": ["allowed", "categories", "reason"],
+}
+
+
+def _parse(response: Any) -> Any:
+    data = response_json(response)
+    safety_verdict(data)
+    return data
+
+
+def _caller(fake, store: StateStore, *, timeout_s: float = 10.0, **changes: Any) -> PaidCaller:
+    client = make_client(KEY, fake.base_url, timeout_s)
+    return PaidCaller(client, context(store, **changes), max_attempts=3, sleep=lambda s: None)
+
+
+def _call(caller: PaidCaller, work_key: str = "work-1", text: str = "Is this fine?") -> Any:
+    return caller.call(
+        work_key=work_key,
+        model=MODEL,
+        contents=text,
+        config=json_config("classify", SCHEMA, 200, 0.0),
+        parse=_parse,
+    )
+
+
+def test_success_settles_at_actual_usage_and_a_repeat_is_not_paid_again(fake, fenced, owner):
+    caller = _caller(fake, fenced)
+    first = _call(caller)
+    assert first.value["allowed"] is True and first.spent_micros > 0 and not first.cached
+    again = _call(caller)
+    assert again.cached and again.value == first.value and again.spent_micros == 0
+    assert fake.request_count == 1  # the stored answer came back: nothing paid twice
+    book = assert_balanced(owner)
+    assert book["spent"] == first.spent_micros < book["settled"]  # actual below the estimate
+    [attempt] = fenced.list_attempts("work-1")
+    assert attempt.status == "succeeded" and len(attempt.request_hash) == 64
+
+
+@pytest.mark.parametrize(
+    "kind", ["500", "503", "429", "malformed", "schema", "empty", "max_tokens"]
+)
+def test_a_transient_fault_is_retried_through_the_ledger(fake, fenced, owner, kind):
+    fake.faults.push(kind, retry_after=0) if kind == "429" else fake.faults.push(kind)
+    result = _call(_caller(fake, fenced))
+    assert result.value["allowed"] is True
+    attempts = fenced.list_attempts("work-1")
+    assert [a.status for a in attempts] == ["failed", "succeeded"]
+    book = assert_balanced(owner)
+    billed = kind in (
+        "malformed",
+        "schema",
+        "empty",
+        "max_tokens",
+    )  # a 200 is billed, a refusal is not
+    assert (book["released"] == 0) == billed
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("500", "HTTP 500 INTERNAL"),
+        ("503", "HTTP 503 UNAVAILABLE"),
+        ("429", "HTTP 429 RESOURCE_EXHAUSTED"),
+        ("malformed", "not JSON"),
+        ("schema", "invalid answer"),
+        ("empty", "no candidates"),
+        ("max_tokens", "cut off at max_output_tokens"),
+    ],
+)
+def test_a_persistent_fault_is_a_clear_error_after_bounded_retries(
+    fake, fenced, owner, kind, message
+):
+    for _ in range(3):
+        fake.faults.push(kind, retry_after=0) if kind == "429" else fake.faults.push(kind)
+    with pytest.raises(PaidCallFailed, match=message) as failure:
+        _call(_caller(fake, fenced))
+    assert "failed 3 times" in str(failure.value)
+    assert fake.request_count == 3
+    assert [a.status for a in fenced.list_attempts("work-1")] == ["failed"] * 3
+    assert_balanced(owner)
+    # Across runs too: the work key has spent its attempts.
+    with pytest.raises(PaidCallFailed, match="not retried again"):
+        _call(_caller(fake, fenced))
+    assert fake.request_count == 3
+
+
+def test_429_honours_retry_after(fake, fenced):
+    fake.faults.push("429", retry_after=7)
+    waits: list[float] = []
+    caller = PaidCaller(make_client(KEY, fake.base_url), context(fenced), sleep=waits.append)
+    _call(caller)
+    assert waits == [7.0]
+
+
+@pytest.mark.parametrize("kind", ["safety", "safety_finish"])
+def test_a_safety_block_is_a_billed_definite_decision(fake, fenced, owner, kind):
+    fake.faults.push(kind)
+    with pytest.raises(ModelBlocked, match="blocked"):
+        _call(_caller(fake, fenced))
+    assert fake.request_count == 1  # never retried
+    [attempt] = fenced.list_attempts("work-1")
+    assert attempt.status == "failed" and attempt.detail["blocked"] is True
+    book = assert_balanced(owner)
+    assert book["settled"] > 0 and book["held"] == 0
+
+
+def test_a_timeout_is_unknown_then_the_next_run_settles_it_at_the_estimate(fake, fenced, owner):
+    fake.faults.push("hang", hang_s=3)
+    with pytest.raises(PaidCallUnknown, match="no answer: ReadTimeout"):
+        _call(_caller(fake, fenced, timeout_s=0.5))
+    book = assert_balanced(owner)
+    assert book["held"] > 0 and book["settled"] == 0  # the reservation is kept
+    assert [a.status for a in fenced.list_attempts("work-1")] == ["unknown"]
+    result = _call(_caller(fake, fenced))  # the next run
+    attempts = fenced.list_attempts("work-1")
+    assert [a.status for a in attempts] == ["failed", "succeeded"]
+    assert attempts[0].detail["settled_at_estimate"] == book["held"]
+    after = assert_balanced(owner)
+    assert after["held"] == 0 and after["spent"] == book["held"] + result.spent_micros
+
+
+def test_a_dropped_connection_is_unknown(fake, fenced, owner):
+    fake.faults.push("drop")
+    with pytest.raises(PaidCallUnknown, match="no answer"):
+        _call(_caller(fake, fenced))
+    assert assert_balanced(owner)["held"] > 0
+
+
+def test_an_unreachable_server_releases_the_reservation(fenced, owner):
+    client = make_client(KEY, "http://127.0.0.1:9", 2.0)  # nothing listens on port 9
+    caller = PaidCaller(client, context(fenced), max_attempts=2, sleep=lambda s: None)
+    with pytest.raises(PaidCallFailed, match="not sent: ConnectError"):
+        _call(caller)
+    book = assert_balanced(owner)
+    assert book["released"] == book["reserved"] > 0
+
+
+def test_the_cap_stops_paid_work_with_an_event(fake, fenced, owner):
+    price = price_for(MODEL)
+    one = estimate_micros(price, "classify\nIs this fine?", 200)
+    caller = _caller(fake, fenced, daily_budget_micros=one)
+    _call(caller, "a")
+    with pytest.raises(BudgetExhausted, match="daily budget of dimension 'tech' is exhausted"):
+        _call(caller, "b")  # a's actual left too little for b's estimate
+    assert fake.request_count == 1
+    events = owner.execute(
+        "SELECT detail FROM mdame.events WHERE event = 'budget_exhausted'"
+    ).fetchall()
+    assert len(events) == 1 and events[0][0]["scope"] == "dimension:tech"
+    assert fenced.list_attempts("b") == []  # nothing recorded for the refused call
+    assert_balanced(owner)
+
+
+def test_budget_race_50_calls_against_a_cap_that_fits_20(fake, fenced, owner):
+    text = "Is this fine?"
+    config = json_config("classify", SCHEMA, 200, 0.0)
+    price = price_for(MODEL)
+    one = estimate_micros(price, f"classify\n{text}", 200)
+    # Each call costs exactly its estimate, so the order of settles cannot free room.
+    fake.usage = {
+        "promptTokenCount": estimate_prompt_tokens(f"classify\n{text}"),
+        "candidatesTokenCount": 200,
+    }
+    store = StateStore(fenced.url, env="dev", pool_max=12).fenced(fenced.fence)
+    caller = _caller(fake, store, daily_budget_micros=20 * one)
+    barrier = threading.Barrier(50)
+
+    def one_call(i: int) -> str:
+        barrier.wait()
+        try:
+            caller.call(
+                work_key=f"race-{i}", model=MODEL, contents=text, config=config, parse=_parse
+            )
+        except BudgetExhausted:
+            return "refused"
+        return "paid"
+
+    try:
+        with ThreadPoolExecutor(50) as pool:
+            outcomes = list(pool.map(one_call, range(50)))
+    finally:
+        store.close()
+    assert outcomes.count("paid") == 20 and outcomes.count("refused") == 30
+    assert fake.request_count == 20
+    book = assert_balanced(owner)
+    assert book["spent"] == 20 * one == book["settled"] and book["held"] == 0
+    assert len(ledger(owner)["rows"]) == 20
+
+
+def test_invalid_output_never_passes_validation():
+    with pytest.raises(InvalidModelOutput):
+        safety_verdict({"allowed": "yes", "categories": [], "reason": "fine"})
