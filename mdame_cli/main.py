@@ -7,6 +7,10 @@
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
     mdame worker                     a standalone scene-clip pull worker (a CUDA host's loop)
+    mdame accounts connect DIMENSION [--account HANDLE] [--console]
+                                     authorise a YouTube channel; its grant is stored encrypted
+    mdame accounts list              accounts, stored grants, needs_reauth and pauses
+    mdame keys rotate                re-wrap every data key under a new master key
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
@@ -25,6 +29,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from mdame_cli.accounts import add_parsers as add_account_parsers
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -136,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         help="exit after this many idle seconds (default: run forever)",
     )
     worker.set_defaults(func=_worker)
+    add_account_parsers(groups)
     return parser
 
 

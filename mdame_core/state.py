@@ -286,12 +286,32 @@ class PartitionWork:
 @dataclass(frozen=True)
 class UploadStart:
     """begin_upload's answer. action: 'published' (done), 'no_quota' (nothing reserved),
+    'skipped' (the account is paused or needs re-authorisation: nothing reserved; 0012),
     'reconcile' (attempt_id's outcome must be settled first) or 'submit' (upload, then
     finish_upload(attempt_id))."""
 
     publication_id: int
     action: str
     attempt_id: int | None
+
+
+@dataclass(frozen=True)
+class UploadSession:
+    """A resumable upload session committed before its first byte (0012); the session columns
+    are None when the attempt never got one (then no byte was sent)."""
+
+    attempt_id: int
+    session_uri: str | None
+    content_sha256: str | None
+    size_bytes: int | None
+
+
+@dataclass(frozen=True)
+class AccountStatus:
+    needs_reauth: bool
+    paused_until: datetime | None
+    pause_reason: str | None
+    has_credential: bool
 
 
 @dataclass(frozen=True)
@@ -1053,6 +1073,132 @@ class StateStore:
         """Fails a script, its pending publications and their quota; False if a video may be
         out or in flight (reconcile first)."""
         return self._scalar("fail_script", script_id, from_state, reason, self._token())
+
+    # -- YouTube publishing (0012, issue 9) ------------------------------------------------
+    def begin_bucket_upload(
+        self,
+        idempotency_key: str,
+        payload: JsonObject,
+        bucket: str,
+        units: int,
+        provider: str,
+        required_reviews: Sequence[str],
+        grace_seconds: int,
+    ) -> UploadStart:
+        """begin_upload charged to a quota bucket ('insert', 'search', 'units'); also answers
+        'skipped' for an account that is paused or needs re-authorisation."""
+        rows = self.call(
+            "begin_bucket_upload",
+            idempotency_key,
+            _json(payload),
+            bucket,
+            units,
+            provider,
+            list(required_reviews),
+            grace_seconds,
+            self._token(),
+        )
+        return UploadStart(*rows[0])
+
+    def open_upload_session(
+        self, attempt_id: int, session_uri: str, content_sha256: str, size_bytes: int
+    ) -> int:
+        """Commits the resumable session of this holder's attempt before any byte is sent."""
+        return self._scalar(
+            "open_upload_session",
+            attempt_id,
+            session_uri,
+            content_sha256,
+            size_bytes,
+            self._token(),
+        )
+
+    def resume_upload(self, publication_id: int) -> UploadSession:
+        """Takes over the publication's unsettled upload (LeaseLost while its submitter's lease
+        runs); its committed session, if any."""
+        rows = self.call("resume_upload", publication_id, self._token())
+        return UploadSession(*rows[0])
+
+    def record_video_processing(
+        self, publication_id: int, status: str, detail: JsonObject | None = None
+    ) -> str:
+        return self._scalar(
+            "record_video_processing", publication_id, status, _obj(detail), self._token()
+        )
+
+    def pause_account(self, account_id: int, reason: str) -> datetime:
+        """quotaExceeded: until the next quota day; uploadLimitExceeded: 24 h. The end."""
+        return self._scalar("pause_account", account_id, reason, self._token())
+
+    def mark_needs_reauth(self, account_id: int, reason: str) -> bool:
+        return self._scalar("mark_needs_reauth", account_id, reason, self._token())
+
+    def reserve_bucket_quota(
+        self, account_id: int, bucket: str, units: int, quota_key: str
+    ) -> int | None:
+        return self._scalar("reserve_bucket_quota", account_id, bucket, units, quota_key)
+
+    def store_account_credential(
+        self, account_id: int, key_id: str, wrapped_key: bytes, ciphertext: bytes
+    ) -> int:
+        return self._scalar("store_account_credential", account_id, key_id, wrapped_key, ciphertext)
+
+    def rewrap_account_credentials(
+        self, old_key_id: str, new_key_id: str, items: Sequence[JsonObject]
+    ) -> int:
+        return self._scalar(
+            "rewrap_account_credentials", old_key_id, new_key_id, Jsonb(list(items))
+        )
+
+    def account_credential(self, account_id: int) -> tuple[str, bytes, bytes] | None:
+        """(key_id, wrapped_key, ciphertext) of the account's stored grant: ciphertext only."""
+        rows = self._select(
+            """SELECT key_id, wrapped_key, ciphertext FROM mdame.account_credentials
+                WHERE account_id = %s""",
+            [account_id],
+        )
+        return (rows[0][0], bytes(rows[0][1]), bytes(rows[0][2])) if rows else None
+
+    def stored_credentials(self) -> list[tuple[Account, str, bytes, bytes]]:
+        """Every stored grant with its account: (account, key_id, wrapped_key, ciphertext)."""
+        rows = self._select(
+            """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
+                      a.quota_timezone, c.key_id, c.wrapped_key, c.ciphertext
+                 FROM mdame.account_credentials c
+                 JOIN mdame.dimension_accounts a ON a.id = c.account_id ORDER BY a.id"""
+        )
+        return [(Account(*r[:7]), r[7], bytes(r[8]), bytes(r[9])) for r in rows]
+
+    def account_status(self, account_id: int) -> AccountStatus:
+        rows = self._select(
+            """SELECT a.needs_reauth, a.paused_until, a.pause_reason,
+                      EXISTS (SELECT FROM mdame.account_credentials c WHERE c.account_id = a.id)
+                 FROM mdame.dimension_accounts a WHERE a.id = %s""",
+            [account_id],
+        )
+        if not rows:
+            raise NotFound("account_status", f"account {account_id} does not exist")
+        return AccountStatus(*rows[0])
+
+    def bucket_usage(self, account_id: int, day: date | None = None) -> dict[str, tuple[int, int]]:
+        """bucket -> (reserved, committed) of one quota day (None: the account's current one)."""
+        rows = self._select(
+            """SELECT u.bucket, u.reserved_units, u.committed_units
+                 FROM mdame.quota_bucket_usage u JOIN mdame.dimension_accounts a
+                   ON a.id = u.account_id
+                WHERE u.account_id = %s
+                  AND u.day = coalesce(%s, (now() AT TIME ZONE a.quota_timezone)::date)""",
+            [account_id, day],
+        )
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def upload_session(self, attempt_id: int) -> UploadSession | None:
+        rows = self._select(
+            """SELECT attempt_id, session_uri, content_sha256, size_bytes
+                 FROM mdame.upload_sessions WHERE attempt_id = %s""",
+            [attempt_id],
+        )
+        return UploadSession(*rows[0]) if rows else None
 
     # -- voice HALT and its backoff retry (0009) -------------------------------------------
     def halt_voice(

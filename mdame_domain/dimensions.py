@@ -127,6 +127,51 @@ class PublishingAccount:
     quota_timezone: str = DEFAULT_QUOTA_TIMEZONE
 
 
+# Issue 9 (YouTube publishing): the `youtube:` mapping of a dimension file.
+@dataclass(frozen=True)
+class YouTubeSettings:
+    """Video metadata every video of the dimension gets (validated again before upload).
+    tags: None means the dimension's keywords."""
+
+    category_id: str = "28"  # Science & Technology
+    privacy_status: str = "public"
+    notify_subscribers: bool = False
+    hashtags: tuple[str, ...] = ()
+    tags: tuple[str, ...] | None = None
+
+
+def _youtube(r: _Reader) -> YouTubeSettings:
+    from mdame_domain.video_metadata import CATEGORIES, PRIVACY
+
+    raw = r.get("youtube", Mapping, {})
+    sub = _Reader(raw, f"{r.source} (youtube)")
+    unknown = set(raw) - {"category_id", "privacy_status", "notify_subscribers", "hashtags", "tags"}
+    if unknown:
+        raise r.fail(f"youtube.{sorted(unknown)[0]}", "is not a youtube setting")
+    category = str(sub.get("category_id", (str, int), "28"))
+    if category not in CATEGORIES:
+        raise r.fail("youtube.category_id", f"must be one of {', '.join(sorted(CATEGORIES))}")
+    privacy = sub.get("privacy_status", str, "public")
+    if privacy not in PRIVACY:
+        raise r.fail("youtube.privacy_status", f"must be one of {', '.join(PRIVACY)}")
+    notify = raw.get("notify_subscribers", False)
+    if not isinstance(notify, bool):
+        raise r.fail("youtube.notify_subscribers", "expected true or false")
+    lists: dict[str, tuple[str, ...]] = {}
+    for name in ("hashtags", "tags"):
+        values = raw.get(name, [])
+        if not isinstance(values, list) or not all(
+            isinstance(v, str) and v.strip() for v in values
+        ):
+            raise r.fail(f"youtube.{name}", "expected a list of non-empty strings")
+        lists[name] = tuple(values)
+    hashtags = lists["hashtags"]
+    tags = lists["tags"] if "tags" in raw else None
+    if any(" " in h or "#" in h.lstrip("#") for h in hashtags):
+        raise r.fail("youtube.hashtags", "a hashtag is one word, like 'science'")
+    return YouTubeSettings(category, privacy, notify, hashtags, tags)
+
+
 @dataclass(frozen=True)
 class DimensionConfig:
     slug: str
@@ -149,6 +194,8 @@ class DimensionConfig:
     required_reviews: tuple[str, ...] = ("technical",)
     # Days either side of a partition in which a covered topic is not picked again.
     topic_lookback_days: int = 14
+    # Issue 9 (YouTube publishing): the video metadata the dimension sets; see YouTubeSettings.
+    youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
     # Edge-TTS and Gemini TTS voice settings (issue 8, slice "edge").
     tts: VoiceSettings = field(default_factory=VoiceSettings)
     # -- Gemini writer, safety and budget (issue 8, slice "gem") --------------------------
@@ -262,6 +309,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         active=r.get("active", bool, True),
         required_reviews=tuple(dict.fromkeys(required_reviews)),
         topic_lookback_days=lookback,
+        youtube=_youtube(r),
         tts=_voice_settings(r),
         **_gemini_fields(r),
         sources=sources,
@@ -407,6 +455,11 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     fields["sources"] = tuple(source_from_json(s) for s in fields.get("sources", ()))
     if "required_reviews" in fields:  # configs stored before it existed keep the default
         fields["required_reviews"] = tuple(fields["required_reviews"])
+    if "youtube" in fields:  # issue 9; configs stored before it keep the default
+        yt = dict(fields["youtube"])
+        yt["hashtags"] = tuple(yt.get("hashtags", ()))
+        yt["tags"] = None if yt.get("tags") is None else tuple(yt["tags"])
+        fields["youtube"] = YouTubeSettings(**yt)
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
     if "gemini_prices" in fields:

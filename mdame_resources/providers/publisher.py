@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mdame_core.settings import mdame_home
+from mdame_core.settings import mdame_env, mdame_home
+from mdame_core.state import Account, StateStore
+from mdame_domain.credentials import Envelope, associated_data, load_master_key, open_grant
 from mdame_domain.outbox import OutboxEntry, outbox_video_id, publish_to_outbox
-from mdame_resources.providers.base import ProviderResource, not_built
+from mdame_resources.providers.base import ProviderResource
 
 
 class PublisherResource(ProviderResource):
@@ -16,6 +24,22 @@ class PublisherResource(ProviderResource):
     # The longest one upload request may still be in flight after its holder lost the lock (it
     # checks the fence between requests): another holder settles the upload only after this.
     upload_grace_s: int = 120
+
+    @property
+    def resumable(self) -> bool:
+        """True: the publications stage hands the whole upload to `upload(job)` (sessions,
+        resumes and their RPCs); False: `publish`/`find` around begin/finish_upload."""
+        return False
+
+    @property
+    def upload_quota_bucket(self) -> str:
+        return "units"
+
+    def upload(self, job: UploadJob) -> str | None:
+        raise NotImplementedError(f"{self.provider_name} is not a resumable publisher")
+
+    def check_processing(self, job: UploadJob, video_id: str) -> None:
+        """Records a published video's processing state (resumable publishers only)."""
 
     def publish(
         self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
@@ -53,13 +77,320 @@ class OutboxPublisher(PublisherResource):
         return video_id if done else None
 
 
+class AccountUnavailable(Exception):
+    """The account may not be published to now (paused by the channel, or its grant revoked):
+    nothing is half published, the publication waits."""
+
+
+@dataclass
+class UploadJob:
+    """One publication's upload, handed to a resumable publisher by the publications stage.
+
+    `state` is the stage's fenced store: every RPC the publisher makes goes through it.
+    `attempt_id` is the attempt begin_upload just recorded ('submit'), or None to resume the
+    publication's unsettled upload ('reconcile'). `progress(sent, total)` is called after every
+    chunk the channel confirmed (logs, Dagster metadata)."""
+
+    state: StateStore
+    dimension_slug: str
+    work_key: str
+    publication_id: int
+    account: Account
+    attempt_id: int | None
+    video: Path
+    sha256: str
+    body: dict[str, Any]  # the validated videos.insert resource (snippet, status)
+    notify_subscribers: bool
+    marker: str
+    checkpoint: Callable[[], None]
+    log: Callable[..., None]
+    progress: Callable[[int, int], None] = lambda sent, total: None
+    current_attempt: int | None = None  # the attempt this holder is driving
+
+
 class YouTubePublisher(PublisherResource):
-    client_secrets_file: str = ""
+    """videos.insert through a resumable session that survives any crash (issue 9).
+
+    Commit points (each one RPC): begin_bucket_upload (insert quota, attempt 'submitted'),
+    open_upload_session (the session URI, SHA-256 and size, before the first byte),
+    finish_upload (the video id), record_video_processing. After any interruption the next run
+    takes the upload over (resume_upload) and asks the session where it stands: it resumes from
+    the Range the session reports, or takes the completed video. A session that is gone is never
+    replaced before the channel's uploads playlist was searched for this publication's marker
+    and a match confirmed with videos.list. Chunks are sent once each, never retried by a
+    client; every list call is charged to the account's units bucket through the ledger.
+    """
+
+    client_secrets_file: str = ""  # Google's installed-app client JSON (client id and secret)
+    root_url: str = ""  # empty: MDAME_YOUTUBE_ROOT_URL, else Google's
+    token_uri: str = ""  # empty: MDAME_GOOGLE_TOKEN_URI, else Google's
+    master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
+    chunk_size: int = 8 * 1024 * 1024
+    timeout_s: float = 60.0
+    search_pages: int = 20  # uploads-playlist pages searched for a lost upload (1 unit each)
+    processing_polls: int = 6
+    processing_poll_s: float = 10.0
+    upload_quota_units: int = 1  # videos.insert: 1 call of the insert bucket (2026 model)
+    mime_type: str = "video/mp4"
+
+    @property
+    def resumable(self) -> bool:
+        return True
+
+    @property
+    def upload_quota_bucket(self) -> str:
+        return "insert"
 
     def publish(
         self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
     ) -> str:
-        raise not_built(self.provider_name, "resumable upload to the YouTube Data API")
+        raise NotImplementedError("YouTubePublisher publishes through upload(job)")
 
     def find(self, dimension_slug: str, work_key: str) -> str | None:
-        raise not_built(self.provider_name, "YouTube upload reconciliation")
+        raise NotImplementedError("YouTubePublisher reconciles through upload(job)")
+
+    # -- credentials -----------------------------------------------------------------------
+    def _client(self) -> tuple[str, str]:
+        if not self.client_secrets_file:
+            raise RuntimeError("YouTubePublisher needs client_secrets_file")
+        raw = json.loads(Path(self.client_secrets_file).read_text())
+        app = raw.get("installed") or raw.get("web") or {}
+        return str(app["client_id"]), str(app["client_secret"])
+
+    def _api(self, job: UploadJob) -> Any:
+        """The account's API client; its refresh token is decrypted here, in memory only."""
+        from mdame_resources.providers.youtube_api import YouTubeApi
+
+        stored = job.state.account_credential(job.account.id)
+        if stored is None:
+            raise AccountUnavailable(
+                f"account {job.account.handle} has no stored grant: run "
+                f"`mdame accounts connect {job.dimension_slug} --account {job.account.handle}`"
+            )
+        master = load_master_key(
+            Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
+        )
+        grant = open_grant(
+            master,
+            associated_data(mdame_env(), job.account.platform, job.account.handle),
+            Envelope(*stored),
+        )
+        client_id, client_secret = self._client()
+        return YouTubeApi(
+            str(grant["refresh_token"]),
+            client_id,
+            client_secret,
+            root_url=self.root_url or None,
+            token_uri=self.token_uri or None,
+            timeout_s=self.timeout_s,
+        )
+
+    # -- the upload ------------------------------------------------------------------------
+    def upload(self, job: UploadJob) -> str | None:
+        """The video id once published; None when the upload went back to pending (begin
+        again: a new session). Raises AccountUnavailable (nothing half published) or, after an
+        interruption, with the attempt left 'unknown' for the next run to resume."""
+        from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
+
+        attempt_id = job.attempt_id
+        try:
+            api = self._api(job)
+            if attempt_id is None:
+                return self._resume(job, api)
+            return self._fresh(job, api, attempt_id)
+        except GrantRevoked as exc:
+            job.state.mark_needs_reauth(job.account.id, str(exc))
+            job.log("needs_reauth", account_id=job.account.id)
+            self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
+            raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
+        except YouTubeError as exc:
+            if exc.reason in ("quotaExceeded", "uploadLimitExceeded"):
+                until = job.state.pause_account(job.account.id, exc.reason)
+                job.log(
+                    "account_paused",
+                    account_id=job.account.id,
+                    reason=exc.reason,
+                    until=until.isoformat(),
+                )
+                self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", exc.reason)
+                raise AccountUnavailable(f"account {job.account.handle}: {exc.reason}") from None
+            self._abandon(job, attempt_id, "unknown", exc.reason)
+            raise
+        except BaseException:
+            self._abandon(job, attempt_id, "unknown", "interrupted")
+            raise
+
+    def check_processing(self, job: UploadJob, video_id: str) -> None:
+        """Polls a published video's processing that no run recorded (a crash after
+        finish_upload), and records it."""
+        self._poll_processing(job, self._api(job), video_id)
+
+    def _abandon(self, job: UploadJob, attempt_id: int | None, status: str, why: str) -> None:
+        """Leaves this holder's attempt settled enough for the next run: 'failed' when nothing
+        can be out (refused before a session), 'unknown' otherwise (resume from the session)."""
+        attempt = job.current_attempt
+        if attempt is None:
+            return
+        try:
+            if status == "failed" and job.state.upload_session(attempt) is not None:
+                status = "unknown"  # a session exists: bytes may be out
+            job.state.finish_upload(attempt, status, None, {"reason": why})
+        except Exception:  # noqa: BLE001 - best effort; the lease lets the next run take it
+            return
+
+    def _fresh(self, job: UploadJob, api: Any, attempt_id: int) -> str | None:
+        from mdame_resources.providers.youtube_api import TransferInterrupted, YouTubeError
+
+        size = job.video.stat().st_size
+        job.current_attempt = attempt_id
+        job.checkpoint()
+        try:
+            uri = api.initiate(job.body, job.notify_subscribers, size, self.mime_type)
+        except (TransferInterrupted, YouTubeError) as exc:
+            reason = getattr(exc, "reason", "no answer")
+            if isinstance(exc, YouTubeError) and exc.reason in (
+                "quotaExceeded",
+                "uploadLimitExceeded",
+            ):
+                raise
+            # No session was committed, so no byte of the file was sent: nothing can exist.
+            job.state.finish_upload(attempt_id, "failed", None, {"reason": f"initiate: {reason}"})
+            job.current_attempt = None
+            job.log("initiate_failed", reason=reason)
+            raise
+        job.state.open_upload_session(attempt_id, uri, job.sha256, size)
+        job.log("session_opened", attempt_id=attempt_id, size=size)
+        return self._transfer(job, api, attempt_id, uri, size, 0)
+
+    def _resume(self, job: UploadJob, api: Any) -> str | None:
+        session = job.state.resume_upload(job.publication_id)
+        job.current_attempt = session.attempt_id
+        if session.session_uri is None or session.size_bytes is None:
+            # Crashed before the session was committed: not one byte was sent.
+            job.state.reconcile_upload(job.publication_id, None, job.state.db_now())
+            job.current_attempt = None
+            job.log("resume_nothing_sent", attempt_id=session.attempt_id)
+            return None
+        if session.content_sha256 != job.sha256 or job.video.stat().st_size != session.size_bytes:
+            raise RuntimeError(
+                f"publication {job.publication_id}: the file to resume is not the one the session "
+                "was opened for"
+            )
+        job.checkpoint()
+        asked_at = job.state.db_now()
+        answer = api.query(session.session_uri, session.size_bytes)
+        if answer.gone:
+            return self._after_gone(job, api, asked_at)
+        if answer.video is not None:
+            return self._finish(job, api, session.attempt_id, answer.video)
+        job.log("resume", attempt_id=session.attempt_id, from_byte=answer.next_byte)
+        return self._transfer(
+            job,
+            api,
+            session.attempt_id,
+            session.session_uri,
+            session.size_bytes,
+            answer.next_byte,
+        )
+
+    def _transfer(
+        self, job: UploadJob, api: Any, attempt_id: int, uri: str, size: int, offset: int
+    ) -> str | None:
+        with job.video.open("rb") as f:
+            while True:
+                job.checkpoint()
+                f.seek(offset)
+                data = f.read(self.chunk_size)
+                asked_at = job.state.db_now()
+                answer = api.send_chunk(uri, data, offset, size)
+                if answer.gone:
+                    return self._after_gone(job, api, asked_at)
+                if answer.video is not None:
+                    return self._finish(job, api, attempt_id, answer.video)
+                offset = answer.next_byte
+                job.progress(offset, size)
+                job.log(
+                    "upload_progress",
+                    attempt_id=attempt_id,
+                    sent=offset,
+                    total=size,
+                    percent=round(100 * offset / size, 1),
+                )
+
+    def _finish(self, job: UploadJob, api: Any, attempt_id: int, video: dict[str, Any]) -> str:
+        video_id = str(video["id"])
+        size = job.video.stat().st_size
+        job.progress(size, size)
+        job.state.finish_upload(attempt_id, "succeeded", video_id, {"session": "completed"})
+        job.log("uploaded", video_id=video_id)
+        job.current_attempt = None  # settled: nothing to abandon any more
+        self._poll_processing(job, api, video_id)
+        return video_id
+
+    def _after_gone(self, job: UploadJob, api: Any, asked_at: Any) -> str | None:
+        """The session no longer exists: the upload may have completed (its answer lost).
+        Search the uploads playlist for our marker, confirm with videos.list, and only then
+        settle: published with it, or pending (a new session next)."""
+        found = self._search(job, api)
+        job.state.reconcile_upload(job.publication_id, found, asked_at)
+        job.current_attempt = None
+        job.log("session_gone", found=found)
+        if found is None:
+            return None
+        size = job.video.stat().st_size
+        job.progress(size, size)
+        self._poll_processing(job, api, found)
+        return found
+
+    def _search(self, job: UploadJob, api: Any) -> str | None:
+        playlist = self._metered(job, api.uploads_playlist)
+        token: str | None = None
+        for _ in range(self.search_pages):
+            page: dict[str, Any] = self._metered(job, partial(api.playlist_page, playlist, token))
+            candidates = [
+                item["contentDetails"]["videoId"]
+                for item in page.get("items", [])
+                if job.marker in item.get("snippet", {}).get("description", "")
+            ]
+            if candidates:
+                videos = self._metered(job, partial(api.videos, candidates, "snippet,status"))
+                for v in videos:
+                    if job.marker in v.get("snippet", {}).get("description", ""):
+                        return str(v["id"])
+            token = page.get("nextPageToken")
+            if not token:
+                return None
+        raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
+
+    def _metered(self, job: UploadJob, call: Callable[[], Any]) -> Any:
+        """One list call, charged to the account's units bucket: reserved before, committed
+        after (also when no answer came: it may have been charged), released when refused."""
+        from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
+
+        key = f"{job.work_key}:units:{uuid.uuid4().hex}"
+        if job.state.reserve_bucket_quota(job.account.id, "units", 1, key) is None:
+            raise YouTubeError("quota ledger", 403, "quotaExceeded")
+        try:
+            result = call()
+        except (YouTubeError, GrantRevoked) as exc:
+            refused = isinstance(exc, GrantRevoked) or exc.reason == "quotaExceeded"
+            (job.state.release_quota if refused else job.state.commit_quota)(key)
+            raise
+        except BaseException:
+            job.state.commit_quota(key)
+            raise
+        job.state.commit_quota(key)
+        return result
+
+    def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
+        status = "processing"
+        for i in range(self.processing_polls):
+            [video] = self._metered(job, lambda: api.videos([video_id], "processingDetails"))
+            status = video.get("processingDetails", {}).get("processingStatus", "processing")
+            if status != "processing":
+                break
+            if i + 1 < self.processing_polls:
+                time.sleep(self.processing_poll_s)
+        job.state.record_video_processing(job.publication_id, status, {"polls": i + 1})
+        if status in ("failed", "terminated"):
+            job.log("processing_failed", video_id=video_id, processing=status)

@@ -72,3 +72,36 @@ def test_bad_values_name_the_field(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(DimensionConfigError) as err:
         parse_dimension(_data(**extra), "tech.yaml")
     assert err.value.field_name == field
+
+
+# Issue 9: the youtube block of a dimension file.
+def test_youtube_settings_default_and_round_trip() -> None:
+    plain = parse_dimension(_data(), "t.yaml")
+    assert plain.youtube.privacy_status == "public" and plain.youtube.tags is None
+    block = {
+        "category_id": 27,
+        "privacy_status": "private",
+        "notify_subscribers": True,
+        "hashtags": ["science"],
+        "tags": ["space"],
+    }
+    config = parse_dimension(_data(youtube=block), "t.yaml")
+    assert config.youtube.category_id == "27" and config.youtube.hashtags == ("science",)
+    assert dimension_from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ({"category_id": "99"}, "youtube.category_id"),
+        ({"privacy_status": "secret"}, "youtube.privacy_status"),
+        ({"notify_subscribers": "yes"}, "youtube.notify_subscribers"),
+        ({"hashtags": ["two words"]}, "youtube.hashtags"),
+        ({"tags": "space"}, "youtube.tags"),
+        ({"colour": "red"}, "youtube.colour"),
+    ],
+)
+def test_bad_youtube_settings_name_the_field(block: dict[str, Any], field: str) -> None:
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(youtube=block), "t.yaml")
+    assert err.value.field_name == field

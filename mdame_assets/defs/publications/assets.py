@@ -7,7 +7,7 @@ run that finds an upload whose outcome nobody recorded asks the channel first
 (reconcile_upload), never submitting again while an earlier submission may still land.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,12 @@ from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
-from mdame_core.state import UploadStart, WorkUnit
+from mdame_core.state import Account, StateStore, UploadStart, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
+from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
 from mdame_resources.media import MediaStoreResource
-from mdame_resources.providers.publisher import PublisherResource
+from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob
 from mdame_resources.state import StateStoreResource
 
 
@@ -83,8 +84,9 @@ def _publish_once(
         # Published by the earlier submission, or pending again (the channel has nothing).
         reconcile_publication(step.state, start.publication_id, publisher, step.partition.dimension)
         start = begin()
-    if start.action == "no_quota":
-        step.log("quota_exhausted", account_id=payload["account_id"])
+    if start.action in ("no_quota", "skipped"):  # skipped: paused or needs_reauth (0012)
+        status = "quota_exhausted" if start.action == "no_quota" else "account_skipped"
+        step.log(status, account_id=payload["account_id"])
         return None
     if start.action == "submit":
         assert start.attempt_id is not None  # begin_upload returns it with 'submit'
@@ -102,8 +104,112 @@ def _publish_once(
     return pub.result["video_id"]
 
 
+def _progress_into(
+    uploads: dict[str, dict[str, int]] | None, name: str
+) -> Callable[[int, int], None] | None:
+    """A progress callback keeping the latest bytes confirmed per upload (run metadata)."""
+    if uploads is None:
+        return None
+
+    def progress(sent: int, total: int) -> None:
+        uploads[name] = {"sent_bytes": sent, "total_bytes": total}
+
+    return progress
+
+
+def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
+    """The video's metadata from the script and the dimension (validated before upload)."""
+    yt = step.dimension.youtube
+    return VideoMetadata(
+        title=script.payload["script"]["hook"],
+        description=script.payload["script"]["text"],
+        tags=tuple(step.dimension.keywords if yt.tags is None else yt.tags),
+        category_id=yt.category_id,
+        default_language=step.dimension.language,
+        privacy_status=yt.privacy_status,
+        self_declared_made_for_kids=step.dimension.made_for_kids,
+        contains_synthetic_media=step.dimension.synthetic_media,
+        notify_subscribers=yt.notify_subscribers,
+        hashtags=yt.hashtags,
+    )
+
+
+def publish_resumable(
+    state: StateStore,
+    publisher: PublisherResource,
+    key: str,
+    payload: dict[str, Any],
+    account: Account,
+    video: Path,
+    meta: VideoMetadata,
+    *,
+    required_reviews: list[str] | tuple[str, ...],
+    checkpoint: Any,
+    log: Any,
+    dimension_slug: str,
+    progress: Any = None,
+) -> str | None:
+    """One publication through a resumable publisher: begin (or take over the unsettled
+    upload), then the publisher's upload. The video id, or None when the account has no quota
+    or may not be published to now (nothing half published). `state` is fenced."""
+    marker = publication_marker(key)
+    body = video_resource(meta, marker)  # refused before anything is reserved or sent
+    for _ in range(3):
+        start = state.begin_bucket_upload(
+            key,
+            payload,
+            publisher.upload_quota_bucket,
+            publisher.upload_quota_units,
+            publisher.provider_name,
+            required_reviews,
+            publisher.upload_grace_s,
+        )
+        if start.action in ("no_quota", "skipped"):
+            log(
+                "quota_exhausted" if start.action == "no_quota" else "account_skipped",
+                account_id=account.id,
+            )
+            return None
+        job = UploadJob(
+            state=state,
+            dimension_slug=dimension_slug,
+            work_key=key,
+            publication_id=start.publication_id,
+            account=account,
+            attempt_id=start.attempt_id if start.action == "submit" else None,
+            video=video,
+            sha256=payload["content_sha256"],
+            body=body,
+            notify_subscribers=meta.notify_subscribers,
+            marker=marker,
+            checkpoint=checkpoint,
+            log=log,
+        )
+        if progress is not None:
+            job.progress = progress
+        if start.action == "published":
+            pub = state.get_work_unit("publication", start.publication_id)
+            if pub is None:
+                return None
+            if "processing" not in pub.result:  # a crash came between upload and poll
+                publisher.check_processing(job, str(pub.result["video_id"]))
+            return str(pub.result["video_id"])
+        try:
+            video_id = publisher.upload(job)
+        except AccountUnavailable as exc:
+            log("account_unavailable", account_id=account.id, reason=str(exc))
+            return None
+        if video_id is not None:
+            return video_id
+    raise dg.Failure(f"publication {key[:16]} did not settle after three sessions")
+
+
 def _publish_script(
-    step: Step, script: WorkUnit, publisher: PublisherResource, media: MediaStoreResource
+    step: Step,
+    script: WorkUnit,
+    publisher: PublisherResource,
+    media: MediaStoreResource,
+    uploads: dict[str, dict[str, int]] | None = None,
 ) -> list[str]:
     render = step.state.get_work_unit("render", script.result["render_id"])
     if render is None:
@@ -123,7 +229,24 @@ def _publish_script(
                 "account_id": account.id,
                 "content_sha256": sha256,
             }
-            video_id = _publish_once(step, key, payload, publisher, video, metadata)
+            if publisher.resumable:
+                progress = _progress_into(uploads, f"{script.id}:{account.handle}")
+                video_id = publish_resumable(
+                    step.state,
+                    publisher,
+                    key,
+                    payload,
+                    account,
+                    video,
+                    video_metadata(step, script),
+                    required_reviews=step.dimension.required_reviews,
+                    checkpoint=step.checkpoint,
+                    log=step.log,
+                    dimension_slug=step.partition.dimension,
+                    progress=progress,
+                )
+            else:
+                video_id = _publish_once(step, key, payload, publisher, video, metadata)
             if video_id is None:
                 complete = False
             else:
@@ -146,9 +269,13 @@ def publications(
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
     """Published videos: exactly one per script and active account, whatever crashes between."""
+    uploads: dict[str, dict[str, int]] = {}
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
-            str(script.id): _publish_script(step, script, publisher, media)
+            str(script.id): _publish_script(step, script, publisher, media, uploads)
             for script in scripts_entering(step, "rendered", "publishing")
         }
-    return dg.MaterializeResult(metadata={"published_now": published})
+    metadata: dict[str, Any] = {"published_now": published}
+    if uploads:
+        metadata["uploads"] = uploads  # bytes the channel confirmed, per script:account
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,814 @@
+"""A local YouTube Data API v3 server for the real google-api-python-client.
+
+It speaks the parts of the protocol MD-AME uses, as the client sends them when its discovery
+document's rootUrl points here:
+- resumable uploads: POST /upload/youtube/v3/videos?uploadType=resumable (metadata as JSON,
+  X-Upload-Content-Length/-Type) -> 200 with the session URI in Location; chunk PUTs with
+  Content-Range -> 308 with Range, or 200 with the video resource when the last byte arrived;
+  a status query (PUT, Content-Range: bytes */N, empty body) answers the same way;
+- videos.list (id=..., part=snippet,status,processingDetails,statistics),
+  channels.list (mine=true, part=contentDetails), playlistItems.list (the uploads playlist,
+  newest first, paged);
+- an OAuth token endpoint (POST /token: refresh_token and authorization_code grants) and a
+  consent endpoint (GET /o/oauth2/auth) that agrees at once and redirects with a code;
+- the June-2026 quota model per channel and Pacific-time day: videos.insert and search.list
+  each have a bucket of 100 calls, everything else a bucket of 10,000 units (list calls cost 1).
+  An insert is charged once, when it creates the video (initiation only checks that a call is
+  left): a session that never completes costs nothing, as a refused call does not.
+
+Faults are queued (FIFO per kind of request) from tests (`server.faults.push(...)`) or over
+HTTP (POST /_fake/faults). State (channels, sessions, videos, counters, received bytes) lives
+in a directory and survives a restart, so a test can kill either side at any point.
+
+    python -m mdame_fakes.youtube --port 8089 --state-dir .mdame/fake-youtube
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+from zoneinfo import ZoneInfo
+
+PACIFIC = ZoneInfo("America/Los_Angeles")
+DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
+LIST_COST = 1
+
+# Fault kinds and the requests they apply to (the first queued fault of a matching kind fires).
+FAULTS: dict[str, str] = {
+    "initiate_5xx": "initiate",  # 503 on the session initiation
+    "quota_exceeded": "initiate",  # 403 quotaExceeded (also when the insert bucket is empty)
+    "upload_limit_exceeded": "initiate",  # 400 uploadLimitExceeded (per channel, 24 h)
+    "reset_mid_chunk": "chunk",  # half the chunk is stored, then the connection is reset
+    "short_range": "chunk",  # half the chunk is stored, 308 with the short Range
+    "lost_response": "complete",  # the upload completes, the response is never sent
+    "expire_session": "session",  # the session is gone: 404 (or status=410) from now on
+    "invalid_grant": "token",  # the refresh token is revoked
+    "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
+    "processing_failed": "complete",  # the video's processing fails
+    "list_quota_exceeded": "list",  # 403 quotaExceeded on a list call
+}
+
+
+def quota_day(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).astimezone(PACIFIC).date().isoformat()
+
+
+class FaultQueue:
+    """Faults in the order pushed; `take(kind)` pops the first one a request of `kind` fires."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[dict[str, Any]] = []
+
+    def push(self, fault: str, **options: Any) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        with self._lock:
+            self._items.append({"fault": fault, **options})
+
+    def take(self, *kinds: str, request: str = "") -> dict[str, Any] | None:
+        with self._lock:
+            for i, item in enumerate(self._items):
+                applies = FAULTS[item["fault"]]
+                on = item.get("on")
+                if applies == "any" and on in (None, request):
+                    return self._items.pop(i)
+                if item["fault"] in kinds:
+                    return self._items.pop(i)
+        return None
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(i) for i in self._items]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+@dataclass
+class State:
+    """Everything the fake remembers, saved as one JSON file (bytes in files beside it)."""
+
+    folder: Path
+    data: dict[str, Any] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def file(self) -> Path:
+        return self.folder / "state.json"
+
+    def load(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "bytes").mkdir(exist_ok=True)
+        if self.file.exists():
+            self.data = json.loads(self.file.read_text())
+        for key in ("channels", "tokens", "sessions", "videos", "counters"):
+            self.data.setdefault(key, {})
+        self.data.setdefault("limits", dict(DEFAULT_LIMITS))
+        self.data.setdefault("requests", [])
+
+    def save(self) -> None:
+        tmp = self.file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.file)
+
+    def blob(self, upload_id: str) -> Path:
+        return self.folder / "bytes" / f"{upload_id}.bin"
+
+    def charge(self, channel: str, bucket: str, cost: int) -> bool:
+        """Adds `cost` to today's bucket; False (nothing added) when it does not fit."""
+        day = self.data["counters"].setdefault(quota_day(), {})
+        used = day.setdefault(channel, {"insert": 0, "search": 0, "units": 0})
+        if used[bucket] + cost > self.data["limits"][bucket]:
+            return False
+        used[bucket] += cost
+        return True
+
+    def left(self, channel: str, bucket: str) -> int:
+        day = self.data["counters"].get(quota_day(), {})
+        used = day.get(channel, {}).get(bucket, 0)
+        return int(self.data["limits"][bucket] - used)
+
+
+class _Drop(Exception):
+    """Close the connection without an answer (a reset when `reset`)."""
+
+    def __init__(self, reset: bool) -> None:
+        super().__init__("drop")
+        self.reset = reset
+
+
+def _error(status: int, reason: str, message: str, domain: str = "youtube.video") -> dict:
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            "errors": [{"domain": domain, "reason": reason, "message": message}],
+        }
+    }
+
+
+class FakeYouTube:
+    """The server. Start with `running(...)` in tests, or `serve_forever()` standalone."""
+
+    def __init__(self, state_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.state = State(Path(state_dir))
+        self.state.load()
+        self.faults = FaultQueue()
+        self._host, self._port = host, port
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> FakeYouTube:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
+        self._httpd.daemon_threads = True
+        self._port = self._httpd.server_address[1]  # keep the port across a restart
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def restart(self) -> None:
+        """Stops, reloads the state from its folder and listens on the same port again."""
+        self.stop()
+        self.state = State(self.state.folder)
+        self.state.load()
+        self.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self._port}/"
+
+    @property
+    def token_uri(self) -> str:
+        return f"{self.base_url}token"
+
+    # -- set-up and inspection (tests) ---------------------------------------------------
+    def add_channel(self, handle: str, refresh_token: str) -> str:
+        """A channel whose owner granted `refresh_token`; returns the channel id."""
+        with self.state.lock:
+            for cid, ch in self.state.data["channels"].items():
+                if ch["handle"] == handle:
+                    ch["refresh_token"] = refresh_token
+                    self.state.save()
+                    return str(cid)
+            cid = "UC" + hashlib.sha256(handle.encode()).hexdigest()[:22]
+            self.state.data["channels"][cid] = {
+                "handle": handle,
+                "refresh_token": refresh_token,
+                "uploads": "UU" + cid[2:],
+                "videos": [],
+            }
+            self.state.save()
+            return cid
+
+    def set_limits(self, **limits: int) -> None:
+        with self.state.lock:
+            self.state.data["limits"].update(limits)
+            self.state.save()
+
+    def videos(self, channel_id: str | None = None) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return [
+                dict(v)
+                for v in self.state.data["videos"].values()
+                if channel_id is None or v["channel"] == channel_id
+            ]
+
+    def video_bytes(self, video_id: str) -> bytes:
+        with self.state.lock:
+            return self.state.blob(self.state.data["videos"][video_id]["upload_id"]).read_bytes()
+
+    def counters(self, channel_id: str, day: str | None = None) -> dict[str, int]:
+        with self.state.lock:
+            by_day = self.state.data["counters"].get(day or quota_day(), {})
+            return dict(by_day.get(channel_id, {"insert": 0, "search": 0, "units": 0}))
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        with self.state.lock:
+            return {k: dict(v) for k, v in self.state.data["sessions"].items()}
+
+    def expire_sessions(self, status: int = 404) -> None:
+        with self.state.lock:
+            for s in self.state.data["sessions"].values():
+                s["gone"] = status
+            self.state.save()
+
+    def requests(self) -> list[str]:
+        """Every request line seen (method, path and query), oldest first."""
+        with self.state.lock:
+            return list(self.state.data["requests"])
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.state.lock:
+            return json.loads(json.dumps(self.state.data))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeYouTube
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # quiet: tests read the state, not stderr
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        raw = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if body is not None:
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _drop(self, reset: bool) -> None:
+        if reset:  # RST instead of FIN: the client sees a connection reset
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        self.connection.close()
+
+    def _body(self, limit: int | None = None) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if limit is not None:
+            length = min(length, limit)
+        return self.rfile.read(length) if length else b""
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        st = self.fake.state
+        with st.lock:
+            st.data["requests"].append(f"{method} {url.path}?{url.query}")
+        kind = _request_kind(method, url.path, query, self.headers)
+        slow = self.fake.faults.take(request=kind)
+        if slow is not None and slow["fault"] == "slow":
+            time.sleep(float(slow.get("seconds", 1.0)))
+        try:
+            route = _ROUTES.get((method, url.path.rstrip("/")))
+            if route is None:
+                self._send(404, _error(404, "notFound", f"no route {method} {url.path}", "global"))
+                return
+            route(self, query)
+        except _Drop as drop:
+            self._drop(drop.reset)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("PUT")
+
+    # -- auth ----------------------------------------------------------------------------
+    def _channel(self) -> str | None:
+        """The channel the bearer token belongs to; None after a 401 was sent."""
+        auth = self.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip()
+        channel = self.fake.state.data["tokens"].get(token)
+        if channel is None:
+            self._send(401, _error(401, "authError", "Invalid Credentials", "global"))
+        return channel
+
+    def token(self, _query: dict[str, str]) -> None:
+        form = {k: v[-1] for k, v in parse_qs(self._body().decode()).items()}
+        st = self.fake.state
+        if form.get("grant_type") == "authorization_code":
+            self._exchange_code(form)
+            return
+        if form.get("grant_type") != "refresh_token":
+            self._send(400, {"error": "unsupported_grant_type"})
+            return
+        with st.lock:
+            found = [
+                cid
+                for cid, ch in st.data["channels"].items()
+                if ch["refresh_token"] == form.get("refresh_token") and not ch.get("revoked")
+            ]
+            if self.fake.faults.take("invalid_grant") is not None and found:
+                st.data["channels"][found[0]]["revoked"] = True
+                st.save()
+                found = []
+            if not found:
+                self._send(
+                    400,
+                    {
+                        "error": "invalid_grant",
+                        "error_description": "Token has been expired or revoked.",
+                    },
+                )
+                return
+            access = "ya29.fake-" + secrets.token_urlsafe(24)
+            st.data["tokens"][access] = found[0]
+            st.save()
+        self._send(
+            200,
+            {
+                "access_token": access,
+                "expires_in": 3599,
+                "token_type": "Bearer",
+                "scope": form.get("scope", ""),
+            },
+        )
+
+    def authorize(self, query: dict[str, str]) -> None:
+        """The consent screen, already agreed: back to the redirect URI with a code for the
+        channel named by login_hint (or the only channel)."""
+        st = self.fake.state
+        with st.lock:
+            channels = st.data["channels"]
+            hint = query.get("login_hint")
+            found = [c for c, ch in channels.items() if hint in (None, ch["handle"])]
+            if len(found) != 1 or "redirect_uri" not in query:
+                self._send(400, {"error": "invalid_request"})
+                return
+            code = "code-" + secrets.token_urlsafe(12)
+            st.data.setdefault("codes", {})[code] = found[0]
+            st.save()
+        target = f"{query['redirect_uri']}?code={code}&state={query.get('state', '')}"
+        self._send(302, None, {"Location": target})
+
+    def _exchange_code(self, form: dict[str, str]) -> None:
+        st = self.fake.state
+        with st.lock:
+            channel = st.data.setdefault("codes", {}).pop(form.get("code", ""), None)
+            if channel is None:
+                self._send(400, {"error": "invalid_grant"})
+                return
+            ch = st.data["channels"][channel]
+            ch.pop("revoked", None)
+            access = "ya29.fake-" + secrets.token_urlsafe(24)
+            st.data["tokens"][access] = channel
+            st.save()
+        self._send(
+            200,
+            {
+                "access_token": access,
+                "refresh_token": ch["refresh_token"],
+                "expires_in": 3599,
+                "token_type": "Bearer",
+                "scope": " ".join(
+                    [
+                        "https://www.googleapis.com/auth/youtube.upload",
+                        "https://www.googleapis.com/auth/youtube.readonly",
+                    ]
+                ),
+            },
+        )
+
+    # -- resumable upload ----------------------------------------------------------------
+    def initiate(self, query: dict[str, str]) -> None:
+        body = self._body()
+        channel = self._channel()
+        if channel is None:
+            return
+        if query.get("uploadType") != "resumable":
+            self._send(400, _error(400, "badRequest", "only resumable uploads are served"))
+            return
+        faults, st = self.fake.faults, self.fake.state
+        fault = faults.take("initiate_5xx", "quota_exceeded", "upload_limit_exceeded")
+        if fault is not None and fault["fault"] == "initiate_5xx":
+            self._send(503, _error(503, "backendError", "Backend Error", "global"))
+            return
+        with st.lock:
+            if (fault is not None and fault["fault"] == "quota_exceeded") or st.left(
+                channel, "insert"
+            ) <= 0:
+                self._send(
+                    403,
+                    _error(
+                        403,
+                        "quotaExceeded",
+                        "The request cannot be completed because you have exceeded your quota.",
+                        "youtube.quota",
+                    ),
+                )
+                return
+            if fault is not None:  # upload_limit_exceeded
+                self._send(
+                    400,
+                    _error(
+                        400,
+                        "uploadLimitExceeded",
+                        "The user has exceeded the number of videos they may upload.",
+                    ),
+                )
+                return
+            total = self.headers.get("X-Upload-Content-Length")
+            if total is None or not total.isdigit():
+                self._send(400, _error(400, "badRequest", "X-Upload-Content-Length is required"))
+                return
+            upload_id = secrets.token_urlsafe(16)
+            st.data["sessions"][upload_id] = {
+                "channel": channel,
+                "part": query.get("part", ""),
+                "notifySubscribers": query.get("notifySubscribers", "true"),
+                "resource": json.loads(body or b"{}"),
+                "content_type": self.headers.get("X-Upload-Content-Type", ""),
+                "total": int(total),
+                "received": 0,
+                "puts": 0,
+                "video_id": None,
+                "gone": None,
+                "created": time.time(),
+            }
+            st.blob(upload_id).write_bytes(b"")
+            st.save()
+        location = (
+            f"{self.fake.base_url}upload/youtube/v3/videos?uploadType=resumable"
+            f"&upload_id={upload_id}"
+        )
+        self._send(200, None, {"Location": location, "X-GUploader-UploadID": upload_id})
+
+    def put(self, query: dict[str, str]) -> None:
+        st, faults = self.fake.state, self.fake.faults
+        upload_id = query.get("upload_id", "")
+        with st.lock:
+            session = st.data["sessions"].get(upload_id)
+            gone_now = session is not None and session["gone"] is None
+            if gone_now and session is not None and faults.take("expire_session") is not None:
+                session["gone"] = 404
+                st.save()
+        if session is None or session["gone"] is not None:
+            self._body()
+            status = 404 if session is None else int(session["gone"])
+            self._send(status, _error(status, "notFound", "upload session not found", "global"))
+            return
+        crange = self.headers.get("Content-Range", "")
+        start, total = _content_range(crange)
+        if total is not None and total != session["total"]:
+            self._body()
+            self._send(400, _error(400, "badRequest", f"Content-Range {crange} != total"))
+            return
+        with st.lock:
+            session["puts"] += 1
+        if start is None:  # a status query
+            self._body()
+            self._answer(upload_id, session)
+            return
+        if session["video_id"] is not None:  # complete already: the same answer again
+            self._body()
+            self._answer(upload_id, session)
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        fault = faults.take("reset_mid_chunk", "short_range") if length > 1 else None
+        if fault is not None:
+            half = self._body(length // 2)
+            self._store(upload_id, session, start, half)
+            if fault["fault"] == "reset_mid_chunk":
+                raise _Drop(reset=True)
+            self.rfile.read(length - len(half))  # read and ignore the rest
+            self._answer(upload_id, session)
+            return
+        self._store(upload_id, session, start, self._body())
+        self._answer(upload_id, session)
+
+    def _store(self, upload_id: str, session: dict[str, Any], start: int, data: bytes) -> None:
+        """Appends what is new in `data` (a resend of bytes already held is ignored)."""
+        st = self.fake.state
+        with st.lock:
+            have = session["received"]
+            if start > have:
+                return  # a gap: nothing stored, the Range tells the client where to go on
+            new = data[have - start :]
+            new = new[: session["total"] - have]
+            if new:
+                with st.blob(upload_id).open("ab") as f:
+                    f.write(new)
+                session["received"] = have + len(new)
+            if session["received"] == session["total"] and session["video_id"] is None:
+                self._complete(upload_id, session)
+            st.save()
+
+    def _complete(self, upload_id: str, session: dict[str, Any]) -> None:
+        st = self.fake.state
+        channel = session["channel"]
+        st.charge(channel, "insert", 1)  # checked at initiation; charged when the video exists
+        video_id = secrets.token_urlsafe(8).replace("-", "a").replace("_", "b")[:11]
+        raw = st.blob(upload_id).read_bytes()
+        resource = session["resource"]
+        fault = self.fake.faults.take("processing_failed", "lost_response")
+        processing = "succeeded"
+        lost = False
+        if fault is not None and fault["fault"] == "processing_failed":
+            processing = "failed"
+            lost = self.fake.faults.take("lost_response") is not None
+        elif fault is not None:
+            lost = True
+        st.data["videos"][video_id] = {
+            "id": video_id,
+            "channel": channel,
+            "upload_id": upload_id,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "size": len(raw),
+            "snippet": resource.get("snippet", {}),
+            "status": {
+                "uploadStatus": "processed" if processing == "succeeded" else "failed",
+                **resource.get("status", {}),
+            },
+            "processing": processing,
+            "published_at": datetime.now(UTC).isoformat(),
+        }
+        st.data["channels"][channel]["videos"].insert(0, video_id)
+        session["video_id"] = video_id
+        session["lost"] = lost
+
+    def _answer(self, upload_id: str, session: dict[str, Any]) -> None:
+        if session["video_id"] is not None:
+            if session.pop("lost", False):
+                self.fake.state.save()
+                raise _Drop(reset=False)  # the video exists; its answer never arrives
+            self._send(
+                200,
+                _video_resource(
+                    self.fake.state.data["videos"][session["video_id"]], "snippet,status"
+                ),
+            )
+            return
+        received = session["received"]
+        headers = {"Range": f"bytes=0-{received - 1}"} if received else {}
+        self._send(308, None, headers)
+
+    # -- lists ---------------------------------------------------------------------------
+    def _charge_list(self, channel: str) -> bool:
+        st = self.fake.state
+        with st.lock:
+            if self.fake.faults.take("list_quota_exceeded") is None and st.charge(
+                channel, "units", LIST_COST
+            ):
+                st.save()
+                return True
+        self._send(403, _error(403, "quotaExceeded", "quota exceeded", "youtube.quota"))
+        return False
+
+    def videos_list(self, query: dict[str, str]) -> None:
+        channel = self._channel()
+        if channel is None or not self._charge_list(channel):
+            return
+        ids = [i for i in query.get("id", "").split(",") if i]
+        videos = self.fake.state.data["videos"]
+        items = [_video_resource(videos[i], query.get("part", "")) for i in ids if i in videos]
+        self._send(
+            200,
+            {
+                "kind": "youtube#videoListResponse",
+                "items": items,
+                "pageInfo": {"totalResults": len(items), "resultsPerPage": len(items)},
+            },
+        )
+
+    def channels_list(self, query: dict[str, str]) -> None:
+        channel = self._channel()
+        if channel is None or not self._charge_list(channel):
+            return
+        ch = self.fake.state.data["channels"][channel]
+        item = {
+            "kind": "youtube#channel",
+            "id": channel,
+            "contentDetails": {"relatedPlaylists": {"uploads": ch["uploads"]}},
+        }
+        self._send(200, {"kind": "youtube#channelListResponse", "items": [item]})
+
+    def playlist_items_list(self, query: dict[str, str]) -> None:
+        channel = self._channel()
+        if channel is None or not self._charge_list(channel):
+            return
+        st = self.fake.state
+        owner = [
+            c for c, ch in st.data["channels"].items() if ch["uploads"] == query.get("playlistId")
+        ]
+        if not owner:
+            self._send(404, _error(404, "playlistNotFound", "playlist not found"))
+            return
+        ids = st.data["channels"][owner[0]]["videos"]
+        size = max(1, min(50, int(query.get("maxResults", 5))))
+        start = int(query.get("pageToken") or 0)
+        page = ids[start : start + size]
+        items = []
+        for vid in page:
+            v = st.data["videos"][vid]
+            items.append(
+                {
+                    "kind": "youtube#playlistItem",
+                    "snippet": {
+                        **v["snippet"],
+                        "resourceId": {"kind": "youtube#video", "videoId": vid},
+                    },
+                    "contentDetails": {"videoId": vid},
+                }
+            )
+        body: dict[str, Any] = {"kind": "youtube#playlistItemListResponse", "items": items}
+        if start + size < len(ids):
+            body["nextPageToken"] = str(start + size)
+        self._send(200, body)
+
+    # -- control -------------------------------------------------------------------------
+    def control_faults(self, _query: dict[str, str]) -> None:
+        spec = json.loads(self._body() or b"{}")
+        try:
+            self.fake.faults.push(spec.pop("fault"), **spec)
+        except (KeyError, ValueError) as exc:
+            self._send(400, {"error": str(exc)})
+            return
+        self._send(200, {"pending": self.fake.faults.pending()})
+
+    def control_channel(self, _query: dict[str, str]) -> None:
+        spec = json.loads(self._body() or b"{}")
+        self._send(200, {"id": self.fake.add_channel(spec["handle"], spec["refresh_token"])})
+
+    def control_state(self, _query: dict[str, str]) -> None:
+        self._send(200, self.fake.snapshot())
+
+
+def _video_resource(v: dict[str, Any], part: str) -> dict[str, Any]:
+    parts = set(part.split(",")) if part else {"snippet", "status"}
+    out: dict[str, Any] = {"kind": "youtube#video", "id": v["id"]}
+    if "snippet" in parts:
+        out["snippet"] = {
+            **v["snippet"],
+            "channelId": v["channel"],
+            "publishedAt": v["published_at"],
+        }
+    if "status" in parts:
+        out["status"] = v["status"]
+    if "processingDetails" in parts:
+        out["processingDetails"] = {"processingStatus": v["processing"]}
+    if "statistics" in parts:
+        out["statistics"] = {"viewCount": "0", "likeCount": "0", "commentCount": "0"}
+    return out
+
+
+def _content_range(value: str) -> tuple[int | None, int | None]:
+    """(first byte, total) of 'bytes a-b/N'; (None, N) for a status query 'bytes */N'."""
+    unit, _, spec = value.partition(" ")
+    if unit != "bytes" or "/" not in spec:
+        return None, None
+    span, _, total = spec.partition("/")
+    size = int(total) if total.isdigit() else None
+    if span == "*":
+        return None, size
+    return int(span.split("-")[0]), size
+
+
+def _request_kind(method: str, path: str, query: dict[str, str], headers: Any) -> str:
+    if path.endswith("/token"):
+        return "token"
+    if path.startswith("/upload/") and method == "POST":
+        return "initiate"
+    if path.startswith("/upload/"):
+        return "status" if "*" in headers.get("Content-Range", "") else "chunk"
+    return "list"
+
+
+_ROUTES: dict[tuple[str, str], Any] = {
+    ("POST", "/token"): _Handler.token,
+    ("GET", "/o/oauth2/auth"): _Handler.authorize,
+    ("POST", "/upload/youtube/v3/videos"): _Handler.initiate,
+    ("POST", "/resumable/upload/youtube/v3/videos"): _Handler.initiate,
+    ("PUT", "/upload/youtube/v3/videos"): _Handler.put,
+    ("PUT", "/resumable/upload/youtube/v3/videos"): _Handler.put,
+    ("GET", "/youtube/v3/videos"): _Handler.videos_list,
+    ("GET", "/youtube/v3/channels"): _Handler.channels_list,
+    ("GET", "/youtube/v3/playlistItems"): _Handler.playlist_items_list,
+    ("POST", "/_fake/faults"): _Handler.control_faults,
+    ("POST", "/_fake/channels"): _Handler.control_channel,
+    ("GET", "/_fake/state"): _Handler.control_state,
+}
+
+
+def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any]) -> None:
+    """Demo wiring (`make demo PROVIDERS=fakes`): each account gets a channel on the fake and
+    its grant stored encrypted, as `mdame accounts connect` would after a consent. The master
+    key comes from MDAME_MASTER_KEY or the key file (created, 0600, when neither exists)."""
+    from mdame_core.settings import mdame_home
+    from mdame_domain.credentials import (
+        MASTER_KEY_FILE_VAR,
+        MASTER_KEY_VAR,
+        MasterKey,
+        associated_data,
+        load_master_key,
+        seal_grant,
+        write_key_file,
+    )
+
+    path = Path(os.environ.get(MASTER_KEY_FILE_VAR) or mdame_home() / "master.key")
+    if not os.environ.get(MASTER_KEY_VAR) and not path.exists():
+        write_key_file(path, MasterKey.generate())
+    master = load_master_key(path)
+    for account in accounts:
+        token = "1//fake-" + secrets.token_urlsafe(24)
+        fake.add_channel(account.handle, token)
+        envelope = seal_grant(
+            master,
+            associated_data(env, account.platform, account.handle),
+            {"refresh_token": token},
+        )
+        state.store_account_credential(
+            account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
+        )
+
+
+@contextlib.contextmanager
+def running(state_dir: str | Path, port: int = 0) -> Iterator[FakeYouTube]:
+    """The fake on 127.0.0.1 (an ephemeral port by default) for the duration of the block."""
+    fake = FakeYouTube(state_dir, port).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--state-dir", default=".mdame/fake-youtube")
+    parser.add_argument(
+        "--channel",
+        action="append",
+        default=[],
+        help="HANDLE=REFRESH_TOKEN: a channel to create (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    fake = FakeYouTube(args.state_dir, args.port)
+    for spec in args.channel:
+        handle, _, token = spec.partition("=")
+        fake.add_channel(handle, token)
+    fake.start()
+    print(f"fake YouTube on {fake.base_url} (token endpoint {fake.token_uri})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Set-up shared by the YouTube publishing tests: a script ready to publish, its render file,
+an account whose grant is stored encrypted, and the publisher pointed at the local fake."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from test_phases import _scenes
+
+from mdame_core.state import Account, StateStore
+from mdame_domain.credentials import MasterKey, associated_data, seal_grant
+from mdame_domain.video_metadata import VideoMetadata
+from mdame_resources.providers.publisher import YouTubePublisher
+
+DAY = "2026-11-29"
+REFRESH_TOKEN = "1//rt-test-not-secret-" + "q" * 24
+DECISION = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rules"}
+META = VideoMetadata(
+    title="Chips get faster", description="What changed this week.", tags=("ai", "chips")
+)
+
+
+@dataclass
+class Setup:
+    account: Account
+    payload: dict[str, Any]
+    video: Path
+    sha256: str
+
+
+def ready_to_publish(a: StateStore, folder: Path, size: int = 200_000) -> Setup:
+    """One script walked to publishing under `a`'s lock, with a render of `size` bytes."""
+    video = folder / "render.mp4"
+    video.write_bytes(os.urandom(size))
+    sha = hashlib.sha256(video.read_bytes()).hexdigest()
+    dim = a.upsert_dimension("tech", "Tech")
+    a.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    base = {"dimension_id": dim, "partition_date": DAY}
+    [trend] = a.record_trends("tech", [{"key": "tr", "payload": {**base, "title": "AI"}}])
+    topic = a.decide_topic("to", {**base, "trend_id": trend}, DECISION)
+    script = a.record_script("sc", {**base, "topic_id": topic}, DECISION)
+    a.plan_scenes(script, _scenes(script, cached=True), "scene_clip", 3, f"{DAY}|tech")
+    a.finish_visuals(script)
+    a.transition("script", script, "visuals_ready", "voice_queued")
+    a.record_voice(script, "vo", {"script_id": script, "uri": "media://v"})
+    a.transition("script", script, "voiced", "render_queued")
+    a.record_render(script, "re", {"script_id": script, "sha256": sha, "problems": []}, "technical")
+    render = a.get_work_unit("script", script).result["render_id"]
+    a.transition("script", script, "rendered", "publishing")
+    [account] = a.list_accounts("tech")
+    payload = {
+        "script_id": script,
+        "render_id": render,
+        "account_id": account.id,
+        "content_sha256": sha,
+    }
+    return Setup(account, payload, video, sha)
+
+
+def store_grant(state: StateStore, account: Account, master: MasterKey) -> None:
+    env = os.environ["ENV"]
+    envelope = seal_grant(
+        master,
+        associated_data(env, account.platform, account.handle),
+        {"refresh_token": REFRESH_TOKEN},
+    )
+    state.store_account_credential(
+        account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
+    )
+
+
+def publisher(fake: Any, folder: Path, **overrides: Any) -> YouTubePublisher:
+    secrets = folder / "client_secret.json"
+    secrets.write_text(
+        json.dumps({"installed": {"client_id": "cid.test", "client_secret": "cs-not-secret"}})
+    )
+    config: dict[str, Any] = {
+        "client_secrets_file": str(secrets),
+        "root_url": fake.base_url,
+        "token_uri": fake.token_uri,
+        "chunk_size": 32 * 1024,
+        "timeout_s": 5.0,
+        "processing_polls": 2,
+        "processing_poll_s": 0.01,
+        "upload_grace_s": 0,
+    }
+    config.update(overrides)
+    return YouTubePublisher(**config)
