@@ -93,10 +93,10 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
     monkeypatch.delenv("MDAME_PROVIDERS")
     assert isinstance(providers_for_environment()["publisher"], YouTubePublisher)  # prod default
     monkeypatch.setenv("MDAME_PROVIDERS", "fakes")
-    with pytest.raises(dg.DagsterResourceFunctionError) as refused:
-        dg.materialize(
-            [recorded_env], resources={"state": providers_for_environment()["publisher"]}
-        )
+    publisher = providers_for_environment()["publisher"]
+    refusal = pytest.raises(dg.DagsterResourceFunctionError)
+    with dg.instance_for_test() as instance, refusal as refused:
+        dg.materialize([recorded_env], resources={"state": publisher}, instance=instance)
     assert "OutboxPublisher is an offline provider and ENV=prod refuses it" in str(
         refused.value.__cause__
     )
