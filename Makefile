@@ -9,6 +9,7 @@ export PYTHONUNBUFFERED := 1
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
+	@echo "               (PROVIDERS=fakes: the production providers against local protocol servers)"
 	@echo "make test      install, start what the tests need, run them"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
@@ -25,8 +26,11 @@ db: install
 db-stop:
 	@scripts/db-local.sh stop
 
+# PROVIDERS=fakes: the production providers against local protocol servers (mdame_fakes).
 demo: db
-	@$(BIN)/mdame demo
+	@if [ "$(PROVIDERS)" = fakes ]; then $(BIN)/python -m mdame_fakes.demo; \
+	elif [ -z "$(PROVIDERS)" ] || [ "$(PROVIDERS)" = offline ]; then $(BIN)/mdame demo; \
+	else echo "PROVIDERS must be offline (the default) or fakes, not '$(PROVIDERS)'" >&2; exit 2; fi
 
 test: db
 	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
@@ -52,10 +53,15 @@ def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[s
                         script.payload["script"]["hook"][:48],
                         f"{script.payload['script']['hook_score']:.2f}",
                         f"{render.payload['duration_s']:.1f}s" if render else "?",
-                        str(outbox / ref.dimension / video_id / "video.mp4"),
+                        _video_file(outbox / ref.dimension / video_id / "video.mp4", video_id),
                     ]
                 )
     return rows
+
+
+def _video_file(path: Path, video_id: str) -> str:
+    # The outbox keeps a file per video; another channel is named by the video's id there.
+    return str(path) if path.exists() else f"video id {video_id}"
 
 
 def _print_table(rows: list[list[str]]) -> None:
@@ -65,18 +71,19 @@ def _print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def main(day: date | None = None, only: Sequence[str] = ()) -> int:
+def main(day: date | None = None, only: Sequence[str] = (), videos_at: str = "") -> int:
     """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N.
-    `only`: these dimensions' partitions, not every active one."""
+    `only`: these dimensions' partitions, not every active one; `videos_at`: where the chosen
+    publisher puts the videos (default: the outbox folder)."""
     with stop_on_signals():
         try:
-            return _main(day, only)
+            return _main(day, only, videos_at or str(OutboxPublisher().folder()))
         except (Interrupted, DagsterExecutionInterruptedError):
             print(f"[demo] stopped by {stop_signal_name()}", file=sys.stderr)
             return stop_exit_code()
 
 
-def _main(day: date | None, only: Sequence[str]) -> int:
+def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
     day = day or datetime.now(UTC).date()
     instance = dg.DagsterInstance.get()
     state = StateStore()
@@ -109,7 +116,7 @@ def _main(day: date | None, only: Sequence[str]) -> int:
     _print_table(_table(state, outcomes, day))
     print(
         f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} dimensions published in "
-        f"{time.monotonic() - started:.1f}s; videos are under {OutboxPublisher().folder()}"
+        f"{time.monotonic() - started:.1f}s; videos are under {videos_at}"
     )
     print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")
     state.close()

@@ -82,16 +82,22 @@ def _env(args: argparse.Namespace) -> None:
         print(f"export {name}={shlex.quote(value)}")
 
 
-def _demo(args: argparse.Namespace) -> int:
+def run_demo(videos_at: str = "") -> int:
+    """The demo with Dagster's home and the JSON pipeline log set up (also used by
+    `python -m mdame_fakes.demo`)."""
     settings.mdame_env()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
     from mdame_assets.demo import main as demo_main  # Dagster loads only for these commands
 
-    code = demo_main()
+    code = demo_main(videos_at=videos_at)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return run_demo()
 
 
 def _ui(args: argparse.Namespace) -> int:

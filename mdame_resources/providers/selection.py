@@ -48,7 +48,7 @@ def production_providers() -> dict[str, Any]:
 # Which set runs: "offline" (dev's default), "production" (prod's default, and the only set
 # ENV=prod accepts: offline providers refuse to run there), or "fakes": the production providers
 # against the local protocol servers of mdame_fakes (their endpoints come from the MDAME_*_URL
-# variables), with procedural visuals (no GPU) and the outbox as the channel.
+# variables), with procedural visuals (no GPU).
 PROVIDERS_VAR = "MDAME_PROVIDERS"
 PROVIDER_SETS = ("offline", "production", "fakes")
 
@@ -69,7 +69,7 @@ def providers_for_environment() -> dict[str, Any]:
         return offline_providers()
     providers = production_providers()
     if chosen == "fakes":
-        providers.update(visuals=ProceduralVisuals(), publisher=OutboxPublisher())
+        providers["visuals"] = ProceduralVisuals()
         # The dimensions' sample feed files count too, beside any live source (feeds slice).
         providers["trend_source"] = HttpFeedTrendSource(
             youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY"), read_files=True
