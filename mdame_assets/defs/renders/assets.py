@@ -5,9 +5,9 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.defs.clips.healing import heal_damaged_clips
-from mdame_assets.defs.renders.healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import scripts_entering
+from mdame_assets.media_healing import heal_damaged_renders
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
@@ -119,7 +119,7 @@ def renders(
         # A clip that vanished or rotted since voicing goes back to the GPU queue first; a
         # render that did so before anything was published from it is rendered again now.
         healed = heal_damaged_clips(step, media, "voiced", "render_queued")
-        rerendered = heal_damaged_renders(step, media, "rendered", "publishing")
+        rerendered = heal_damaged_renders(step, media)
         done = {
             str(script.id): _render_for(step, script, media)
             for script in scripts_entering(step, "voiced", "render_queued")

@@ -6,8 +6,8 @@ import dagster as dg
 
 from mdame_assets.defs.clips.checks import clip_problems
 from mdame_assets.defs.clips.healing import heal_damaged_clips
-from mdame_assets.defs.voice.healing import heal_damaged_voice
 from mdame_assets.lifecycle import scripts_entering
+from mdame_assets.media_healing import heal_damaged_voice
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
@@ -118,7 +118,7 @@ def voice_tracks(
         retried = retry_halted_voice(step)
         healed = heal_damaged_clips(step, media, *TO_VOICE)
         # A track that vanished or rotted before its render was made is voiced again now.
-        revoiced = heal_damaged_voice(step, media, "voiced", "render_queued")
+        revoiced = heal_damaged_voice(step, media)
         problems = clip_problems(step, media, TO_VOICE)
         if problems:
             raise dg.Failure(

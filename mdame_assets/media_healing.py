@@ -1,0 +1,51 @@
+"""Made media whose file vanished or rotted after its script moved on heals: the damaged unit
+fails and the script goes back to the stage that makes it, in one phase, and that stage (in
+this run or the next the hop sensor requests) makes it again under the next key of its series.
+
+- a voice track, before its render was made (requeue_voice: back to visuals_ready);
+- a render, before anything was published from it (requeue_render: back to voiced). Once a
+  publication names the render's bytes it is never remade (a new render need not be
+  byte-identical): the damage is logged and left to the blocking render_probe check, which
+  names it and holds publishing back.
+
+Clips heal through the GPU queue instead (defs/clips/healing.py).
+"""
+
+from __future__ import annotations
+
+from mdame_assets.runtime import Step
+from mdame_core.state import StateConflict
+from mdame_resources.media import MediaStoreResource
+
+
+def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, ...]) -> list[int]:
+    """The scripts in `states` whose current `kind` unit was damaged and is now requeued."""
+    store, healed = media.store(), []
+    for script in step.scripts_in(*states):
+        unit_id = int(script.result[f"{kind}_id"])
+        unit = step.state.get_work_unit(kind, unit_id)
+        if unit is None:
+            raise RuntimeError(f"script {script.id} names a {kind} {unit_id} that does not exist")
+        problem = store.problem(unit.payload["uri"], unit.payload["sha256"])
+        if problem is None:
+            continue
+        reason = f"{kind} {unit.id}: {problem}"
+        try:
+            if kind == "voice_track":
+                step.state.requeue_voice(script.id, unit.id, reason)
+            else:
+                step.state.requeue_render(script.id, unit.id, reason)
+        except StateConflict as exc:  # a publication names the render
+            step.log(f"{kind}_damaged", script_id=script.id, unit_id=unit.id, refused=str(exc))
+            continue
+        step.log(f"{kind}_requeued", script_id=script.id, unit_id=unit.id, problem=problem)
+        healed.append(script.id)
+    return healed
+
+
+def heal_damaged_voice(step: Step, media: MediaStoreResource) -> list[int]:
+    return _heal(step, media, "voice_track", ("voiced", "render_queued"))
+
+
+def heal_damaged_renders(step: Step, media: MediaStoreResource) -> list[int]:
+    return _heal(step, media, "render", ("rendered", "publishing"))
