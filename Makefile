@@ -26,9 +26,9 @@ db: install
 db-stop:
 	@scripts/db-local.sh stop
 
-# PROVIDERS=fakes: the production providers against local protocol servers (mdame_fakes).
+# PROVIDERS=fakes: the production providers against local protocol servers (fakes/).
 demo: db
-	@if [ "$(PROVIDERS)" = fakes ]; then $(BIN)/python -m mdame_fakes.demo; \
+	@if [ "$(PROVIDERS)" = fakes ]; then $(BIN)/python -m fakes.demo; \
 	elif [ -z "$(PROVIDERS)" ] || [ "$(PROVIDERS)" = offline ]; then $(BIN)/mdame demo; \
 	else echo "PROVIDERS must be offline (the default) or fakes, not '$(PROVIDERS)'" >&2; exit 2; fi
 

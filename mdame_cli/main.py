@@ -84,7 +84,7 @@ def _env(args: argparse.Namespace) -> None:
 
 def run_demo(videos_at: str = "") -> int:
     """The demo with Dagster's home and the JSON pipeline log set up (also used by
-    `python -m mdame_fakes.demo`)."""
+    `python -m fakes.demo`)."""
     settings.mdame_env()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))

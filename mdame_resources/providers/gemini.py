@@ -21,7 +21,7 @@ Retries (429 after Retry-After, 5xx, unreadable or invalid answers) are new atte
 ledger, with backoff, bounded by `max_attempts` failed attempts per work key across runs.
 
 The API key comes from dg.EnvVar("GEMINI_API_KEY") and is never logged, stored or put in an
-error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or mdame_fakes).
+error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or fakes).
 """
 
 from __future__ import annotations

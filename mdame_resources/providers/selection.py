@@ -47,7 +47,7 @@ def production_providers() -> dict[str, Any]:
 
 # Which set runs: "offline" (dev's default), "production" (prod's default, and the only set
 # ENV=prod accepts: offline providers refuse to run there), or "fakes": the production providers
-# against the local protocol servers of mdame_fakes (their endpoints come from the MDAME_*_URL
+# against the local protocol servers of fakes (their endpoints come from the MDAME_*_URL
 # variables), with procedural visuals (no GPU).
 PROVIDERS_VAR = "MDAME_PROVIDERS"
 PROVIDER_SETS = ("offline", "production", "fakes")

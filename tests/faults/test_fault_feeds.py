@@ -1,4 +1,4 @@
-"""Live trend sources through real httpx against the local feed server (mdame_fakes.feeds), with
+"""Live trend sources through real httpx against the local feed server (fakes.feeds), with
 the conditional-GET cache in real PostgreSQL: every fault gives a clear per-source error or the
 right recovery."""
 
@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from fakes.feeds import INJECTION_TEXT, FeedServer, running
+from mdame_core.settings import REPO_ROOT
 from mdame_core.state import StateStore
 from mdame_domain.feed_sources import FeedSource
 from mdame_domain.trends import FeedError
-from mdame_fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
 
 KEY = "test-key-not-secret"
@@ -224,9 +225,10 @@ def test_the_server_runs_standalone() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "mdame_fakes.feeds", "--port", str(port), "--fault", "atom=500"],
+        [sys.executable, "-m", "fakes.feeds", "--port", str(port), "--fault", "atom=500"],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=REPO_ROOT,  # fakes/ is a dev tool beside tests/, importable from the repository root
     )
     try:
         assert server.stdout is not None

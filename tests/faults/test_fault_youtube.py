@@ -11,9 +11,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from fakes.youtube import running
 from mdame_assets.defs.publications.assets import publications
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
-from mdame_fakes.youtube import running
 from mdame_resources.providers.publisher import YouTubePublisher
 
 REFRESH_TOKEN = "1//rt-test-not-secret-" + "z" * 24

@@ -9,9 +9,9 @@ from datetime import date
 
 import dagster as dg
 
+from fakes.demo import connect_demo_accounts, fake_services
 from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
-from mdame_fakes.demo import connect_demo_accounts, fake_services
 from mdame_resources.providers.selection import providers_for_environment
 
 DAY = date(2026, 11, 29)

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from dagster._serdes import serialize_value
 
+from fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import partition_key
-from mdame_fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_resources.providers.selection import production_providers
 
 DAY = datetime.now(UTC).date()  # the fake dates its stories hours before now

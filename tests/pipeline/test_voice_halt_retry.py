@@ -16,12 +16,12 @@ import dagster as dg
 import psycopg
 import pytest
 
+from fakes import gemini as fake_gemini
+from fakes.edge_tts import running
 from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
 from mdame_core.state import RetryNotDue
 from mdame_domain.outbox import list_outbox
-from mdame_fakes import gemini as fake_gemini
-from mdame_fakes.edge_tts import running
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 
 DAY = date(2026, 11, 29)

@@ -1,4 +1,4 @@
-"""Fixtures for the Gemini provider tests: the local Gemini server (mdame_fakes.gemini), a
+"""Fixtures for the Gemini provider tests: the local Gemini server (fakes.gemini), a
 database with the dimensions synced, and the dimension's pipeline lock held (a fenced store).
 The real google-genai SDK talks to the server; nothing leaves 127.0.0.1."""
 
@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from fakes import gemini as fake_gemini
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
-from mdame_fakes import gemini as fake_gemini
 from tests.providers.gemkit import DIMENSION
 
 

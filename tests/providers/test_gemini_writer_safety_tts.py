@@ -130,7 +130,7 @@ def test_gemini_classifier_verdicts_and_gemini_block(fake, fenced, owner):
 
 @pytest.mark.parametrize("tts_format", ["pcm", "wav"])
 def test_gemini_tts_gives_audio_by_mime_type(tts_format, fenced, owner, tmp_path: Path):
-    from mdame_fakes import gemini as fake_gemini
+    from fakes import gemini as fake_gemini
 
     with fake_gemini.running(tts_format=tts_format) as fake:
         text = "Batteries that last twice as long could change every phone you own."

@@ -14,9 +14,9 @@ from urllib.parse import urlencode, urlsplit
 from test_fencing import hold
 from youtube_kit import REFRESH_TOKEN
 
+from fakes.youtube import running
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.credentials import Envelope, associated_data, open_grant, read_key_file
-from mdame_fakes.youtube import running
 
 
 def _mdame(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:

@@ -16,10 +16,10 @@ import pytest
 from test_fencing import expire, hold
 from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
 
+from fakes.youtube import FakeYouTube, running
 from mdame_assets.defs.publications.assets import publish_resumable
 from mdame_core.state import LeaseLost, StateStore
 from mdame_domain.credentials import MasterKey
-from mdame_fakes.youtube import FakeYouTube, running
 from mdame_resources.providers.publisher import YouTubePublisher
 
 
@@ -306,7 +306,7 @@ def test_a_kill_at_every_commit_point_ends_in_one_video(
 
 
 def test_demo_wiring_connects_accounts_to_the_fake(state, tmp_path, fake, master) -> None:
-    from mdame_fakes.youtube import connect_accounts
+    from fakes.youtube import connect_accounts
 
     a = hold(state, "tech")
     s = ready_to_publish(a, tmp_path)

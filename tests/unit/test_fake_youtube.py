@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mdame_fakes.youtube import FaultQueue
+from fakes.youtube import FaultQueue
+from mdame_core.settings import REPO_ROOT
 
 
 def _start(state_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -19,7 +20,7 @@ def _start(state_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
         [
             sys.executable,
             "-m",
-            "mdame_fakes.youtube",
+            "fakes.youtube",
             "--port",
             "0",
             "--state-dir",
@@ -28,6 +29,7 @@ def _start(state_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=REPO_ROOT,  # fakes/ is a dev tool beside tests/, importable from the repository root
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()

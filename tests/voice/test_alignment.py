@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes.edge_tts import running
 from mdame_domain.speech import (
     align_words,
     audio_to_wav,
@@ -20,7 +21,6 @@ from mdame_domain.speech import (
     syllables,
 )
 from mdame_domain.voice import VoiceSynthesisError, WordTiming
-from mdame_fakes.edge_tts import running
 
 TEXTS = [
     "Scientists found a planet where it rains glass sideways. Winds there beat the speed of "

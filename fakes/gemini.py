@@ -26,7 +26,7 @@ number x; `server.set_field(name, value)` / {"fields": {...}} forces a property 
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
 without the key). The API key is checked for presence only and never stored.
 
-    python -m mdame_fakes.gemini --port 8089 [--tts-format wav]
+    python -m fakes.gemini --port 8089 [--tts-format wav]
 """
 
 from __future__ import annotations

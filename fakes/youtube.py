@@ -20,7 +20,7 @@ Faults are queued (FIFO per kind of request) from tests (`server.faults.push(...
 HTTP (POST /_fake/faults). State (channels, sessions, videos, counters, received bytes) lives
 in a directory and survives a restart, so a test can kill either side at any point.
 
-    python -m mdame_fakes.youtube --port 8089 --state-dir .mdame/fake-youtube
+    python -m fakes.youtube --port 8089 --state-dir .mdame/fake-youtube
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ audio frames that carry it (2-byte big-endian header length, headers ending in `
 Content-Type, and `Path:turn.end`.
 
 The speech is real: espeak-ng through its library, with espeak's own word marks as the
-boundaries (mdame_fakes.espeak_marks), so the offsets are the true timings of the audio sent.
+boundaries (fakes.espeak_marks), so the offsets are the true timings of the audio sent.
 
 Faults, consumed one per connection from a FIFO (`server.faults.push("drop")`), or sticky
 (`server.set_fault("403")`), or over HTTP (`POST /_control/faults` with {"push": kind} or
@@ -24,7 +24,7 @@ Faults, consumed one per connection from a FIFO (`server.faults.push("drop")`), 
   short     every word boundary, a third of the audio, then a clean turn.end
   stall     turn.start and the first boundary, then nothing (until the server stops)
 
-Standalone: `python -m mdame_fakes.edge_tts --port 8765` prints the WSS_URL to point
+Standalone: `python -m fakes.edge_tts --port 8765` prints the WSS_URL to point
 MDAME_EDGE_TTS_URL at.
 """
 
@@ -46,7 +46,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from mdame_fakes.espeak_marks import Speech, speak
+from fakes.espeak_marks import Speech, speak
 
 TICKS_PER_SECOND = 10_000_000
 PATH = "/consumer/speech/synthesize/readaloud/edge/v1"

@@ -18,9 +18,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fakes import edge_tts, feeds, gemini, youtube
 from mdame_core.settings import mdame_env, mdame_home
 from mdame_core.state import StateStore
-from mdame_fakes import edge_tts, feeds, gemini, youtube
 
 # Keys the local servers accept; stand-ins, never real credentials.
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"

@@ -22,7 +22,7 @@ one-shot faults that win over it.
     malformed_xml   a truncated XML document (JSON routes: truncated JSON)
     injection       the first item's text carries a prompt-injection attempt
 
-    python -m mdame_fakes.feeds --port 8765 [--youtube-key K] [--fault rss=500 ...]
+    python -m fakes.feeds --port 8765 [--youtube-key K] [--fault rss=500 ...]
 """
 
 from __future__ import annotations
