@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fakes import edge_tts, feeds, gemini, youtube
 from mdame_core.settings import mdame_env, mdame_home
@@ -43,6 +44,25 @@ def connect_demo_accounts(channel: youtube.FakeYouTube, state: StateStore) -> No
     youtube.connect_accounts(channel, state, mdame_env(), accounts)
 
 
+@contextmanager
+def _channel(folder: Path) -> Iterator[youtube.FakeYouTube]:
+    """The fake channel on the port it had last time when that port is free: upload session
+    URIs recorded by a demo that was killed mid-upload name it, and the next demo resumes
+    them (a real channel's session URIs do not move either)."""
+    port_file = folder / "youtube.port"
+    try:
+        port = int(port_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        port = 0
+    with ExitStack() as stack:
+        try:
+            fake = stack.enter_context(youtube.running(folder / "youtube", port=port))
+        except OSError:  # taken now: a fresh port (old sessions are then searched for)
+            fake = stack.enter_context(youtube.running(folder / "youtube"))
+        port_file.write_text(str(urlsplit(fake.base_url).port), encoding="utf-8")
+        yield fake
+
+
 @dataclass(frozen=True)
 class FakeServices:
     env: dict[str, str]  # points the production providers at the servers (the caller sets it)
@@ -57,7 +77,7 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
         model = servers.enter_context(gemini.running())
         speech = servers.enter_context(edge_tts.running())
         sources = servers.enter_context(feeds.running(youtube_key=DEMO_YOUTUBE_KEY))
-        channel = servers.enter_context(youtube.running(folder / "youtube"))
+        channel = servers.enter_context(_channel(folder))
         env = {
             "MDAME_PROVIDERS": "fakes",
             "GEMINI_API_KEY": DEMO_GEMINI_KEY,
