@@ -67,7 +67,7 @@ class ChaosConfig:
     media_root: Path | None = None  # None: a fresh temporary store for this harness run
     keep_failed: bool = False  # keep a failed case's database and home for inspection
     publisher: str = "outbox"  # "youtube": the YouTubePublisher and a fake channel per case
-    chunk_bytes: int = 256 * 1024  # the YouTube upload's chunk: a render spans several
+    chunk_bytes: int = 1024 * 1024  # the YouTube upload's chunk: a render spans several
 
     @property
     def partition_key(self) -> str:

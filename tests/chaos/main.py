@@ -152,8 +152,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunk-bytes",
         type=int,
-        default=256 * 1024,
-        help="the YouTube upload's chunk size (default 256 KiB: a render spans several)",
+        default=1024 * 1024,
+        help="the YouTube upload's chunk size (default 1 MiB: a render spans several)",
     )
     return parser
 

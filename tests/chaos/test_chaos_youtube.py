@@ -7,14 +7,21 @@ counters."""
 
 from __future__ import annotations
 
+import json
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from mdame_domain.video_metadata import publication_marker
+from tests.chaos.channel import ChannelProcess
 from tests.chaos.child import SEND_CHUNK
 from tests.chaos.crashpoint import CrashPoint
 from tests.chaos.harness import ChaosConfig, CleanRun, Harness
+from tests.chaos.invariants import violations
 
 pytestmark = pytest.mark.slow
 
@@ -69,3 +76,50 @@ def test_kills_in_the_publisher_converge_to_one_video_with_the_renders_bytes(
     failed = [f"{c.point}: {c.result}" for c in cases if not c.ok]
     assert not failed, "\n".join(failed)
     assert all(c.died and c.reruns >= 1 for c in cases)
+
+
+def _upload_behind_our_back(channel: ChannelProcess, token: str, description: str) -> None:
+    """A second video on the channel, sent straight to it (what a double publish would leave)."""
+    form = urllib.parse.urlencode(
+        {"grant_type": "refresh_token", "refresh_token": token, "client_id": "x"}
+    ).encode()
+    with urllib.request.urlopen(f"{channel.base_url}token", form, timeout=10) as answer:
+        access = json.loads(answer.read())["access_token"]
+    auth = {"Authorization": f"Bearer {access}"}
+    body = json.dumps({"snippet": {"title": "dup", "description": description}}).encode()
+    initiate = urllib.request.Request(
+        f"{channel.base_url}upload/youtube/v3/videos?uploadType=resumable&part=snippet",
+        body,
+        {**auth, "Content-Type": "application/json", "X-Upload-Content-Length": "5"},
+        method="POST",
+    )
+    with urllib.request.urlopen(initiate, timeout=10) as answer:
+        session = answer.headers["Location"]
+    put = urllib.request.Request(
+        session, b"other", {**auth, "Content-Range": "bytes 0-4/5"}, method="PUT"
+    )
+    with urllib.request.urlopen(put, timeout=10) as answer:
+        assert answer.status == 200
+
+
+def test_the_channel_invariants_report_a_second_video_and_its_uncounted_insert(
+    harness: Harness,
+) -> None:
+    assert harness.grants is not None
+    with harness._fresh("tampered") as case:
+        assert harness._run(case).exitcode == 0
+        assert case.channel is not None
+        assert violations(case.db.app, case.home, harness.media, channel=case.channel) == []
+        with psycopg.connect(case.db.app) as conn:
+            [(key, handle)] = conn.execute(
+                """SELECT p.idempotency_key, a.handle FROM mdame.publications p
+                     JOIN mdame.dimension_accounts a ON a.id = p.account_id"""
+            ).fetchall()
+        _upload_behind_our_back(
+            case.channel, harness.grants.tokens[handle], f"dup {publication_marker(key)}"
+        )
+
+        found = violations(case.db.app, case.home, harness.media, channel=case.channel)
+
+    assert any("the channel holds" in v for v in found), found
+    assert any("insert bucket: the ledger committed 1, the channel charged 2" in v for v in found)
