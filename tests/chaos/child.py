@@ -6,6 +6,11 @@ MDAME_APP_DATABASE_URL, MDAME_HOME, MDAME_MEDIA_ROOT), with an ephemeral Dagster
 Dagster's run storage is not state, PostgreSQL is. MDAME_CRASH_AT / MDAME_RPC_TRACE install the
 crash hook (crashpoint.py), a commit observer that SIGKILLs this process at a commit boundary.
 
+With MDAME_CHAOS_PUBLISHER=youtube (the harness's publisher mode), the publishing stage runs
+the YouTubePublisher against the fake channel the MDAME_YOUTUBE_* variables name, in chunks of
+MDAME_CHAOS_CHUNK_BYTES, and every chunk PUT is a crash point too (`send_chunk`, see
+install_transfer_points).
+
 The harness forks these from a warm fork server (multiprocessing's forkserver, preloaded with
 this module), so a case does not pay for importing Dagster and the definitions twice.
 `python -m tests.chaos.child <partition_key>` runs one by hand.
@@ -14,14 +19,17 @@ this module), so a case does not pay for importing Dagster and the definitions t
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dagster as dg
 
@@ -31,19 +39,29 @@ from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
 from mdame_assets.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_resources.media import media_root
+from mdame_resources.providers.publisher import YouTubePublisher
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import close_clients
-from tests.chaos.crashpoint import install_from_env
+from tests.chaos.crashpoint import CrashObserver, install_from_env
 
 # Set by the harness: memoize deterministic media work across cases (see install_memos).
 MEMO_ENV = "MDAME_CHAOS_MEMO"
+# Set by the harness's publisher mode: "youtube" (see use_youtube_publisher), and its chunk size.
+PUBLISHER_ENV = "MDAME_CHAOS_PUBLISHER"
+CHUNK_ENV = "MDAME_CHAOS_CHUNK_BYTES"
+# The crash points of the byte transfer, named like an RPC: the n-th chunk PUT of the process.
+SEND_CHUNK = "send_chunk"
 
 
 def run_child(key: str) -> int:
     """Runs the partition once; prints the outcome as JSON; 0 when every job succeeded."""
-    install_from_env()
+    observer = install_from_env()
     if os.environ.get(MEMO_ENV) == "1":
         install_memos()
+    if os.environ.get(PUBLISHER_ENV) == "youtube":
+        use_youtube_publisher()
+        if observer is not None:
+            install_transfer_points(observer)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(DIMENSION_PARTITION, [PartitionRef.parse(key).dimension])
     outcome = run_partition(instance, key)
@@ -72,6 +90,81 @@ def forked_main(key: str, env: Mapping[str, str | None], log_path: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # no atexit work inherited from the fork server
+
+
+# ------------------------------------------------------------------------------------------
+# The publisher mode
+# ------------------------------------------------------------------------------------------
+def use_youtube_publisher() -> None:
+    """The publishing job with a YouTubePublisher (the other providers stay offline): the
+    orchestrator's definitions again, with that publisher, for this process's run_partition."""
+    import mdame_assets.runs
+    from mdame_assets import orchestrator
+
+    publisher = YouTubePublisher(
+        client_secrets_file=os.environ["MDAME_YOUTUBE_CLIENT_SECRETS"],
+        chunk_size=int(os.environ[CHUNK_ENV]),
+        timeout_s=10.0,
+        processing_polls=3,
+        processing_poll_s=0.05,
+        upload_grace_s=0,  # a killed holder's chunk is never in flight: take over at once
+    )
+    old = orchestrator.defs
+    defs = dg.Definitions(
+        assets=old.assets,
+        asset_checks=old.asset_checks,
+        jobs=old.jobs,
+        schedules=old.schedules,
+        sensors=old.sensors,
+        resources={**(old.resources or {}), "publisher": publisher},
+    )
+    mdame_assets.runs.JOBS = tuple(
+        (defs if jobs is old else jobs, name) for jobs, name in mdame_assets.runs.JOBS
+    )
+
+
+def install_transfer_points(observer: CrashObserver) -> None:
+    """Each chunk PUT of an upload reports to the crash observer as `send_chunk`: "after" once
+    the channel confirmed it (after the last one: the video exists, its id not yet recorded),
+    "before" just before it is sent; a crash at a "before" point first sends half the chunk,
+    so the kill lands mid-chunk with part of its bytes on the channel."""
+    from mdame_resources.providers.youtube_api import SessionState, YouTubeApi
+
+    original = YouTubeApi.send_chunk
+
+    def send_chunk(
+        self: YouTubeApi, session_uri: str, data: bytes, start: int, size: int
+    ) -> SessionState:
+        crash = observer.crash
+        if (
+            crash is not None
+            and (crash.rpc, crash.phase) == (SEND_CHUNK, "before")
+            and observer.count(SEND_CHUNK) == crash.n - 1
+        ):
+            _send_half(self, session_uri, data, start, size)
+        observer(SEND_CHUNK, "before")
+        answer = original(self, session_uri, data, start, size)
+        observer(SEND_CHUNK, "after")
+        return answer
+
+    YouTubeApi.send_chunk = send_chunk  # type: ignore[method-assign]
+
+
+def _send_half(api: Any, session_uri: str, data: bytes, start: int, size: int) -> None:
+    """The chunk's request with its full length announced and half its body sent: the channel
+    keeps what arrived before the connection died (the caller kills this process next)."""
+    url = urlsplit(session_uri)
+    conn = http.client.HTTPConnection(url.netloc, timeout=10)
+    conn.putrequest("PUT", f"{url.path}?{url.query}")
+    for name, value in {
+        **api._bearer(),
+        "Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}",
+        "Content-Length": str(len(data)),
+    }.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    conn.send(data[: len(data) // 2])
+    time.sleep(0.2)  # let the channel read the half before the kill resets the connection
 
 
 # ------------------------------------------------------------------------------------------

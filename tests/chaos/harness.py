@@ -10,6 +10,11 @@
 3. After each case the invariants (invariants.py) must hold and the end state must equal the
    clean run's.
 
+The publisher mode (`publisher="youtube"`) publishes through the YouTubePublisher to a fake
+YouTube channel (channel.py) that each case runs in a process of its own, so a kill of the
+pipeline leaves it running; the chunk PUTs of the byte transfer are crash points too
+(`send_chunk`, child.py), and the channel's videos, bytes and counters are checked.
+
 Runs are child processes forked from a warm fork server (multiprocessing's forkserver, see
 child.py), so, as with any multiprocessing program, a script that uses the Harness keeps its
 top-level code under `if __name__ == "__main__":`. `jobs` cases run at once. Lock TTL and job
@@ -35,7 +40,8 @@ from pathlib import Path
 
 from mdame_core.state import StateStore
 from tests import scratch_db
-from tests.chaos.child import MEMO_ENV
+from tests.chaos.channel import ChannelProcess, Grants, seal_grants
+from tests.chaos.child import CHUNK_ENV, MEMO_ENV, PUBLISHER_ENV
 from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint
 from tests.chaos.invariants import EndState, snapshot, violations
 
@@ -45,6 +51,7 @@ DEFAULT_DIMENSION = "science"
 # sends varies, so they are not deterministic crash points.
 TIMER_RPC_PREFIX = "heartbeat_"
 PHASES = ("before", "after")
+PUBLISHERS = ("outbox", "youtube")
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class ChaosConfig:
     memo: bool = True  # reuse clips and render analyses across cases (child.py)
     media_root: Path | None = None  # None: a fresh temporary store for this harness run
     keep_failed: bool = False  # keep a failed case's database and home for inspection
+    publisher: str = "outbox"  # "youtube": the YouTubePublisher and a fake channel per case
+    chunk_bytes: int = 1024 * 1024  # the YouTube upload's chunk: a render spans several
 
     @property
     def partition_key(self) -> str:
@@ -146,6 +155,7 @@ class _Case:
     db: scratch_db.DbUrls
     home: Path
     runs: int = 0
+    channel: ChannelProcess | None = None  # the publisher mode's fake YouTube
 
 
 class Harness:
@@ -162,6 +172,7 @@ class Harness:
         self.media = Path()
         self.seed = ""
         self._keep_work = False
+        self.grants: Grants | None = None
 
     # -- setup ---------------------------------------------------------------------------
     def __enter__(self) -> Harness:
@@ -190,8 +201,12 @@ class Harness:
 
         with StateStore(seed.app, env="dev", pool_max=1) as state:
             report = sync_registry(state)
-        if self.config.dimension not in report.active:
-            raise ValueError(f"dimension {self.config.dimension!r} is not an active dimension")
+            if self.config.dimension not in report.active:
+                raise ValueError(f"dimension {self.config.dimension!r} is not an active dimension")
+            if self.config.publisher == "youtube":  # every case's database is a copy: seal once
+                self.grants = seal_grants(state, self.config.dimension, self.work)
+            elif self.config.publisher != "outbox":
+                raise ValueError(f"publisher must be one of {PUBLISHERS}")
         self.seed = seed.name
         self._ctx = multiprocessing.get_context("forkserver")
         # The fork server imports Dagster and the definitions once; every run forks from it.
@@ -205,8 +220,12 @@ class Harness:
         home.mkdir(parents=True)
         case = _Case(db, home)
         try:
+            if self.grants is not None:
+                case.channel = ChannelProcess(home / "youtube", self.grants.tokens)
             yield case
         finally:
+            if case.channel is not None:
+                case.channel.stop()
             if not keep():
                 scratch_db.drop_database(db.name)
                 shutil.rmtree(home, ignore_errors=True)
@@ -225,6 +244,16 @@ class Harness:
             MEMO_ENV: "1" if self.config.memo else None,
             CRASH_ENV: str(crash) if crash else None,
             TRACE_ENV: str(case.home / f"trace-{case.runs + 1}.txt"),
+            **self._publisher_env(case),
+        }
+
+    def _publisher_env(self, case: _Case) -> dict[str, str | None]:
+        if case.channel is None or self.grants is None:
+            return {PUBLISHER_ENV: None}
+        return {
+            PUBLISHER_ENV: "youtube",
+            CHUNK_ENV: str(self.config.chunk_bytes),
+            **case.channel.env(self.grants),
         }
 
     def _run(self, case: _Case, crash: CrashPoint | None = None) -> RunResult:
@@ -267,8 +296,8 @@ class Harness:
             if run.exitcode != 0:
                 raise RuntimeError(f"the clean run failed: {run.error()} (log {run.log})")
             trace = (case.home / "trace-1.txt").read_text().split()
-            end = snapshot(case.db.app, case.home, self.media)
-            found = violations(case.db.app, case.home, self.media)
+            end = snapshot(case.db.app, case.home, self.media, case.channel is not None)
+            found = violations(case.db.app, case.home, self.media, channel=case.channel)
             return CleanRun(tuple(trace), end, run.seconds, tuple(found))
 
     # -- one crash case ------------------------------------------------------------------
@@ -283,7 +312,7 @@ class Harness:
             found = []
             if last.exitcode != 0:
                 found.append(f"did not finish after {reruns} reruns: {last.error()} ({last.log})")
-            found += violations(case.db.app, case.home, self.media, clean.end)
+            found += violations(case.db.app, case.home, self.media, clean.end, case.channel)
             failed = bool(found) or not crashed.killed
             note = "" if crashed.killed else _not_reached(crashed, point)
             if keep():

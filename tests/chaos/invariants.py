@@ -7,6 +7,7 @@ application role, and files under MDAME_HOME and the media root.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,12 @@ import psycopg
 
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.outbox import list_outbox
+from mdame_domain.video_metadata import publication_marker
+from tests.chaos.channel import ChannelProcess
+
+# A list call's quota key: the publication's key, then ":units:" and a one-off suffix
+# (YouTubePublisher._metered). How many list calls a run makes depends on where it was killed.
+UNITS_KEY = ":units:"
 
 
 @dataclass(frozen=True)
@@ -107,34 +114,56 @@ def _file_hashes(units: list[Unit], media: LocalMediaStore, home: Path) -> dict[
     return hashes
 
 
-def snapshot(app_url: str, home: Path, media_root: Path) -> EndState:
+def snapshot(app_url: str, home: Path, media_root: Path, youtube: bool = False) -> EndState:
+    """With `youtube`, video ids are the channel's (random per run): only whether a publication
+    has one is compared, and list calls' quota entries are left to `_channel`."""
     with psycopg.connect(app_url, autocommit=True) as conn:
         units = _units(conn)
         jobs = dict(_rows(conn, "SELECT idempotency_key, state FROM mdame.jobs"))
-        quota = dict(_rows(conn, "SELECT quota_key, state FROM mdame.quota_ledger"))
+        quota = {
+            key: state
+            for key, state in _rows(conn, "SELECT quota_key, state FROM mdame.quota_ledger")
+            if UNITS_KEY not in key
+        }
     by_kind: dict[str, dict[str, str]] = {}
     for unit in units:
         by_kind.setdefault(unit.kind, {})[unit.key] = unit.state
-    video_ids = {u.key: str(u.result.get("video_id")) for u in units if u.kind == "publication"}
+    video_ids = {
+        u.key: _video_id(u.result.get("video_id"), youtube)
+        for u in units
+        if u.kind == "publication"
+    }
     hashes = _file_hashes(units, LocalMediaStore(media_root), home)
     return EndState(by_kind, jobs, video_ids, quota, hashes)
+
+
+def _video_id(video_id: Any, youtube: bool) -> str:
+    if youtube and video_id is not None:
+        return "a channel video"
+    return str(video_id)
 
 
 # ------------------------------------------------------------------------------------------
 # The invariants
 # ------------------------------------------------------------------------------------------
 def violations(
-    app_url: str, home: Path, media_root: Path, clean: EndState | None = None
+    app_url: str,
+    home: Path,
+    media_root: Path,
+    clean: EndState | None = None,
+    channel: ChannelProcess | None = None,
 ) -> list[str]:
     """Every broken invariant after a run (or a crash and its reruns) has finished.
 
     With `clean` (the clean run's end state), non-terminal units and queued jobs are legitimate
-    only where the clean run leaves them too, and the end state must equal it.
+    only where the clean run leaves them too, and the end state must equal it. With `channel`
+    (the publisher mode), the videos are on that fake YouTube channel instead of the outbox.
     """
     with psycopg.connect(app_url, autocommit=True) as conn:
         units = _units(conn)
         found = [
-            *_publications(conn, units, home),
+            *_publications(conn, units, home, outbox=channel is None),
+            *(_channel(conn, units, channel) if channel else []),
             *_unfinished(conn, units, clean),
             *_ledgers(conn),
             *_attempts(conn),
@@ -142,11 +171,13 @@ def violations(
             *_locks(conn),
         ]
     if clean is not None:
-        found += snapshot(app_url, home, media_root).differences(clean)
+        found += snapshot(app_url, home, media_root, channel is not None).differences(clean)
     return found
 
 
-def _publications(conn: psycopg.Connection, units: list[Unit], home: Path) -> list[str]:
+def _publications(
+    conn: psycopg.Connection, units: list[Unit], home: Path, outbox: bool = True
+) -> list[str]:
     """One publication per script and account; one outbox entry per published publication."""
     found = []
     for script_id, account_id, n in _rows(
@@ -172,6 +203,8 @@ def _publications(conn: psycopg.Connection, units: list[Unit], home: Path) -> li
                 f"script {script.id} is published with {len(published)} published of "
                 f"{len(mine)} publications, expected {wanted} (one per account)"
             )
+    if not outbox:
+        return found
     expected = {str(p.result.get("video_id")) for p in pubs if p.state == "published"}
     entries = [e.video_id for e in list_outbox(home / "outbox")]
     for video_id in sorted(set(entries) - expected):
@@ -207,6 +240,80 @@ def _published_bytes(conn: psycopg.Connection, home: Path) -> list[str]:
         published = state == "published" and path is not None and path.exists()
         if published and sha256_file(path) != sha:
             found.append(f"publication {pub_id}: the channel's video {video_id} is other bytes")
+    return found
+
+
+def _channel(conn: psycopg.Connection, units: list[Unit], channel: ChannelProcess) -> list[str]:
+    """The publisher mode's channel: exactly one video per (script, account), found by the
+    publication's marker, with the approved render's bytes; and each account's quota ledger
+    (committed, per bucket, all days) equal to the channel's own counters."""
+    found = []
+    data = channel.state()
+    by_handle = {ch["handle"]: cid for cid, ch in data["channels"].items()}
+    accounts = dict(_rows(conn, "SELECT id, handle FROM mdame.dimension_accounts"))
+    claimed: set[str] = set()
+    for pub_id, key, state, account_id, sha, render_sha, video_id in _rows(
+        conn,
+        """SELECT p.id, p.idempotency_key, p.state, p.account_id, p.content_sha256,
+                  r.payload->>'sha256', p.result->>'video_id'
+             FROM mdame.publications p JOIN mdame.renders r ON r.id = p.render_id
+            ORDER BY p.id""",
+    ):
+        cid = by_handle.get(accounts[account_id])
+        marker = publication_marker(key)
+        videos = [
+            v
+            for v in data["videos"].values()
+            if v["channel"] == cid and marker in v["snippet"].get("description", "")
+        ]
+        claimed |= {v["id"] for v in videos}
+        name = f"publication {pub_id} ({state})"
+        if sha is None or sha != render_sha:
+            found.append(f"{name} names content {_short(str(sha))}, its render {render_sha}")
+        if state != "published":
+            if videos:
+                found.append(f"{name} is not published but the channel holds {len(videos)}")
+            continue
+        if [v["id"] for v in videos] != [video_id]:
+            found.append(
+                f"{name}: the channel holds {sorted(v['id'] for v in videos)} for it, "
+                f"the publication names {video_id}"
+            )
+            continue
+        got = hashlib.sha256(channel.video_bytes(videos[0]["upload_id"])).hexdigest()
+        if got != render_sha:
+            found.append(f"{name}: the channel's video {video_id} is other bytes ({got[:12]})")
+    for video_id in sorted(set(data["videos"]) - claimed):
+        found.append(f"channel video {video_id} belongs to no publication")
+    return found + _quota_against_counters(conn, data, by_handle, accounts)
+
+
+def _quota_against_counters(
+    conn: psycopg.Connection,
+    data: dict[str, Any],
+    by_handle: dict[str, str],
+    accounts: dict[int, str],
+) -> list[str]:
+    found = []
+    ledger: dict[tuple[int, str], int] = {
+        (account, bucket): int(units)
+        for account, bucket, units in _rows(
+            conn,
+            """SELECT account_id, bucket, sum(units) FROM mdame.quota_ledger
+                WHERE state = 'committed' GROUP BY 1, 2""",
+        )
+    }
+    for account, handle in sorted(accounts.items()):
+        cid = by_handle.get(handle)
+        if cid is None:
+            continue
+        for bucket in ("insert", "search", "units"):
+            charged = sum(day.get(cid, {}).get(bucket, 0) for day in data["counters"].values())
+            if ledger.get((account, bucket), 0) != charged:
+                found.append(
+                    f"quota of account {handle}, {bucket} bucket: the ledger committed "
+                    f"{ledger.get((account, bucket), 0)}, the channel charged {charged}"
+                )
     return found
 
 
@@ -272,7 +379,7 @@ def _ledgers(conn: psycopg.Connection) -> list[str]:
         )
     }
     for (key,) in _rows(conn, "SELECT quota_key FROM mdame.quota_ledger WHERE state = 'committed'"):
-        if key not in published:
+        if key.split(UNITS_KEY)[0] not in published:
             found.append(f"quota {_short(key)} committed for no published publication")
     for key in sorted(published):
         n = _rows(

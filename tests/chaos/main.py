@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mdame_core import settings
 from tests.chaos.crashpoint import CrashPoint
-from tests.chaos.harness import PHASES, CaseResult, ChaosConfig, Harness, expand
+from tests.chaos.harness import PHASES, PUBLISHERS, CaseResult, ChaosConfig, Harness, expand
 
 HEADER = ("case", "crash point", "phase", "died?", "reruns", "seconds", "result")
 
@@ -39,9 +39,14 @@ def print_table(cases: Sequence[CaseResult]) -> None:
 
 
 def select(
-    points: list[tuple[str, int]], only: Sequence[str], limit: int | None
+    points: list[tuple[str, int]], only: Sequence[str], limit: int | None, start: str = ""
 ) -> list[CrashPoint]:
-    """The crash points to run: all (before and after), or those named `rpc:n[:phase]`."""
+    """The crash points to run: all (before and after), or those named `rpc:n[:phase]`; with
+    `start`, only those from the first commit of that RPC on."""
+    if start:
+        if (start, 1) not in points:
+            raise ValueError(f"{start} is not committed by the clean run")
+        points = points[points.index((start, 1)) :]
     if not only:
         chosen = expand(points[:limit] if limit else points)
         return chosen
@@ -58,7 +63,9 @@ def select(
     return chosen
 
 
-def main(config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None) -> int:
+def main(
+    config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None, start: str = ""
+) -> int:
     started = time.monotonic()
     printed = threading.Lock()
 
@@ -67,7 +74,11 @@ def main(config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None
             print(f"[chaos] {' '.join(_row(case))}", file=sys.stderr, flush=True)
 
     with Harness(config) as harness:
-        print(f"[chaos] clean run of {config.partition_key} ...", file=sys.stderr, flush=True)
+        print(
+            f"[chaos] clean run of {config.partition_key} (publisher {config.publisher}) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         clean = harness.clean_run()
         points = clean.crash_points()
         print(
@@ -76,7 +87,7 @@ def main(config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None
             file=sys.stderr,
             flush=True,
         )
-        chosen = select(points, only, limit)
+        chosen = select(points, only, limit, start)
         cases = harness.run_cases(clean, chosen, progress)
     wall = time.monotonic() - started
     print()
@@ -89,7 +100,8 @@ def main(config: ChaosConfig, only: Sequence[str] = (), limit: int | None = None
         for problem in case.violations or [case.result]:
             print(f"case {case.index} ({case.point}): {problem}")
     print(
-        f"\n{config.partition_key}: {len(points)} crash points, {len(cases)} cases "
+        f"\n{config.partition_key} ({config.publisher}): {len(points)} crash points, "
+        f"{len(cases)} cases "
         f"(before and after commit), {len(cases) - len(failed)} converged, {len(failed)} failed; "
         f"wall time {wall:.0f}s with {config.jobs} at once"
     )
@@ -113,6 +125,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N crash points")
     parser.add_argument(
+        "--from",
+        dest="start",
+        default="",
+        metavar="RPC",
+        help="only the crash points from the first commit of RPC on (e.g. begin_bucket_upload:"
+        " the publishing stage)",
+    )
+    parser.add_argument(
         "--lock-ttl", type=int, default=2, help="lock TTL and job lease in seconds (default 2)"
     )
     parser.add_argument("--media-root", default="", help="reuse this media store across runs")
@@ -121,6 +141,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--keep-failed", action="store_true", help="keep a failed case's database and home"
+    )
+    parser.add_argument(
+        "--publisher",
+        choices=PUBLISHERS,
+        default="outbox",
+        help="outbox (default), or youtube: the YouTubePublisher to a fake channel per case, "
+        "with its commit points and every chunk PUT (send_chunk) as crash points",
+    )
+    parser.add_argument(
+        "--chunk-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="the YouTube upload's chunk size (default 1 MiB: a render spans several)",
     )
     return parser
 
@@ -139,9 +172,11 @@ def cli(argv: Sequence[str] | None = None) -> int:
         memo=not args.no_memo,
         media_root=Path(args.media_root).resolve() if args.media_root else None,
         keep_failed=args.keep_failed,
+        publisher=args.publisher,
+        chunk_bytes=args.chunk_bytes,
     )
     try:
-        return main(config, args.only, args.limit)
+        return main(config, args.only, args.limit, args.start)
     except KeyboardInterrupt:
         return 130
 

@@ -5,6 +5,7 @@ invariants against the clean run's end state."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def harness(template_db: str) -> Iterator[Harness]:
-    with Harness(ChaosConfig(jobs=2)) as chaos:
+def harness(template_db: str, chaos_media: Path) -> Iterator[Harness]:
+    with Harness(ChaosConfig(jobs=2, media_root=chaos_media)) as chaos:
         yield chaos
 
 
