@@ -75,7 +75,7 @@ def test_partition_ref_reads_the_context_by_dimension_name():
 
 def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
     from mdame_core.settings import SettingsError
-    from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
+    from mdame_resources.providers.publisher import YouTubePublisher
     from mdame_resources.providers.selection import providers_for_environment
     from mdame_resources.providers.visuals import ProceduralVisuals
     from mdame_resources.providers.writer import GeminiScriptWriter, LocalScriptWriter
@@ -87,17 +87,17 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
     fakes = providers_for_environment()
     assert isinstance(fakes["writer"], GeminiScriptWriter)  # the production code path
     assert isinstance(fakes["visuals"], ProceduralVisuals)  # ... without a GPU
-    assert isinstance(fakes["publisher"], OutboxPublisher)  # ... or a real channel
+    assert isinstance(fakes["publisher"], YouTubePublisher)  # to the local fake channel
 
     monkeypatch.setenv("ENV", "prod")
     monkeypatch.delenv("MDAME_PROVIDERS")
     assert isinstance(providers_for_environment()["publisher"], YouTubePublisher)  # prod default
     monkeypatch.setenv("MDAME_PROVIDERS", "fakes")
-    publisher = providers_for_environment()["publisher"]
+    visuals = providers_for_environment()["visuals"]
     refusal = pytest.raises(dg.DagsterResourceFunctionError)
     with dg.instance_for_test() as instance, refusal as refused:
-        dg.materialize([recorded_env], resources={"state": publisher}, instance=instance)
-    assert "OutboxPublisher is an offline provider and ENV=prod refuses it" in str(
+        dg.materialize([recorded_env], resources={"state": visuals}, instance=instance)
+    assert "ProceduralVisuals is an offline provider and ENV=prod refuses it" in str(
         refused.value.__cause__
     )
 
