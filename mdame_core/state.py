@@ -1133,6 +1133,15 @@ class StateStore:
     def mark_needs_reauth(self, account_id: int, reason: str) -> bool:
         return self._scalar("mark_needs_reauth", account_id, reason, self._token())
 
+    def open_quota_keys(self, prefix: str) -> list[str]:
+        """The keys of quota reservations still open ('reserved') that start with `prefix`."""
+        rows = self._select(
+            """SELECT quota_key FROM mdame.quota_ledger
+                WHERE state = 'reserved' AND starts_with(quota_key, %s) ORDER BY id""",
+            [prefix],
+        )
+        return [key for (key,) in rows]
+
     def reserve_bucket_quota(
         self, account_id: int, bucket: str, units: int, quota_key: str
     ) -> int | None:

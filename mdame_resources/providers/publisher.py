@@ -195,6 +195,7 @@ class YouTubePublisher(PublisherResource):
         attempt_id = job.attempt_id
         try:
             api = self._api(job)
+            self._settle_orphaned_list_calls(job)
             if attempt_id is None:
                 return self._resume(job, api)
             return self._fresh(job, api, attempt_id)
@@ -223,7 +224,17 @@ class YouTubePublisher(PublisherResource):
     def check_processing(self, job: UploadJob, video_id: str) -> None:
         """Polls a published video's processing that no run recorded (a crash after
         finish_upload), and records it."""
-        self._poll_processing(job, self._api(job), video_id)
+        api = self._api(job)
+        self._settle_orphaned_list_calls(job)
+        self._poll_processing(job, api, video_id)
+
+    def _settle_orphaned_list_calls(self, job: UploadJob) -> None:
+        """A list call's reservation left open by a run that was killed around the call: the
+        channel may have charged it (the request may have gone out) or not, and cannot be
+        asked. It is committed, so the ledger never counts less than the channel charged
+        (at most one unit more per such kill) and no reservation stays open for good."""
+        for key in job.state.open_quota_keys(f"{job.work_key}:units:"):
+            job.state.commit_quota(key)
 
     def _abandon(self, job: UploadJob, attempt_id: int | None, status: str, why: str) -> None:
         """Leaves this holder's attempt settled enough for the next run: 'failed' when nothing

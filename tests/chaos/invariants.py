@@ -309,7 +309,12 @@ def _quota_against_counters(
             continue
         for bucket in ("insert", "search", "units"):
             charged = sum(day.get(cid, {}).get(bucket, 0) for day in data["counters"].values())
-            if ledger.get((account, bucket), 0) != charged:
+            committed = ledger.get((account, bucket), 0)
+            # A list call (units) killed around its request cannot be asked about: the next run
+            # commits it, so the ledger may count one unit more than the channel charged (one
+            # crash per case), never less. Inserts are known exactly (the video exists or not).
+            slack = 1 if bucket == "units" else 0
+            if not charged <= committed <= charged + slack:
                 found.append(
                     f"quota of account {handle}, {bucket} bucket: the ledger committed "
                     f"{ledger.get((account, bucket), 0)}, the channel charged {charged}"
