@@ -80,10 +80,16 @@ def _assert_exactly_once(state: StateStore, fake: FakeYouTube, s: Setup, video_i
     assert usage.get("units", (0, 0)) == (0, counters["units"])
 
 
-def test_a_clean_upload_publishes_once(state, tmp_path, fake, master) -> None:
+def _granted(state: StateStore, tmp_path: Path, master: MasterKey) -> tuple[StateStore, Setup]:
+    """The tech lock held, a render ready to publish, and its account's grant stored."""
     a = hold(state, "tech")
     s = ready_to_publish(a, tmp_path)
     store_grant(a, s.account, master)
+    return a, s
+
+
+def test_a_clean_upload_publishes_once(state, tmp_path, fake, master) -> None:
+    a, s = _granted(state, tmp_path, master)
     logs: list[Any] = []
     pub = publisher(fake, tmp_path)
     video_id = _publish(a, pub, s, logs)
@@ -110,9 +116,7 @@ def test_a_clean_upload_publishes_once(state, tmp_path, fake, master) -> None:
     ],
 )
 def test_every_fault_ends_in_exactly_one_video(state, tmp_path, fake, master, fault) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     options = {"seconds": 0.5} if fault == "slow" else {}
     fake.faults.push(fault, **options)
     logs: list[Any] = []
@@ -124,9 +128,7 @@ def test_every_fault_ends_in_exactly_one_video(state, tmp_path, fake, master, fa
 def test_a_lost_answer_with_the_session_gone_is_found_in_the_uploads_playlist(
     state, tmp_path, fake, master
 ) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("lost_response")
     logs: list[Any] = []
     pub = publisher(fake, tmp_path)
@@ -141,9 +143,7 @@ def test_a_lost_answer_with_the_session_gone_is_found_in_the_uploads_playlist(
 def test_quota_exceeded_releases_and_skips_the_account_for_the_day(
     state, tmp_path, fake, master
 ) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("quota_exceeded")
     logs: list[Any] = []
     pub = publisher(fake, tmp_path)
@@ -160,9 +160,7 @@ def test_quota_exceeded_releases_and_skips_the_account_for_the_day(
 def test_upload_limit_exceeded_skips_the_account_for_24_hours(
     state, tmp_path, fake, master
 ) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("upload_limit_exceeded")
     assert _publish(a, publisher(fake, tmp_path), s, []) is None
     status = state.account_status(s.account.id)
@@ -172,9 +170,7 @@ def test_upload_limit_exceeded_skips_the_account_for_24_hours(
 
 
 def test_invalid_grant_marks_the_account_and_alerts(state, tmp_path, fake, master) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("invalid_grant")
     logs: list[Any] = []
     assert _publish(a, publisher(fake, tmp_path), s, logs) is None
@@ -188,9 +184,7 @@ def test_invalid_grant_marks_the_account_and_alerts(state, tmp_path, fake, maste
 
 
 def test_failed_processing_is_recorded_and_alerted(state, tmp_path, fake, master) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("processing_failed")
     video_id = _publish(a, publisher(fake, tmp_path), s, [])
     assert video_id is not None
@@ -200,9 +194,7 @@ def test_failed_processing_is_recorded_and_alerted(state, tmp_path, fake, master
 
 
 def test_the_fake_keeps_its_state_across_a_restart(state, tmp_path, fake, master) -> None:
-    a = hold(state, "tech")
-    s = ready_to_publish(a, tmp_path)
-    store_grant(a, s.account, master)
+    a, s = _granted(state, tmp_path, master)
     fake.faults.push("reset_mid_chunk")
     pub = publisher(fake, tmp_path)
     with pytest.raises(Exception):  # noqa: B017 - the connection was reset
