@@ -11,6 +11,7 @@ missing=()
 command -v ffmpeg >/dev/null || missing+=(ffmpeg)
 command -v ffprobe >/dev/null || missing+=(ffmpeg)
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+command -v redis-server >/dev/null || missing+=(redis-server)  # the Celery broker (GPU workers)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing+=(postgresql)
 fc-list 2>/dev/null | grep -qi 'DejaVu Sans' || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -32,10 +33,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 [ -x "$venv/bin/python" ] || { log "creating $venv"; "$python" -m venv "$venv"; }
-log "pip install -e .[dev,cloud] (first time takes a minute or two)"
+log "pip install -e .[dev,cloud,gpu,cluster] (first time takes a few minutes)"
 pip_log=$venv/pip-install.log
 if ! { "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip \
-       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev,cloud]"; } \
+       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev,cloud,gpu,cluster]"; } \
        >"$pip_log" 2>&1; then
   tail -n 40 "$pip_log" >&2
   log "pip install failed (full log: $pip_log)"
