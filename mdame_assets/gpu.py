@@ -1,4 +1,6 @@
-"""The GPU code location: scene_clips and the sensor that feeds it from the scene-job queue."""
+"""The GPU code location: scene_clips (one step per scene), its check, and the hop sensor that
+runs it for partitions whose scripts await their clips. Its executor comes from configuration
+(MDAME_GPU_EXECUTOR, mdame_assets/executors.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import dagster as dg
 from mdame_assets.defs.clips.assets import scene_clips
 from mdame_assets.defs.clips.checks import clips_present
 from mdame_assets.defs.clips.sensors import scene_jobs_sensor
+from mdame_assets.executors import gpu_executor
 from mdame_assets.jobs import scene_clips_job
 from mdame_assets.resources import shared_resources
 
@@ -15,6 +18,6 @@ defs = dg.Definitions(
     asset_checks=[clips_present],
     jobs=[scene_clips_job],
     sensors=[scene_jobs_sensor],
-    executor=dg.in_process_executor,
+    executor=gpu_executor(),
     resources=shared_resources(),
 )

@@ -227,7 +227,7 @@ def sweep(
 
 def requeue_dead_workers_jobs(state: StateStore) -> list[int]:
     """Jobs leased by a worker process of this host that is gone (a worker id is
-    `<host>:<pid>`) go back to the queue now instead of after their lease (300 s by default):
+    `<host>:<pid>` or `<host>:<name>:<pid>`) go back to the queue now instead of after their lease (300 s by default):
     a killed demo's scene_clips run otherwise makes the next one wait out the lease. A pid that
     is alive again (reused) is left to its lease: only a certain death frees a job early."""
     host = socket.gethostname()
