@@ -20,7 +20,7 @@ from pathlib import Path
 from mdame_assets.defs.clips.cache import CACHE_TTL_S, SCENE_JOB_TYPE, cached_clip
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, StateError, StateStore
-from mdame_domain.media_store import LocalMediaStore
+from mdame_domain.media_store import MediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
@@ -75,7 +75,7 @@ def process_job(
     job: Job,
     me: str,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
 ) -> bool:
     """Makes (or finds) the clip for one job; returns True on a cache hit."""
@@ -88,7 +88,7 @@ def _process(
     job: Job,
     me: str,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
 ) -> bool:
     payload = job.payload
@@ -112,7 +112,7 @@ def _process(
 def run_worker(
     state: StateStore,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
     done: Callable[[], bool],
     idle_wait_s: float = 1.0,
