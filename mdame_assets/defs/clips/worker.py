@@ -23,7 +23,7 @@ from pathlib import Path
 from mdame_assets.defs.clips.cache import CACHE_TTL_S, cached_clip
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
-from mdame_domain.media_store import LocalMediaStore
+from mdame_domain.media_store import MediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
@@ -115,7 +115,7 @@ def make_scene_clip(
     state: StateStore,
     scene_id: int,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
 ) -> SceneOutcome:
     """One scene's clip, made or found; SceneBusy or SceneAttemptFailed when the step should
@@ -160,7 +160,7 @@ def _process(
     state: StateStore,
     job: Job,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
 ) -> bool:
     """Makes (or finds) the clip for one claimed job; returns True on a cache hit."""
