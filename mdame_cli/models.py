@@ -116,6 +116,21 @@ def _hub_error(model_id: str, exc: BaseException) -> ModelsError:
     )
 
 
+def _require_hub(endpoint: str, model_id: str) -> None:
+    """One quick request first: huggingface_hub retries a refused connection with backoff for
+    about half a minute per call, while an unreachable hub is the common failure here."""
+    import httpx
+
+    try:
+        httpx.get(f"{endpoint}/api/models/{model_id}", timeout=10.0)
+    except httpx.TransportError as exc:
+        raise ModelsError(
+            f"cannot pull {model_id!r}: the Hugging Face hub at {endpoint} is unreachable "
+            f"({type(exc).__name__}); pull on a machine that reaches it and copy the model "
+            "directory over, or set HF_ENDPOINT to a mirror"
+        ) from None
+
+
 def pull_model(model_id: str, root: Path) -> Path:
     """Downloads one model into root/<model id>: the files a diffusers load uses (see
     select_model_files), resumable, idempotent (present files are kept)."""
@@ -127,6 +142,7 @@ def pull_model(model_id: str, root: Path) -> Path:
             f"cannot pull {model_id!r}: HF_HUB_OFFLINE is set (the hub is off limits here); "
             "unset it where the hub is reachable"
         )
+    _require_hub(constants.ENDPOINT, model_id)
     try:
         files = HfApi().list_repo_files(model_id)
         snapshot_download(
