@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'engine':<12} {'frames':>6} {'size':>9} {'load+1st s':>10} {'s/clip':>7} "
               f"{'clips/min':>9}  peak")  # fmt: skip
         for r in rows:
-            print(f"{r.engine:<12} {r.frames:>6} {r.size:>9} {r.load_s:>10.1f} "
-                  f"{r.seconds_per_clip:>7.2f} {r.clips_per_minute:>9.1f}  {r.peak_memory}")  # fmt: skip
+            print(
+                f"{r.engine:<12} {r.frames:>6} {r.size:>9} {r.load_s:>10.1f} "
+                f"{r.seconds_per_clip:>7.2f} {r.clips_per_minute:>9.1f}  {r.peak_memory}"
+            )
         print(f"clip: {CLIP_SECONDS:.0f} s at {visuals.out_fps} fps, "
               f"{visuals.out_width}x{visuals.out_height} H.264 (encode included)")  # fmt: skip
         print(measure_cache(visuals, engines[0], args.scenes, scratch))
