@@ -172,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import torch
 
-        torch.set_num_threads(min(4, os.cpu_count() or 1))
+        # One thread: on a small shared host, OpenMP threads spin against each other (measured:
+        # 2 threads under load ran the tiny SVD clip 25x slower than 1 thread did unloaded).
+        torch.set_num_threads(1)
         print("no CUDA device: these figures are for the tiny random-weight pipelines of "
               "tests/gpu on the CPU, not for SVD or AnimateDiff")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
