@@ -172,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import torch
 
-        # One thread: on a small shared host, OpenMP threads spin against each other (measured:
-        # 2 threads under load ran the tiny SVD clip 25x slower than 1 thread did unloaded).
+        # One thread, as in the tests: on a small shared host more OpenMP threads only contend.
         torch.set_num_threads(1)
         print("no CUDA device: these figures are for the tiny random-weight pipelines of "
               "tests/gpu on the CPU, not for SVD or AnimateDiff")  # fmt: skip
