@@ -220,3 +220,10 @@ def test_importing_the_product_does_not_import_torch():
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={"ENV": "dev", "PATH": ""})
+
+
+def test_a_scene_job_carries_the_engine_only_when_given():
+    from mdame_assets.defs.clips.cache import scene_job
+
+    assert "engine" not in scene_job("h", "p", ["#000000"])  # procedural-era payloads unchanged
+    assert scene_job("h", "p", ["#000000"], "animatediff")["engine"] == "animatediff"
