@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench lint clean
+.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench bench-gpu lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -15,6 +15,7 @@ help:
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
+	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
 
 install:
 	@scripts/install.sh
@@ -49,6 +50,11 @@ chaos-sequence: db
 
 bench: db
 	@$(BIN)/python bench/queue.py
+
+# Generated visuals: clips/min, s/clip, peak VRAM per engine on CUDA (the tiny pipelines on the
+# CPU without one), and the scene cache's saving on a day that repeats half of another's prompts.
+bench-gpu: db
+	@$(BIN)/python bench/gpu.py
 
 lint: install
 	@$(BIN)/ruff check .

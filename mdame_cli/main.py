@@ -10,6 +10,9 @@
                                      authorise a YouTube channel; its grant is stored encrypted
     mdame accounts list              accounts, stored grants, needs_reauth and pauses
     mdame keys rotate                re-wrap every data key under a new master key
+    mdame models pull [--engine E | --model ID | --all]
+                                     download diffusers weights into MDAME_MODEL_DIR (online)
+    mdame models check               models present, their size, which dimensions need them
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
@@ -29,6 +32,7 @@ import psycopg
 from psycopg import sql
 
 from mdame_cli.accounts import add_parsers as add_account_parsers
+from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -132,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)
     add_account_parsers(groups)
+    add_model_parsers(groups)
     return parser
 
 

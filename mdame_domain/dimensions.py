@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES
 from mdame_domain.feed_sources import (
     FeedSource,
     SourceConfigError,
@@ -110,6 +111,30 @@ def _voice_settings(r: _Reader) -> VoiceSettings:
 
 
 # --- end of slice "edge" ---------------------------------------------------------------------
+
+# --- generated visuals (issue 10, slice "diffusers"): the `visuals:` mapping of a dimension
+# file picks the diffusers path its clips take (the procedural provider ignores it).
+
+
+@dataclass(frozen=True)
+class VisualsSettings:
+    """engine: 'svd' (text-to-image, then Stable Video Diffusion) or 'animatediff'."""
+
+    engine: str = DEFAULT_ENGINE
+
+
+def _visuals_settings(r: _Reader) -> VisualsSettings:
+    raw = r.get("visuals", Mapping, {})
+    unknown = set(raw) - {"engine"}
+    if unknown:
+        raise r.fail(f"visuals.{sorted(unknown)[0]}", "is not a visuals setting")
+    engine = raw.get("engine", DEFAULT_ENGINE)
+    if engine not in ENGINES:
+        raise r.fail("visuals.engine", f"must be one of {', '.join(ENGINES)}")
+    return VisualsSettings(engine=engine)
+
+
+# --- end of slice "diffusers" ----------------------------------------------------------------
 
 
 class DimensionConfigError(ValueError):
@@ -213,6 +238,8 @@ class DimensionConfig:
     # feed URLs); see mdame_domain/feed_sources.py for the kinds and their fields.
     sources: tuple[FeedSource, ...] = ()
     # --- end of slice "feeds"
+    # Generated visuals (issue 10, slice "diffusers"): see VisualsSettings.
+    visuals: VisualsSettings = field(default_factory=VisualsSettings)
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -313,6 +340,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         tts=_voice_settings(r),
         **_gemini_fields(r),
         sources=sources,
+        visuals=_visuals_settings(r),
         source=source,
     )
 
@@ -462,6 +490,8 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["youtube"] = YouTubeSettings(**yt)
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
+    if "visuals" in fields:  # issue 10; configs stored before it keep the default
+        fields["visuals"] = VisualsSettings(**fields["visuals"])
     if "gemini_prices" in fields:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     return DimensionConfig(**fields)

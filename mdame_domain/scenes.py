@@ -27,13 +27,20 @@ class ScenePlan:
     scene_hash: str
 
 
-def scene_hash(visual_prompt: str, style: str, dimension_slug: str) -> str:
+def scene_hash(
+    visual_prompt: str, style: str, dimension_slug: str, visuals_key: str | None = None
+) -> str:
     """The scene-cache key: sha256 of "visual_prompt:style:dimension_slug".
 
     The separator keeps ("ab", "c") and ("a", "bc") apart; anything that changes the picture
     changes the key, and nothing else does (the scene index is deliberately not part of it).
+    visuals_key names what makes the clip when that changes the picture (a diffusers engine and
+    its models, see VisualsResource.cache_key): another generator's clip is then not a hit.
+    None (the procedural clips) keeps the keys the cache had before generated visuals.
     """
-    return idempotency_key(visual_prompt, style, dimension_slug)
+    if visuals_key is None:
+        return idempotency_key(visual_prompt, style, dimension_slug)
+    return idempotency_key(visual_prompt, style, dimension_slug, visuals_key)
 
 
 # --- grouping body sentences into the allowed number of scenes --------------------------------
@@ -144,6 +151,7 @@ def plan_scenes(
     dimension_slug: str,
     min_scenes: int = 5,
     max_scenes: int = 10,
+    visuals_key: str | None = None,
 ) -> list[ScenePlan]:
     """Scene 0 is the hook, the last scene the call to action, the body fills the rest.
 
@@ -172,7 +180,7 @@ def plan_scenes(
                 visual_prompt=prompt,
                 style=style,
                 duration_weight=round(_word_count(narration) / total_words, 6),
-                scene_hash=scene_hash(prompt, style, dimension_slug),
+                scene_hash=scene_hash(prompt, style, dimension_slug, visuals_key),
             )
         )
     return scenes

@@ -27,6 +27,13 @@ def offline_providers() -> dict[str, Any]:
     }
 
 
+def diffusers_visuals() -> DiffusersVisuals:
+    """The production visuals (issue 10, slice "diffusers"); `mdame models` reads the models it
+    needs from the same object. Its model folder: MDAME_MODEL_DIR, else $MDAME_HOME/models,
+    resolved when a clip is generated (not a secret, so not a dg.EnvVar)."""
+    return DiffusersVisuals()
+
+
 def production_providers() -> dict[str, Any]:
     # Secrets and endpoints as dg.EnvVar: read when a run builds the resource (a missing one
     # fails that run, naming the variable), never stored in the definitions or shown in the UI.
@@ -37,7 +44,7 @@ def production_providers() -> dict[str, Any]:
         "trend_source": HttpFeedTrendSource(youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY")),
         "safety": GeminiSafetyClassifier(api_key=gemini_key),
         "writer": GeminiScriptWriter(api_key=gemini_key),
-        "visuals": DiffusersVisuals(model_dir=dg.EnvVar("MDAME_DIFFUSERS_MODEL_DIR")),
+        "visuals": diffusers_visuals(),
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
         "publisher": YouTubePublisher(
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS")

@@ -200,6 +200,7 @@ def _memoize_clips() -> None:
         palette: Sequence[str],
         duration_s: float,
         out: Path,
+        engine: str | None = None,
     ) -> Path:
         store = LocalMediaStore(media_root())
         key = _digest("clip", source, scene_hash, list(palette), duration_s)

@@ -214,7 +214,13 @@ class HangingVisuals(VisualsResource):
     marker: str
 
     def generate(
-        self, scene_hash: str, prompt: str, palette: Sequence[str], duration_s: float, out: Path
+        self,
+        scene_hash: str,
+        prompt: str,
+        palette: Sequence[str],
+        duration_s: float,
+        out: Path,
+        engine: str | None = None,
     ) -> Path:
         Path(self.marker).write_text(f"{os.getpid()} {scene_hash}\n")
         time.sleep(3600)

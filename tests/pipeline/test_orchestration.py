@@ -152,7 +152,7 @@ def test_hop_sensors_request_the_next_location_from_database_state(pipeline):
 class BrokenGpu(VisualsResource):
     """A visuals provider whose every generation fails, like a GPU host with a broken driver."""
 
-    def generate(self, scene_hash, prompt, palette, duration_s, out):
+    def generate(self, scene_hash, prompt, palette, duration_s, out, engine=None):
         raise RuntimeError("CUDA error: no kernel image is available")
 
 

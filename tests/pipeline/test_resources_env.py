@@ -51,7 +51,6 @@ def test_production_secrets_are_env_vars():
         ("safety", "api_key"),
         ("writer", "api_key"),
         ("voice", "gemini_api_key"),
-        ("visuals", "model_dir"),
         ("publisher", "client_secrets_file"),
     ):
         value = providers[name].__dict__.get(field)

@@ -14,14 +14,20 @@ CACHE_TTL_S = 30 * 24 * 3600
 CLIP_SECONDS = 6.0  # every clip is generated this long; the render loops or trims it per scene
 
 
-def scene_job(scene_hash: str, prompt: str, palette: Sequence[str]) -> dict[str, Any]:
-    """What a GPU worker needs to make a scene's clip (scene_plan and healing queue the same)."""
-    return {
+def scene_job(
+    scene_hash: str, prompt: str, palette: Sequence[str], engine: str | None = None
+) -> dict[str, Any]:
+    """What a GPU worker needs to make a scene's clip (scene_plan and healing queue the same).
+    engine: the dimension's visuals engine (issue 10), for providers that have several."""
+    job: dict[str, Any] = {
         "scene_hash": scene_hash,
         "prompt": prompt,
         "palette": list(palette),
         "duration_s": CLIP_SECONDS,
     }
+    if engine is not None:
+        job["engine"] = engine
+    return job
 
 
 def cached_clip(state: StateStore, store: MediaStore, scene_hash: str) -> CacheEntry | None:

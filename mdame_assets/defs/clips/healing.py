@@ -30,6 +30,7 @@ def heal_damaged_clips(step: Step, media: MediaStoreResource, *states: str) -> l
                         scene.payload["scene_hash"],
                         scene.payload["plan"]["visual_prompt"],
                         step.dimension.palette,
+                        step.dimension.visuals.engine,
                     ),
                 }
                 for scene, _ in damaged

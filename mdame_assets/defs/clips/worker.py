@@ -170,7 +170,12 @@ def _process(
     if cached is None:
         out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
         visuals.generate(
-            scene_hash, payload["prompt"], payload["palette"], float(payload["duration_s"]), out
+            scene_hash,
+            payload["prompt"],
+            payload["palette"],
+            float(payload["duration_s"]),
+            out,
+            engine=payload.get("engine"),
         )
         stored = media.put_file(out, ".mp4")
         out.unlink(missing_ok=True)

@@ -19,13 +19,21 @@ from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaStore
 from mdame_domain.scenes import plan_scenes
 from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
 
 
-def _plan_script(step: Step, script: WorkUnit, store: MediaStore) -> tuple[int, int]:
+def _plan_script(
+    step: Step, script: WorkUnit, store: MediaStore, visuals: VisualsResource
+) -> tuple[int, int]:
     """Plans the script's scenes in one phase; returns (cache hits, jobs enqueued)."""
+    engine = step.dimension.visuals.engine
     plans = plan_scenes(
-        script_from_payload(script.payload), step.dimension.visual_style, step.partition.dimension
+        script_from_payload(script.payload),
+        step.dimension.visual_style,
+        step.partition.dimension,
+        # A generated clip's cache key names its engine and models (procedural: unchanged).
+        visuals_key=visuals.cache_key(engine),
     )
     scenes = []
     for plan in plans:
@@ -40,7 +48,9 @@ def _plan_script(step: Step, script: WorkUnit, store: MediaStore) -> tuple[int, 
                     "plan": asdict(plan),
                 },
                 "cached": {"uri": cached.uri, "sha256": cached.content_sha256} if cached else None,
-                "job": scene_job(plan.scene_hash, plan.visual_prompt, step.dimension.palette),
+                "job": scene_job(
+                    plan.scene_hash, plan.visual_prompt, step.dimension.palette, engine
+                ),
             }
         )
     queued = step.state.plan_scenes(
@@ -53,7 +63,10 @@ def _plan_script(step: Step, script: WorkUnit, store: MediaStore) -> tuple[int, 
     partitions_def=content_partitions, group_name="content", deps=[scripts], kinds={"postgres"}
 )
 def scene_plan(
-    context: dg.AssetExecutionContext, state: StateStoreResource, media: MediaStoreResource
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    media: MediaStoreResource,
+    visuals: VisualsResource,
 ) -> dg.MaterializeResult:
     """Scenes with on-screen text, a visual prompt, a style and a scene_hash; GPU jobs queued."""
     with pipeline_step(context, state.get_client(), "scene_plan") as step:
@@ -62,7 +75,7 @@ def scene_plan(
             "script",
             state="approved",
         ):
-            h, q = _plan_script(step, script, media.store())
+            h, q = _plan_script(step, script, media.store(), visuals)
             hits, queued = hits + h, queued + q
         counts = scene_counts(step)
     return dg.MaterializeResult(
