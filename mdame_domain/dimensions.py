@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.captions import CAPTION_FONTS, CaptionStyle
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES
 from mdame_domain.feed_sources import (
     FeedSource,
@@ -136,6 +137,39 @@ def _visuals_settings(r: _Reader) -> VisualsSettings:
 
 # --- end of slice "diffusers" ----------------------------------------------------------------
 
+# --- caption style (issue 11, slice "captions"): the `captions:` mapping of a dimension file --
+_CAPTION_INT_RANGES = {
+    "size": (24, 160),
+    "max_chars_per_line": (8, 60),
+    "max_lines": (1, 2),
+    "max_words": (1, 12),
+    "outline": (0, 12),
+    "shadow": (0, 12),
+}
+
+
+def _caption_style(r: _Reader) -> CaptionStyle:
+    raw = r.get("captions", Mapping, {})
+    unknown = set(raw) - set(CaptionStyle.__dataclass_fields__)
+    if unknown:
+        raise r.fail(f"captions.{sorted(unknown)[0]}", "is not a caption setting")
+    values = {**CaptionStyle().__dict__, **raw}
+    if values["font"] not in CAPTION_FONTS:
+        raise r.fail("captions.font", f"must be one of {', '.join(sorted(CAPTION_FONTS))}")
+    for name, (low, high) in _CAPTION_INT_RANGES.items():
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise r.fail(f"captions.{name}", f"expected an integer from {low} to {high}")
+    for name in ("primary", "highlight"):
+        if not isinstance(values[name], str) or not COLOUR_PATTERN.match(values[name]):
+            raise r.fail(f"captions.{name}", "expected a colour like '#FFD400'")
+    if values["primary"].lower() == values["highlight"].lower():
+        raise r.fail("captions.highlight", "must differ from captions.primary")
+    return CaptionStyle(**values)
+
+
+# --- end of slice "captions" -----------------------------------------------------------------
+
 
 class DimensionConfigError(ValueError):
     def __init__(self, source: str, field_name: str, reason: str) -> None:
@@ -240,6 +274,8 @@ class DimensionConfig:
     # --- end of slice "feeds"
     # Generated visuals (issue 10, slice "diffusers"): see VisualsSettings.
     visuals: VisualsSettings = field(default_factory=VisualsSettings)
+    # Caption font, size, line limits and colours (issue 11, slice "captions").
+    captions: CaptionStyle = field(default_factory=CaptionStyle)
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -341,6 +377,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         **_gemini_fields(r),
         sources=sources,
         visuals=_visuals_settings(r),
+        captions=_caption_style(r),
         source=source,
     )
 
@@ -494,4 +531,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["visuals"] = VisualsSettings(**fields["visuals"])
     if "gemini_prices" in fields:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
+    if "captions" in fields:  # issue 11; configs stored before it keep the default
+        fields["captions"] = CaptionStyle(**fields["captions"])
     return DimensionConfig(**fields)

@@ -66,6 +66,7 @@ def test_one_partition_end_to_end_then_rerun_is_a_no_op(pipeline):
         "clips_present",
         "voice_present",
         "render_probe",
+        "caption_layout",
     }
     assert all(c.passed for c in checks)
     entries = list_outbox(pipeline.home / "outbox")

@@ -12,7 +12,7 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
 from mdame_core.state import WorkUnit
-from mdame_domain.captions import Cue, ass_subtitles, caption_cues
+from mdame_domain.captions import Cue, build_captions
 from mdame_domain.probe import check_render, probe_media
 from mdame_domain.render import (
     RenderInput,
@@ -29,8 +29,8 @@ REVIEW_CHECK = "technical"
 
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
-) -> tuple[RenderInput, str]:
-    """What ffmpeg needs, and the digest of those inputs' contents."""
+) -> tuple[RenderInput, str, list[dict]]:
+    """What ffmpeg needs, the digest of those inputs' contents, and the caption boxes."""
     store = media.store()
     voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
@@ -48,7 +48,10 @@ def _render_inputs(
         Cue(start, start + length, scene.payload["plan"]["on_screen_text"])
         for scene, start, length in zip(scenes, starts, durations, strict=True)
     ]
-    subtitles_text = ass_subtitles(caption_cues(words), titles=titles)
+    captions = build_captions(
+        words, step.dimension.captions, hook=script.payload["script"]["hook"], titles=titles
+    )
+    subtitles_text = captions.ass
     subtitles = work / "captions.ass"
     subtitles.write_text(subtitles_text, encoding="utf-8")
     inputs = RenderInput(
@@ -67,26 +70,26 @@ def _render_inputs(
         inputs.height,
         inputs.fps,
     )
-    return inputs, digest
+    return inputs, digest, [box.to_json() for box in captions.boxes]
 
 
 def _rendered_file(step: Step, script: WorkUnit, media: MediaStoreResource, key: str):
     """The stored MP4 for this script: reused when the same inputs were rendered before."""
     work = media.scratch_dir(f"render-{key[:16]}")
-    inputs, digest = _render_inputs(step, script, media, work)
+    inputs, digest, boxes = _render_inputs(step, script, media, work)
     store = media.store()
     stored = store.find_derived("render", digest)
     if stored is None:
         stored = store.put_file(render_video(inputs), ".mp4")
         store.remember_derived("render", digest, stored)
-    return stored
+    return stored, boxes
 
 
 def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
     """Renders (or reuses the render of identical inputs), probes it and records the render,
     its review and the script's outcome in one phase."""
     key = series_key(step.state, script, "render", "render")
-    stored = _rendered_file(step, script, media, key)
+    stored, caption_boxes = _rendered_file(step, script, media, key)
     probe = probe_media(str(stored.path))
     payload = {
         "script_id": script.id,
@@ -96,6 +99,8 @@ def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict
         "height": probe.height,
         "duration_s": round(probe.duration_s, 3),
         "problems": check_render(str(stored.path)),
+        # Where each caption, hook and title is drawn, for the caption_layout check.
+        "caption_boxes": caption_boxes,
     }
     outcome = step.state.record_render(script.id, key, payload, REVIEW_CHECK)
     if outcome != "rendered":

@@ -1,0 +1,60 @@
+"""Quality gate: every caption, hook and title box a render recorded lies inside the platform's
+safe area (clear of the bottom UI, the right-hand button rail and the top header), and no two
+boxes on screen at once overlap. The boxes are the layout the render burned in (see
+mdame_domain.captions.build_captions)."""
+
+import dagster as dg
+
+from mdame_assets.defs.renders.assets import renders
+from mdame_assets.runtime import read_step
+from mdame_domain.captions import (
+    SHORTS_SAFE_ZONE,
+    caption_layout_problems,
+    caption_layout_stats,
+)
+from mdame_resources.state import StateStoreResource
+
+
+@dg.asset_check(asset=renders, blocking=True)
+def caption_layout(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource
+) -> dg.AssetCheckResult:
+    step = read_step(context, state.get_client(), "caption_layout")
+    problems: list[str] = []
+    boxes_checked, renders_checked = 0, 0
+    bottoms, rights, margins = [], [], []
+    for script in step.units("script"):
+        render_id = script.result.get("render_id")
+        if render_id is None:
+            continue
+        render = step.state.get_work_unit("render", render_id)
+        if render is None:
+            continue  # render_probe names a missing render
+        renders_checked += 1
+        boxes = render.payload.get("caption_boxes")
+        if not isinstance(boxes, list) or not boxes:
+            problems.append(f"render {render.id}: no caption boxes recorded")
+            continue
+        width, height = int(render.payload["width"]), int(render.payload["height"])
+        problems += [
+            f"render {render.id}: {p}"
+            for p in caption_layout_problems(boxes, width, height, SHORTS_SAFE_ZONE)
+        ]
+        stats = caption_layout_stats(boxes, width, height, SHORTS_SAFE_ZONE)
+        if stats["boxes"]:
+            boxes_checked += int(stats["boxes"])
+            bottoms.append(stats["max_bottom_fraction"])
+            rights.append(stats["max_right_fraction"])
+            margins.append(stats["min_margin_px"])
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={
+            "problems": problems,
+            "renders_checked": renders_checked,
+            "boxes_checked": boxes_checked,
+            # The safe area ends at 1 - SHORTS_SAFE_ZONE.bottom (0.75) and .right (0.88).
+            "max_box_bottom_fraction": max(bottoms, default=0.0),
+            "max_box_right_fraction": max(rights, default=0.0),
+            "min_margin_px": min(margins, default=0),
+        },
+    )
