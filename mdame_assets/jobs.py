@@ -46,8 +46,7 @@ publishing_job = dg.define_asset_job(
 scene_clips_job = dg.define_asset_job(
     "scene_clips_job",
     selection=dg.AssetSelection.groups(VISUALS_GROUP),
-    executor_def=dg.in_process_executor,
-    op_retry_policy=TRANSIENT_RETRY,
+    op_retry_policy=TRANSIENT_RETRY,  # the executor is the GPU location's (MDAME_GPU_EXECUTOR)
     description="GPU pull worker for one partition's scene jobs.",
 )
 

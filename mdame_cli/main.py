@@ -7,6 +7,8 @@
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
     mdame worker                     a standalone scene-clip pull worker (a CUDA host's loop)
+    mdame celery-worker --queue gpu --gpu N | --queue dagster
+                                     a dagster-celery worker (docs/deployment.md)
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
                                      authorise a YouTube channel; its grant is stored encrypted
     mdame accounts list              accounts, stored grants, needs_reauth and pauses
@@ -30,6 +32,7 @@ import psycopg
 from psycopg import sql
 
 from mdame_cli.accounts import add_parsers as add_account_parsers
+from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -147,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         help="exit after this many idle seconds (default: run forever)",
     )
     worker.set_defaults(func=_worker)
+    add_celery_worker_parser(groups)
     add_account_parsers(groups)
     return parser
 
