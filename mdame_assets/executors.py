@@ -94,7 +94,9 @@ def _visibility_timeout() -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ExecutorConfigError(f"{CELERY_VISIBILITY_ENV} must be a positive integer, not {raw!r}")
+        raise ExecutorConfigError(
+            f"{CELERY_VISIBILITY_ENV} must be a positive integer of seconds, not {raw!r}"
+        )
     return value
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import dagster as dg
 import psycopg
-import pytest
 
 from tests.cluster.conftest import (
     CPU_WORKER,
@@ -22,6 +21,7 @@ from tests.cluster.conftest import (
     wait_for,
 )
 from tests.cluster.gpu_location import generations
+
 
 def _run_id(cluster: Cluster, partition: str, after: float) -> str | None:
     with cluster.instance() as instance:
@@ -90,12 +90,10 @@ def test_gpu_steps_run_on_the_gpu_worker(celery_cluster: Cluster) -> None:
     assert placements, "no step ran in a celery worker"
     gpu_node, cpu_node = f"{GPU_WORKER}@{host}", f"{CPU_WORKER}@{host}"
     with cluster.instance() as instance:
-        plan_tags = {
-            key: tags
-            for key, tags in _step_tags(instance, run_id).items()
-        }  # fmt: skip
+        plan_tags = _step_tags(instance, run_id)
     for step, nodes in placements.items():
-        expected = gpu_node if plan_tags.get(step, {}).get("dagster-celery/queue") == "gpu" else cpu_node
+        on_gpu = plan_tags.get(step, {}).get("dagster-celery/queue") == "gpu"
+        expected = gpu_node if on_gpu else cpu_node
         assert nodes == {expected}, (step, nodes)
     assert gpu_node in set().union(*placements.values())
     made = generations(logs)
