@@ -248,3 +248,23 @@ def test_io_manager_from_the_environment(env) -> None:
         env.setenv(executors.IO_URL_ENV, bad)
         with pytest.raises(ExecutorConfigError, match="MDAME_DAGSTER_IO_URL"):
             executors.gpu_io_manager()
+
+
+def test_production_workspace_serves_both_locations_over_grpc(env) -> None:
+    """deploy/workspace.prod.yaml is a valid Dagster workspace naming the same two locations
+    as workspace.yaml, each through a grpc_server entry (hosts and ports from the
+    environment). docs/deployment.md shows them loaded by the daemon and the webserver."""
+    from dagster._core.workspace.config_schema import process_workspace_config
+
+    prod = yaml.safe_load((REPO / "deploy" / "workspace.prod.yaml").read_text())
+    dev = yaml.safe_load((REPO / "workspace.yaml").read_text())
+    env.setenv("MDAME_GPU_CODE_SERVER_HOST", "gpu-location.internal")
+    env.setenv("MDAME_GPU_CODE_SERVER_PORT", "4001")
+    assert not process_workspace_config(prod).success  # the orchestrator's address is unset
+    env.setenv("MDAME_ORCHESTRATOR_CODE_SERVER_HOST", "orchestrator.internal")
+    env.setenv("MDAME_ORCHESTRATOR_CODE_SERVER_PORT", "4000")
+    assert process_workspace_config(prod).success
+    entries = {e["grpc_server"]["location_name"]: e["grpc_server"] for e in prod["load_from"]}
+    names = {e["python_module"]["location_name"] for e in dev["load_from"]}
+    assert set(entries) == names == {"orchestrator", "gpu"}
+    assert entries["gpu"]["port"] == {"env": "MDAME_GPU_CODE_SERVER_PORT"}
