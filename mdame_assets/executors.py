@@ -200,7 +200,7 @@ def gpu_io_manager() -> Any:
     if not url:
         # Dagster's default, files under $DAGSTER_HOME/storage: shared by every process of one
         # host (and by several hosts only if that folder is a shared mount).
-        return dg.fs_io_manager
+        return dg.FilesystemIOManager()
     bucket, prefix, options = parse_s3_url(url)
     from dagster_aws.s3 import S3PickleIOManager, S3Resource
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,8 +70,8 @@ def _start(args: argparse.Namespace) -> int:
     child["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), child.get("PATH", "")])
     if args.gpu is not None:
         child["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
-    # What the scene results record as the generating worker (with host and pid).
-    child.setdefault("MDAME_WORKER_NAME", f"{name}@{socket.gethostname()}")
+    # What the scene results record as the generating worker (the host and pid are added).
+    child.setdefault("MDAME_WORKER_NAME", name)
     command = worker_command(config_yaml, args.queue, name, concurrency, args.loglevel)
     print("starting: " + " ".join(command), file=sys.stderr, flush=True)
     os.execve(command[0], command, child)

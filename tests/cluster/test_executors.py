@@ -238,7 +238,7 @@ def test_k8s_job_spec_requests_a_gpu_for_gpu_steps_only(env, tmp_path: Path) -> 
 def test_io_manager_from_the_environment(env) -> None:
     from dagster_aws.s3 import S3PickleIOManager
 
-    assert executors.gpu_io_manager() is dg.fs_io_manager
+    assert isinstance(executors.gpu_io_manager(), dg.FilesystemIOManager)
     env.setenv(executors.IO_URL_ENV, "s3://mdame-io/runs?endpoint_url=http://127.0.0.1:9000")
     manager = executors.gpu_io_manager()
     assert isinstance(manager, S3PickleIOManager)
