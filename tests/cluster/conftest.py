@@ -38,6 +38,7 @@ DAY = date(2026, 11, 29)
 # step takes here (a step still running when it lapses would be handed out twice).
 VISIBILITY_TIMEOUT_S = 20
 GPU_WORKER, CPU_WORKER = "gpu0", "dagster"
+JOB_LEASE_S = 8
 
 
 def free_port() -> int:
@@ -88,6 +89,7 @@ class Cluster:
     home: Path
     redis_url: str
     env: dict[str, str]
+    bucket: Any  # tests.s3kit.S3Bucket: the media store and the IO manager's prefix
     workers: dict[str, Worker] = field(default_factory=dict)
 
     @property
@@ -197,6 +199,7 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MDAME_HOME", str(cluster.home))
         mp.delenv("MDAME_MEDIA_ROOT", raising=False)
+        cluster.bucket.apply(mp)
         with StateStore(cluster.db.app, env="dev") as state:
             sync_registry(state, DIMENSIONS_DIR)
         try:
@@ -221,14 +224,15 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
             close_clients()
 
 
-# The partitions the cluster tests run: one per test, so that no test finds the clips of
-# another in the scene cache.
+# The partition the cluster tests run (one run, shared: see test_celery.py).
 ROUTING_KEY = f"{DAY.isoformat()}|science"
-KILL_KEY = f"{DAY.isoformat()}|tech"
 
 
 @pytest.fixture(scope="session")
-def celery_cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def celery_cluster(
+    template_db: str, moto_s3: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    bucket = moto_s3.new_bucket()
     db = create_database(template_db, "_celery")
     dagster_db = create_database(None, "_dagster")
     home = tmp_path_factory.mktemp("celery-home")
@@ -237,7 +241,7 @@ def celery_cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory) -
     port = free_port()
     redis_env = {**os.environ, "MDAME_HOME": str(home), "MDAME_REDIS_PORT": str(port)}
     redis_url = f"redis://127.0.0.1:{port}/0"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MDAME_", "DAGSTER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MDAME_", "DAGSTER_", "AWS_"))}
     env.update(
         ENV="dev",
         PYTHONPATH=str(REPO),  # the workers import tests.cluster.gpu_location
@@ -251,9 +255,14 @@ def celery_cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory) -
         MDAME_CELERY_BROKER_URL=redis_url,
         MDAME_CELERY_BACKEND_URL=redis_url,
         MDAME_CELERY_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
+        # Step outputs through the object store, as on several hosts.
+        MDAME_DAGSTER_IO_URL=f"s3://{bucket.name}/dagster-io?endpoint_url={bucket.endpoint}",
+        # A killed worker's generation lease lapses within the test.
+        MDAME_JOB_LEASE_S=str(JOB_LEASE_S),
         OMP_NUM_THREADS="1",
+        **bucket.env(),  # MDAME_MEDIA_URL (clips in the bucket) and dummy credentials
     )
-    cluster = Cluster(db, dagster_db, home, redis_url, env)
+    cluster = Cluster(db, dagster_db, home, redis_url, env, bucket)
     started = subprocess.run(
         [str(REPO / "scripts" / "redis-local.sh"), "start"],
         env=redis_env, capture_output=True, text=True,
@@ -262,7 +271,7 @@ def celery_cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory) -
         assert started.returncode == 0, started.stderr
         cluster.start_worker(CPU_WORKER, "dagster")
         cluster.start_worker(GPU_WORKER, "gpu", gpu=0)
-        _prepare_partitions(cluster, [ROUTING_KEY, KILL_KEY])
+        _prepare_partitions(cluster, [ROUTING_KEY])
         cluster.wait_workers(CPU_WORKER, GPU_WORKER)
         yield cluster
     finally:
