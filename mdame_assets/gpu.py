@@ -1,4 +1,6 @@
-"""The GPU code location: scene_clips and the sensor that feeds it from the scene-job queue."""
+"""The GPU code location: scene_clips (one step per scene), its check, and the hop sensor that
+runs it for partitions whose scripts await their clips. Its executor comes from configuration
+(MDAME_GPU_EXECUTOR, mdame_assets/executors.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from mdame_assets.executors import gpu_executor
 from mdame_assets.partitions import DIMENSION_PARTITION
 
 CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
@@ -46,8 +47,9 @@ publishing_job = dg.define_asset_job(
 scene_clips_job = dg.define_asset_job(
     "scene_clips_job",
     selection=dg.AssetSelection.groups(VISUALS_GROUP),
-    op_retry_policy=TRANSIENT_RETRY,  # the executor is the GPU location's (MDAME_GPU_EXECUTOR)
-    description="GPU pull worker for one partition's scene jobs.",
+    executor_def=gpu_executor(),
+    op_retry_policy=TRANSIENT_RETRY,
+    description="One partition's scene clips, one step per scene, on the configured executor.",
 )
 
 

@@ -227,9 +227,10 @@ def sweep(
 
 def requeue_dead_workers_jobs(state: StateStore) -> list[int]:
     """Jobs leased by a worker process of this host that is gone (a worker id is
-    `<host>:<pid>`) go back to the queue now instead of after their lease (300 s by default):
-    a killed demo's scene_clips run otherwise makes the next one wait out the lease. A pid that
-    is alive again (reused) is left to its lease: only a certain death frees a job early."""
+    `<host>:<pid>` or `<host>:<name>:<pid>`) go back to the queue now instead of after their
+    lease (300 s by default): a killed demo's scene steps otherwise make the next run wait out
+    the lease. A pid that is alive again (reused) is left to its lease: only a certain death
+    frees a job early."""
     host = socket.gethostname()
     rows = state._select(  # a read; the app role may SELECT
         """SELECT id, lease_owner, attempt FROM mdame.jobs

@@ -44,7 +44,10 @@ class PartitionRef:
             raise ValueError(f"partition key {key!r} is not YYYY-MM-DD|dimension") from exc
 
     @classmethod
-    def of(cls, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> PartitionRef:
+    def of(
+        cls,
+        context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.OpExecutionContext,
+    ) -> PartitionRef:
         """A run's partition, by dimension name (Dagster's MultiPartitionKey), not by splitting
         the key's string: the dimensions' order in it is Dagster's to choose."""
         key = context.partition_key

@@ -164,8 +164,10 @@ def _dimension(state: StateStore, partition: PartitionRef) -> tuple[DimensionCon
 
 @contextmanager
 def pipeline_step(
-    context: dg.AssetExecutionContext, state: StateStore, stage: str
+    context: dg.AssetExecutionContext | dg.OpExecutionContext, state: StateStore, stage: str
 ) -> Iterator[Step]:
+    """A stage's step under the dimension's lock: an asset's, or an op's of a graph-backed
+    asset (scene_clips) in a partitioned run; both know the run and its partition."""
     partition = PartitionRef.of(context)
     execution_id = context.run.run_id
     dimension, dimension_id = _dimension(state, partition)

@@ -6,7 +6,6 @@
     mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
-    mdame worker                     a standalone scene-clip pull worker (a CUDA host's loop)
     mdame celery-worker --queue gpu --gpu N | --queue dagster
                                      a dagster-celery worker (docs/deployment.md)
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
@@ -111,13 +110,6 @@ def _ui(args: argparse.Namespace) -> int:
     return run_ui(settings.REPO_ROOT / "workspace.yaml", args.port)
 
 
-def _worker(args: argparse.Namespace) -> int:
-    settings.mdame_env()
-    from mdame_assets.defs.clips.standalone import run_standalone_worker
-
-    return run_standalone_worker(max_idle_s=args.max_idle)
-
-
 def _exists(conn: psycopg.Connection, relation: str) -> bool:
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()
     return bool(row and row[0])
@@ -142,14 +134,6 @@ def _parser() -> argparse.ArgumentParser:
     ui = groups.add_parser("ui", help="the Dagster UI with both code locations")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)
-    worker = groups.add_parser("worker", help="a standalone scene-clip pull worker")
-    worker.add_argument(
-        "--max-idle",
-        type=float,
-        default=None,
-        help="exit after this many idle seconds (default: run forever)",
-    )
-    worker.set_defaults(func=_worker)
     add_celery_worker_parser(groups)
     add_account_parsers(groups)
     return parser

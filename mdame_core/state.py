@@ -147,6 +147,24 @@ class Job:
 
 
 @dataclass(frozen=True)
+class SceneClaim:
+    """claim_scene_job's answer (0013). `outcome`: claimed (then `job` is set), held (another
+    worker's live lease on this job), scene_busy (a live lease on another job of the same
+    scene_hash), not_due (a retry delay runs), or the job's final state: succeeded, failed,
+    dead. `holder` and `wait_s` say who holds it and for how long yet."""
+
+    outcome: str
+    job_id: int
+    payload: dict[str, Any]
+    result: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    holder: str | None
+    wait_s: float
+    job: Job | None
+
+
+@dataclass(frozen=True)
 class JobRecord:
     id: int
     job_type: str
@@ -747,6 +765,21 @@ class StateStore:
 
     def reap_expired_jobs(self, job_type: str | None = None) -> int:
         return self._scalar("reap_expired_jobs", job_type)
+
+    def claim_scene_job(self, job_key: str, worker_id: str, lease_seconds: int) -> SceneClaim:
+        """A scene step claims its own scene's job by key, under a generation lease: refused
+        (not raised) while another live worker holds this job or another job of the same
+        scene_hash. Not fenced by the pipeline lock: the job lease is the fence."""
+        [row] = self.call("claim_scene_job", job_key, worker_id, lease_seconds)
+        outcome, job_id, job_type, payload, result, attempt, max_attempts, expires, holder, wait = (
+            row
+        )
+        job = None
+        if outcome == "claimed":
+            job = Job(job_id, job_type, job_key, payload, attempt, max_attempts, expires, worker_id)
+        return SceneClaim(
+            outcome, job_id, payload, result, attempt, max_attempts, holder, float(wait), job
+        )
 
     # -- scene cache ---------------------------------------------------------------------
     def lookup_scene_cache(self, scene_hash: str) -> CacheEntry | None:

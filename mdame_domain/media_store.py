@@ -1,8 +1,10 @@
-"""A content-addressed media store on the local filesystem.
+"""A content-addressed media store: the `MediaStore` interface and its local-folder backend.
 
-Files live at root/<sha[:2]>/<sha><suffix> and are named by URI media://sha256/<sha><suffix>.
-Writes go to a temp file in the target directory and are moved in with os.replace, so readers
-never see half a file and storing the same bytes twice is a no-op.
+Objects are named by URI media://sha256/<sha><suffix>: a row names content, not a location, so
+rows stay valid whichever backend holds the bytes (the S3 backend is
+mdame_resources/media_s3.py). Local files live at root/<sha[:2]>/<sha><suffix>. Writes go to a
+temp file in the target directory and are moved in with os.replace, so readers never see half a
+file and storing the same bytes twice is a no-op.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 URI_PREFIX = "media://sha256/"
 _CHUNK_BYTES = 1 << 20
@@ -68,8 +71,49 @@ class MediaProblem(RuntimeError):
     """A stored object is missing or its bytes changed: what it stood for must be made again."""
 
 
+@runtime_checkable
+class MediaStore(Protocol):
+    """What the pipeline needs of a media store, whichever backend holds the bytes.
+
+    Rows hold the URI and SHA-256 that put_file returned; put_file returns only once the stored
+    bytes were verified to hash to the name. Readers that need bytes on disk (ffmpeg, the
+    publisher) call verified_path: a local path whose bytes were checked against the name. A
+    remote backend's local paths are cache copies, so no path is kept beyond one use."""
+
+    def put_file(self, path: str | os.PathLike[str], suffix: str = "") -> StoredMedia:
+        """Store `path`'s bytes; the same bytes give the same URI. `.path` of the result is a
+        local copy of the verified bytes (valid for immediate use only on remote backends)."""
+        ...
+
+    def problem(self, uri: str, sha256: str | None = None) -> str | None:
+        """Why the object behind `uri` cannot be trusted (missing, or bytes that do not hash to
+        its name or to `sha256`), or None. A store that cannot be reached raises instead: an
+        outage is not damage, and damage triggers regeneration."""
+        ...
+
+    def verified_path(self, uri: str, sha256: str | None = None) -> Path:
+        """A local path holding `uri`'s bytes, checked against its name; MediaProblem if not."""
+        ...
+
+    def exists(self, sha256: str) -> bool:
+        """Whether an object with this content hash is stored (whatever its suffix)."""
+        ...
+
+    def location(self, uri: str) -> str:
+        """Where the bytes of `uri` live, for people (a path, or s3://bucket/key)."""
+        ...
+
+    def find_derived(self, kind: str, inputs_digest: str) -> StoredMedia | None:
+        """The intact stored output of a deterministic step for these inputs, or None."""
+        ...
+
+    def remember_derived(self, kind: str, inputs_digest: str, stored: StoredMedia) -> None:
+        """Record that `stored` is the output of `kind` for these inputs."""
+        ...
+
+
 class LocalMediaStore:
-    """Content-addressed files under one root directory."""
+    """Content-addressed files under one root directory (the embedded default MediaStore)."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -128,6 +172,9 @@ class LocalMediaStore:
         if problem is not None:
             raise MediaProblem(problem)
         return self.path_for(uri)
+
+    def location(self, uri: str) -> str:
+        return str(self.path_for(uri))
 
     def exists(self, sha256: str) -> bool:
         """Whether any file with this content hash is stored (whatever its suffix)."""

@@ -32,6 +32,8 @@ from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import
 )
 
 os.environ.setdefault("ENV", "dev")
+# Tests pick their media backend themselves (the S3 ones through the s3_bucket fixture).
+os.environ.pop("MDAME_MEDIA_URL", None)
 
 
 @pytest.fixture(scope="session")
@@ -144,3 +146,18 @@ def rendered(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield Snapshot(db.name, home)
     finally:
         drop_database(db.name)
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator:
+    """One local S3-protocol server (moto's server mode) for the session; see tests/s3kit.py."""
+    from tests.s3kit import moto_server
+
+    with moto_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(moto_s3):
+    """A fresh bucket on the session's moto server (tests.s3kit.S3Bucket: .url, .env())."""
+    return moto_s3.new_bucket()

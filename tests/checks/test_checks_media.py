@@ -70,7 +70,7 @@ def test_clips_present_fails_on_a_deleted_clip(clipped_rig):
 
     check = evaluation(result, "clips_present")
     assert not check.passed
-    assert f"scene {scene.id}: clip {uri} missing from the media store" in problems(check)
+    assert f"scene {scene.id}: clip {uri} is missing from the media store" in problems(check)
     assert all(uri in p for p in problems(check))  # a clip shared by scenes is named per scene
     assert materialized(result) == {"scene_clips"}
     _assert_voice_held_back(rig, result, script)
@@ -88,10 +88,9 @@ def test_clips_present_fails_on_a_clip_whose_bytes_rotted(clipped_rig):
 
     check = evaluation(result, "clips_present")
     assert not check.passed
-    assert (
-        f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
-        f"not the stored {scene.result['sha256'][:12]}"
-    ) in problems(check)
+    assert f"scene {scene.id}: clip {uri} is corrupt: its bytes hash to {actual[:12]}" in problems(
+        check
+    )
     _assert_voice_held_back(rig, result, script)
 
 
@@ -159,10 +158,11 @@ def test_voice_present_fails_on_a_voice_file_replaced_after_rendering(rendered_r
     check = evaluation(result, "voice_present")
     assert not check.passed
     assert problems(check) == [
-        f"script {script.id}: voice file has SHA-256 {sha256_file(path)[:12]}, "
-        f"not the stored {track.payload['sha256'][:12]}"
+        f"script {script.id}: voice {track.payload['uri']} is corrupt: "
+        f"its bytes hash to {sha256_file(path)[:12]}"
     ]
-    assert check.metadata["mean_volume_db"].value[str(script.id)] > -40.0  # audible, yet wrong
+    # Audible, yet wrong: the gate goes by the bytes, and measures only the approved ones.
+    assert str(script.id) not in check.metadata["mean_volume_db"].value
     assert not_started(result, *AFTER_VOICE) == list(AFTER_VOICE)
     assert _publishing_side(rig) == before == {"publications": [], "outbox": []}
 
@@ -192,10 +192,11 @@ def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
 
     check = evaluation(result, "render_probe")
     assert not check.passed
-    found = problems(check)
-    assert f"render {render.id}: frame is 320x240, expected 1080x1920" in found
-    assert f"render {render.id}: duration 4.00s outside 15-60s" in found
-    assert f"render {render.id}: no audio track" in found
+    # The bytes no longer hash to the approved ones: named before anything probes them.
+    assert problems(check) == [
+        f"render {render.id}: {render.payload['uri']} is corrupt: "
+        f"its bytes hash to {sha256_file(path)[:12]}"
+    ]
     assert check.metadata["renders_checked"].value == 1
     assert materialized(result) == {"renders"}
     assert not_started(result, "publications") == ["publications"]
@@ -215,8 +216,8 @@ def test_render_probe_fails_on_a_render_whose_bytes_changed(rendered_rig):
     check = evaluation(result, "render_probe")
     assert not check.passed
     assert problems(check) == [
-        f"render {render.id}: file has SHA-256 {sha256_file(path)[:12]}, "
-        f"not the approved {render.payload['sha256'][:12]}"
+        f"render {render.id}: {render.payload['uri']} is corrupt: "
+        f"its bytes hash to {sha256_file(path)[:12]}"
     ]
     assert not_started(result, "publications") == ["publications"]
     assert _publishing_side(rig) == before

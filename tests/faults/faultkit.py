@@ -390,18 +390,18 @@ def owner_transaction(owner_url: str) -> Iterator[psycopg.Connection]:
 # ------------------------------------------------------------------------------------------
 # The hanging worker (a child process of the worker test)
 # ------------------------------------------------------------------------------------------
-def _blocked_worker(app_url: str, media: str, scratch: str, marker: str) -> None:
-    from mdame_assets.defs.clips.worker import run_worker
+def _blocked_worker(app_url: str, media: str, scratch: str, marker: str, scene_id: str) -> None:
+    """One scene's scene_clip step body on another host, whose GPU hangs mid-clip."""
+    from mdame_assets.defs.clips.worker import make_scene_clip
     from mdame_domain.media_store import LocalMediaStore
 
     state = StateStore(app_url, env="dev")
-    run_worker(
+    make_scene_clip(
         state,
+        int(scene_id),
         HangingVisuals(marker=marker),
         LocalMediaStore(Path(media)),
         Path(scratch),
-        done=lambda: False,
-        idle_wait_s=0.1,
     )
 
 
@@ -420,4 +420,4 @@ def kill9(proc: subprocess.Popen) -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["blocked-worker"]:
-    _blocked_worker(*sys.argv[2:6])
+    _blocked_worker(*sys.argv[2:7])

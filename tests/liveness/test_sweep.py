@@ -160,16 +160,23 @@ def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instanc
     state = StateStore(world.app_url, env="dev")
     try:
         host = socket.gethostname()
-        dead_job = state.enqueue_job("scene_clip", "liveness-dead", {})
-        live_job = state.enqueue_job("scene_clip", "liveness-live", {})
-        other_job = state.enqueue_job("scene_clip", "liveness-other", {})
-        assert state.claim_job("scene_clip", f"{host}:{dead_pid()}", 300).id == dead_job
-        assert state.claim_job("scene_clip", f"{host}:{os.getpid()}", 300).id == live_job
-        assert state.claim_job("scene_clip", f"elsewhere:{dead_pid()}", 300).id == other_job
+        # Scene steps claim their scene's job by key; a worker id is <host>:[<name>:]<pid>.
+        owners = {
+            "liveness-dead": f"{host}:{dead_pid()}",
+            "liveness-named-dead": f"{host}:gpu-0:{dead_pid()}",
+            "liveness-live": f"{host}:{os.getpid()}",
+            "liveness-other": f"elsewhere:{dead_pid()}",
+        }
+        jobs = {}
+        for key, owner in owners.items():
+            jobs[key] = state.enqueue_job("scene_clip", key, {"scene_hash": key})
+            assert state.claim_scene_job(key, owner, 300).outcome == "claimed"
 
-        assert sweep(instance, state).requeued_jobs == [dead_job]
-        assert state.get_job(dead_job).state == "queued"
-        assert state.get_job(live_job).state == "running"
-        assert state.get_job(other_job).state == "running"  # another host's sweep decides
+        dead = [jobs["liveness-dead"], jobs["liveness-named-dead"]]
+        assert sorted(sweep(instance, state).requeued_jobs) == sorted(dead)
+        assert [state.get_job(j).state for j in dead] == ["queued", "queued"]
+        assert state.get_job(jobs["liveness-live"]).state == "running"
+        # another host's sweep decides
+        assert state.get_job(jobs["liveness-other"]).state == "running"
     finally:
         state.close()

@@ -156,6 +156,11 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("claim_job", ("scene", "", 10), InvalidInput),
         ("claim_job", ("scene", "w", 0), InvalidInput),
         ("claim_job", ("scene", "w", None), InvalidInput),
+        ("claim_scene_job", (None, "w", 10), InvalidInput),
+        ("claim_scene_job", ("job-1", "", 10), InvalidInput),
+        ("claim_scene_job", ("job-1", "w", 0), InvalidInput),
+        ("claim_scene_job", ("job-1", "w", 10), InvalidInput),  # no scene_hash: not a scene's
+        ("claim_scene_job", ("no-such-job", "w", 10), NotFound),
         ("heartbeat_job", (None, "w", 1, 10), InvalidInput),
         ("heartbeat_job", (job, None, 1, 10), InvalidInput),
         ("heartbeat_job", (job, "w", 1, 0), InvalidInput),

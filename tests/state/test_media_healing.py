@@ -10,7 +10,7 @@ import pytest
 from test_fencing import hold
 
 from mdame_assets.defs.clips.cache import SCENE_JOB_TYPE, cached_clip
-from mdame_assets.defs.clips.worker import run_worker
+from mdame_assets.defs.clips.worker import make_scene_clip
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore, MediaProblem, sha256_file
 from mdame_resources.providers.visuals import ProceduralVisuals
@@ -41,14 +41,9 @@ def _plan(w: StateStore, store: LocalMediaStore, script: int, scene_hash: str) -
 
 
 def _work(w: StateStore, store: LocalMediaStore, scratch: Path) -> None:
-    run_worker(
-        w,
-        ProceduralVisuals(),
-        store,
-        scratch,
-        done=lambda: w.count_jobs(SCENE_JOB_TYPE).get("queued", 0) == 0,
-        partition_key=KEY,
-    )
+    """What each queued scene's scene_clip step does."""
+    for scene in w.list_work_units("scene", state="queued"):
+        make_scene_clip(w, scene.id, ProceduralVisuals(), store, scratch)
 
 
 @pytest.mark.parametrize("damage", ["deleted", "rotted"])

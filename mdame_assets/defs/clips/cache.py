@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mdame_core.state import CacheEntry, StateStore
-from mdame_domain.media_store import LocalMediaStore
+from mdame_domain.media_store import MediaStore
 
 SCENE_JOB_TYPE = "scene_clip"
 SCENE_JOB_MAX_ATTEMPTS = 3
@@ -24,7 +24,7 @@ def scene_job(scene_hash: str, prompt: str, palette: Sequence[str]) -> dict[str,
     }
 
 
-def cached_clip(state: StateStore, store: LocalMediaStore, scene_hash: str) -> CacheEntry | None:
+def cached_clip(state: StateStore, store: MediaStore, scene_hash: str) -> CacheEntry | None:
     """The live cache entry for `scene_hash` whose file is present and unaltered, or None. An
     entry whose file vanished or rotted is invalidated (an event records why), so the scene is
     generated again instead of failing every rerun."""

@@ -7,26 +7,20 @@ from mdame_assets.defs.clips.assets import scene_clips
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
-from mdame_domain.media_store import LocalMediaStore, sha256_file
+from mdame_domain.media_store import MediaStore
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
 PAST_VISUALS = script_states("visuals_ready")
 
 
-def clip_damage(scene: WorkUnit, store: LocalMediaStore) -> str | None:
-    """Why a ready scene's clip cannot be used (its file vanished or changed), or None."""
+def clip_damage(scene: WorkUnit, store: MediaStore) -> str | None:
+    """Why a ready scene's clip cannot be used (its object vanished or changed), or None."""
     uri = scene.result.get("uri")
     if not uri:
         return f"scene {scene.id} is ready without a clip"
-    if not (path := store.path_for(uri)).exists():
-        return f"scene {scene.id}: clip {uri} missing from the media store"
-    if (actual := sha256_file(path)) != scene.result.get("sha256"):
-        return (
-            f"scene {scene.id}: clip {uri} has SHA-256 {actual[:12]}, "
-            f"not the stored {str(scene.result.get('sha256'))[:12]}"
-        )
-    return None
+    problem = store.problem(uri, str(scene.result.get("sha256")))
+    return None if problem is None else f"scene {scene.id}: clip {problem}"
 
 
 def clip_problems(

@@ -1,33 +1,46 @@
-"""The scene-clip pull worker: claim a job, consult the scene cache, generate on a miss.
+"""Making one scene's clip, as the scene's own Dagster step does: claim the scene's job under a
+generation lease, consult the scene cache, generate on a miss.
 
-The same loop runs inside the GPU code location's scene_clips asset and as a standalone
-process on a CUDA host (`mdame worker`). A crashed worker's lease expires and the job is
-claimed again; the cache makes the second attempt cheap when the first got far enough.
-While a job is being made its lease is renewed, so a slow but live worker keeps its job and
-only a dead one loses it.
+The step runs wherever the executor puts it (this process, a child process, a Celery worker
+on a GPU host, a k8s pod); it gets only the scene's id and reads the rest from PostgreSQL. The
+jobs row is the scene's attempt ledger and lease: a crashed worker's lease expires and the next
+claim takes the job over (attempt + 1, up to max_attempts); while a clip is being made its lease
+is renewed, so a slow but live worker keeps it and only a dead one loses it. A claim is refused
+while another live worker holds the job or another job of the same scene_hash (0013): the step
+waits and claims again, and then finds that worker's clip in the cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mdame_assets.defs.clips.cache import CACHE_TTL_S, SCENE_JOB_TYPE, cached_clip
+from mdame_assets.defs.clips.cache import CACHE_TTL_S, cached_clip
 from mdame_core.settings import seconds_setting
-from mdame_core.state import Job, LeaseLost, StateError, StateStore
-from mdame_domain.media_store import LocalMediaStore
+from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
+from mdame_domain.media_store import MediaStore
 from mdame_resources.providers.visuals import VisualsResource
 
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
+# A name for this worker in its id (a Celery worker's "gpu-0", a pod's name): the scene's result
+# records the id, so an operator (and a test) can see where each clip was made.
+WORKER_NAME_ENV = "MDAME_WORKER_NAME"
+# A scene_hash held by a live worker elsewhere is polled at least this often: its clip is often
+# done long before its lease would run out.
+SCENE_BUSY_POLL_S = 15.0
 
 
 def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """`<host>:<pid>`, or `<host>:<name>:<pid>` with MDAME_WORKER_NAME: the pid stays last and
+    the host first, as the liveness sweep reads them."""
+    host, pid = socket.gethostname(), os.getpid()
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", os.environ.get(WORKER_NAME_ENV, "").strip())[:64]
+    return f"{host}:{name}:{pid}" if name else f"{host}:{pid}"
 
 
 def lease_s() -> int:
@@ -47,7 +60,7 @@ class _LeaseKeeper(threading.Thread):
             try:
                 self.state.heartbeat_job(self.job.id, self.me, self.job.attempt, self.lease)
             except LeaseLost:
-                return  # reaped and taken over: complete_job will say so
+                return  # taken over: complete_scene_job will say so
             except Exception:  # noqa: BLE001 - database briefly unreachable: try the next beat
                 continue
 
@@ -60,42 +73,102 @@ class _LeaseKeeper(threading.Thread):
         self.join(timeout=5)
 
 
-@dataclass
-class WorkerStats:
-    generated: int = 0
-    cache_hits: int = 0
-    failed: int = 0
+@dataclass(frozen=True)
+class SceneOutcome:
+    """What one scene step did. outcome: generated, cache_hit, done (ready before this step:
+    another step or run made it) or failed (its job is dead or failed: no attempt left)."""
 
-    def as_metadata(self) -> dict[str, int]:
-        return {"generated": self.generated, "cache_hits": self.cache_hits, "failed": self.failed}
+    scene_id: int
+    outcome: str
+    worker: str
+    attempt: int
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
-def process_job(
+class SceneBusy(Exception):
+    """Another live worker holds the scene's job, or another job of its scene_hash: claim again
+    in `wait_s` seconds (its clip will then be in the cache, or its lease over)."""
+
+    def __init__(self, scene_id: int, claim: SceneClaim) -> None:
+        self.claim = claim
+        self.wait_s = _wait_for(claim)
+        super().__init__(
+            f"scene {scene_id}: {claim.outcome} (job {claim.job_id}, holder {claim.holder}); "
+            f"claiming again in {self.wait_s:.1f}s"
+        )
+
+
+class SceneAttemptFailed(Exception):
+    """Generation failed and the job went back to the queue with attempts left: run the step
+    again (each claim is one more attempt, up to the job's max_attempts)."""
+
+
+def _wait_for(claim: SceneClaim) -> float:
+    if claim.outcome == "scene_busy":
+        return max(0.5, min(claim.wait_s + 0.5, SCENE_BUSY_POLL_S))
+    return max(0.5, claim.wait_s + 0.5)  # the rest of the holder's lease, or the retry delay
+
+
+def make_scene_clip(
     state: StateStore,
-    job: Job,
-    me: str,
+    scene_id: int,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
-) -> bool:
-    """Makes (or finds) the clip for one job; returns True on a cache hit."""
-    with _LeaseKeeper(state, job, me, lease_s()):
-        return _process(state, job, me, visuals, media, scratch)
+) -> SceneOutcome:
+    """One scene's clip, made or found; SceneBusy or SceneAttemptFailed when the step should
+    run again later, StateError (a lost lease) when another worker took the job over."""
+    scene = state.get_work_unit("scene", scene_id)
+    if scene is None:
+        raise NotFound("claim_scene_job", f"scene {scene_id} does not exist", "MD006")
+    if scene.state == "ready":
+        return SceneOutcome(scene_id, "done", str(scene.result.get("worker", "")), 0)
+    key = str(scene.result.get("job_key", scene.idempotency_key))  # a healed scene's new job
+    me = worker_id()
+    claim = state.claim_scene_job(key, me, lease_s())
+    if claim.outcome == "succeeded":
+        return SceneOutcome(scene_id, "done", str(claim.result.get("worker", "")), claim.attempt)
+    if claim.outcome in ("failed", "dead"):
+        return SceneOutcome(scene_id, "failed", str(claim.holder or ""), claim.attempt)
+    if claim.job is None:
+        raise SceneBusy(scene_id, claim)
+    job = claim.job
+    try:
+        with _LeaseKeeper(state, job, me, lease_s()):
+            hit = _process(state, job, visuals, media, scratch)
+    except StateError:
+        raise  # a lost lease or a broken invariant: not this attempt's fault; the step retries
+    except Exception as exc:
+        # The job records it; another attempt while any are left (the jobs row counts them).
+        after = state.fail_job(job.id, me, job.attempt, f"{type(exc).__name__}: {exc}"[:2000], True)
+        if after == "queued":
+            raise SceneAttemptFailed(
+                f"scene {scene_id}: attempt {job.attempt}/{job.max_attempts} failed: {exc}"
+            ) from exc
+        return SceneOutcome(scene_id, "failed", me, job.attempt)
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C): give the job back now rather than after its lease.
+        with contextlib.suppress(Exception):
+            state.fail_job(job.id, me, job.attempt, "stopped while making the clip", True)
+        raise
+    return SceneOutcome(scene_id, "cache_hit" if hit else "generated", me, job.attempt)
 
 
 def _process(
     state: StateStore,
     job: Job,
-    me: str,
     visuals: VisualsResource,
-    media: LocalMediaStore,
+    media: MediaStore,
     scratch: Path,
 ) -> bool:
+    """Makes (or finds) the clip for one claimed job; returns True on a cache hit."""
     payload = job.payload
     scene_hash = payload["scene_hash"]
     cached = cached_clip(state, media, scene_hash)
     if cached is None:
-        out = scratch / f"{scene_hash}.mp4"
+        out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
         visuals.generate(
             scene_hash, payload["prompt"], payload["palette"], float(payload["duration_s"]), out
         )
@@ -107,38 +180,3 @@ def _process(
     # Cache entry, scene ready and job done commit together, under the job's lease.
     state.complete_scene_job(job, uri, sha256, cached is not None, CACHE_TTL_S)
     return cached is not None
-
-
-def run_worker(
-    state: StateStore,
-    visuals: VisualsResource,
-    media: LocalMediaStore,
-    scratch: Path,
-    done: Callable[[], bool],
-    idle_wait_s: float = 1.0,
-    max_idle_s: float | None = None,
-    partition_key: str | None = None,
-) -> WorkerStats:
-    """Claims scene jobs (of one partition, or of any when None) until `done()` or, with
-    max_idle_s, until idle that long."""
-    me, stats, idle_since = worker_id(), WorkerStats(), time.monotonic()
-    while not done():
-        job = state.claim_job(SCENE_JOB_TYPE, me, lease_s(), partition_key)
-        if job is None:
-            state.reap_expired_jobs()
-            if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
-                break
-            time.sleep(idle_wait_s)
-            continue
-        idle_since = time.monotonic()
-        try:
-            if process_job(state, job, me, visuals, media, scratch):
-                stats.cache_hits += 1
-            else:
-                stats.generated += 1
-        except StateError:
-            raise  # a lost lease or a broken invariant: not this job's fault, stop loudly
-        except Exception as exc:  # noqa: BLE001 - the job records it; retried up to max_attempts
-            stats.failed += 1
-            state.fail_job(job.id, me, job.attempt, f"{type(exc).__name__}: {exc}"[:2000], True)
-    return stats

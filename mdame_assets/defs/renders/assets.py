@@ -131,8 +131,6 @@ def renders(
             "clips_requeued": healed,
             "renders_requeued": rerendered,
             "renders": done,
-            "preview": dg.MetadataValue.path(str(media.store().path_for(preview)))
-            if preview
-            else "",
+            "preview": dg.MetadataValue.path(media.store().location(preview)) if preview else "",
         }
     )

@@ -5,7 +5,7 @@ import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.runtime import read_step
-from mdame_domain.media_store import sha256_file
+from mdame_domain.media_store import MediaProblem
 from mdame_domain.probe import check_render
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -25,16 +25,12 @@ def render_probe(
         if render is None:
             problems.append(f"script {script.id}: render {render_id} does not exist")
             continue
-        path = media.store().path_for(render.payload["uri"])
         checked += 1
-        if not path.exists():
-            problems.append(f"render {render.id}: file missing")
+        try:  # a local path to the approved bytes, whichever the backend
+            path = media.store().verified_path(render.payload["uri"], render.payload["sha256"])
+        except MediaProblem as exc:
+            problems.append(f"render {render.id}: {exc}")
             continue
-        if (actual := sha256_file(path)) != render.payload["sha256"]:
-            problems.append(
-                f"render {render.id}: file has SHA-256 {actual[:12]}, "
-                f"not the approved {render.payload['sha256'][:12]}"
-            )
         problems += [f"render {render.id}: {p}" for p in check_render(str(path))]
     return dg.AssetCheckResult(
         passed=not problems, metadata={"problems": problems, "renders_checked": checked}

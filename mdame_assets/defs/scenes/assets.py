@@ -16,13 +16,13 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
-from mdame_domain.media_store import LocalMediaStore
+from mdame_domain.media_store import MediaStore
 from mdame_domain.scenes import plan_scenes
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
 
-def _plan_script(step: Step, script: WorkUnit, store: LocalMediaStore) -> tuple[int, int]:
+def _plan_script(step: Step, script: WorkUnit, store: MediaStore) -> tuple[int, int]:
     """Plans the script's scenes in one phase; returns (cache hits, jobs enqueued)."""
     plans = plan_scenes(
         script_from_payload(script.payload), step.dimension.visual_style, step.partition.dimension

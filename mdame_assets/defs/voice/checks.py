@@ -6,7 +6,7 @@ import dagster as dg
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import read_step
-from mdame_domain.media_store import sha256_file
+from mdame_domain.media_store import MediaProblem
 from mdame_domain.probe import mean_volume_db
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -25,15 +25,14 @@ def voice_present(
         if script.state not in VOICED:
             continue
         track = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
-        path = media.store().path_for(track.payload["uri"]) if track else None
-        if track is None or path is None or not path.exists():
+        if track is None:
             problems.append(f"script {script.id}: no voice file")
             continue
-        if (actual := sha256_file(path)) != track.payload["sha256"]:
-            problems.append(
-                f"script {script.id}: voice file has SHA-256 {actual[:12]}, "
-                f"not the stored {track.payload['sha256'][:12]}"
-            )
+        try:  # a local path to the bytes that were timed and captioned, whichever the backend
+            path = media.store().verified_path(track.payload["uri"], track.payload["sha256"])
+        except MediaProblem as exc:
+            problems.append(f"script {script.id}: voice {exc}")
+            continue
         volumes[str(script.id)] = volume = mean_volume_db(str(path))
         if volume <= MIN_MEAN_VOLUME_DB or track.payload["duration_s"] <= 0:
             problems.append(f"script {script.id}: voice too quiet ({volume:.1f} dB)")
