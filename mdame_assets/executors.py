@@ -2,20 +2,60 @@
 
 - `in_process` (the embedded default on one machine) and `multiprocess`: the steps run beside
   the run worker; the `gpu` pool (dagster.yaml) keeps generation to one step at a time.
-- `celery`: dagster-celery with a Redis broker; GPU steps go to the `gpu` queue.
+- `celery`: dagster-celery with a Redis broker; GPU steps go to the `gpu` queue, every other
+  step to dagster-celery's default queue `dagster`. Workers: `mdame celery-worker`.
 - `k8s`: dagster-k8s' k8s_job_executor; GPU steps request `nvidia.com/gpu`.
+
+URLs and secrets reach the executors only as environment variable names (`{"env": NAME}` in
+the executor config, `env_secrets` for pods), so no value is in the definitions, the UI or a log.
+
+Steps of a Celery or k8s run pass their outputs through storage every worker reaches:
+`MDAME_DAGSTER_IO_URL` (`s3://bucket/prefix?endpoint_url=...`) for several hosts; unset, the
+filesystem IO manager under DAGSTER_HOME, enough for workers on the orchestrator's host.
+deploy/ and docs/deployment.md show the whole set-up.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
 
 EXECUTOR_ENV = "MDAME_GPU_EXECUTOR"
+EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 GPU_QUEUE = "gpu"
 GPU_POOL = "gpu"
+# dagster-celery's own default queue (dagster_celery.defaults.task_default_queue): steps without
+# a queue tag go there, so the CPU worker listens on it.
+DEFAULT_QUEUE = "dagster"
+
+CELERY_BROKER_ENV = "MDAME_CELERY_BROKER_URL"
+CELERY_BACKEND_ENV = "MDAME_CELERY_BACKEND_URL"
+CELERY_VISIBILITY_ENV = "MDAME_CELERY_VISIBILITY_TIMEOUT_S"
+# Longer than any GPU step can take: a step still running when it lapses is handed to a second
+# worker (the generation lease in PostgreSQL keeps that from generating twice, but the work
+# would be wasted). It is also how long a step of a killed worker waits before it is redelivered.
+DEFAULT_VISIBILITY_TIMEOUT_S = 2 * 3600
+
+K8S_IMAGE_ENV = "MDAME_K8S_IMAGE"
+K8S_NAMESPACE_ENV = "MDAME_K8S_NAMESPACE"
+K8S_ENV_SECRETS_ENV = "MDAME_K8S_ENV_SECRETS"
+K8S_KUBECONFIG_ENV = "MDAME_K8S_KUBECONFIG"
+# Non-secret settings a step pod needs, copied from the run worker's environment by name;
+# database URLs and keys go through the Kubernetes Secrets named in MDAME_K8S_ENV_SECRETS.
+K8S_FORWARDED_ENV = (
+    "ENV",
+    "MDAME_PROVIDERS",
+    EXECUTOR_ENV,
+    "MDAME_MEDIA_URL",
+    "MDAME_DIFFUSERS_MODEL_DIR",
+    "MDAME_MODEL_DIR",
+    "MDAME_DAGSTER_IO_URL",
+)
+
+IO_URL_ENV = "MDAME_DAGSTER_IO_URL"
 
 # Tags every GPU step carries, whatever the executor: celery routes on the queue tag, k8s reads
 # its per-step container config; the in-process executor ignores both.
@@ -27,14 +67,148 @@ GPU_STEP_TAGS: dict[str, Any] = {
 }
 
 
+class ExecutorConfigError(ValueError):
+    """The environment names an executor that cannot be built as configured."""
+
+
+def executor_name() -> str:
+    name = os.environ.get(EXECUTOR_ENV, "").strip() or "in_process"
+    if name not in EXECUTORS:
+        raise ExecutorConfigError(
+            f"{EXECUTOR_ENV} must be one of {', '.join(EXECUTORS)}, not {name!r}"
+        )
+    return name
+
+
+def _require(var: str, why: str) -> None:
+    if not os.environ.get(var):
+        raise ExecutorConfigError(f"{var} must be set: {why}")
+
+
+def _visibility_timeout() -> int:
+    raw = os.environ.get(CELERY_VISIBILITY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_VISIBILITY_TIMEOUT_S
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ExecutorConfigError(
+            f"{CELERY_VISIBILITY_ENV} must be a positive integer of seconds, not {raw!r}"
+        )
+    return value
+
+
+def require_celery_env() -> None:
+    _require(CELERY_BROKER_ENV, "the Redis broker, e.g. redis://127.0.0.1:6379/0")
+    _require(CELERY_BACKEND_ENV, "the result backend, e.g. the broker's URL")
+
+
+def celery_config() -> dict[str, Any]:
+    """The celery executor's config, which is also the `execution.config` block of the workers'
+    YAML (`dagster-celery worker start -y`): the two sides must agree on broker and settings."""
+    return {
+        # Both always named, never defaulted one to the other: executor and workers resolve
+        # them in their own environments, and a backend they disagree on would hang the run.
+        "broker": {"env": CELERY_BROKER_ENV},
+        "backend": {"env": CELERY_BACKEND_ENV},
+        "config_source": {
+            # A message is acknowledged only once its step has finished: a worker killed
+            # mid-step (host lost, OOM) leaves it unacknowledged, and Redis hands it to the next
+            # worker once the visibility timeout has passed. Without this the task is lost and
+            # the run waits on its result forever.
+            "task_acks_late": True,
+            # A pool child that dies (segfault, OOM kill) while its worker lives: requeue now.
+            "task_reject_on_worker_lost": True,
+            # A worker takes one step at a time: none waits, reserved, behind a long GPU step.
+            "worker_prefetch_multiplier": 1,
+            # With acks_late the message is redelivered after a lost broker connection anyway;
+            # cancelling the running copy keeps it from finishing twice.
+            "worker_cancel_long_running_tasks_on_connection_loss": True,
+            "broker_connection_retry_on_startup": True,
+            "broker_transport_options": {
+                "visibility_timeout": _visibility_timeout(),
+                # How often a live worker looks for messages of dead ones (one ZRANGE).
+                "unacked_restore_interval": 5,
+                "unacked_restore_throttle": 1,
+                # dagster-celery's defaults for publishing retries (replaced, not merged).
+                "max_retries": 3,
+                "interval_start": 0,
+                "interval_step": 0.2,
+                "interval_max": 0.5,
+            },
+        },
+    }
+
+
+def celery_worker_yaml() -> dict[str, Any]:
+    """What `dagster-celery worker start -y FILE` reads (deploy/celery.yaml is a copy)."""
+    return {"execution": {"config": celery_config()}}
+
+
+def k8s_config() -> dict[str, Any]:
+    """The k8s_job_executor's config: image and namespace from the environment; secrets only as
+    the names of Kubernetes Secrets mounted as environment variables."""
+    config: dict[str, Any] = {
+        "job_image": {"env": K8S_IMAGE_ENV},
+        "job_namespace": os.environ.get(K8S_NAMESPACE_ENV, "").strip() or "default",
+        "env_vars": [name for name in K8S_FORWARDED_ENV if os.environ.get(name)],
+        "env_secrets": [
+            s.strip() for s in os.environ.get(K8S_ENV_SECRETS_ENV, "").split(",") if s.strip()
+        ],
+    }
+    kubeconfig = os.environ.get(K8S_KUBECONFIG_ENV, "").strip()
+    if kubeconfig:  # the run worker runs outside the cluster
+        config.update(load_incluster_config=False, kubeconfig_file=kubeconfig)
+    return config
+
+
 def gpu_executor() -> dg.ExecutorDefinition:
-    name = os.environ.get(EXECUTOR_ENV, "in_process") or "in_process"
+    name = executor_name()
     if name == "in_process":
         return dg.in_process_executor
     if name == "multiprocess":
         return dg.multiprocess_executor
-    if name in ("celery", "k8s"):
-        raise NotImplementedError(f"{EXECUTOR_ENV}={name}: being built (issue 10)")
-    raise ValueError(
-        f"{EXECUTOR_ENV} must be in_process, multiprocess, celery or k8s, not {name!r}"
+    if name == "celery":
+        require_celery_env()
+        from dagster_celery import celery_executor
+
+        return celery_executor.configured(celery_config(), name="mdame_celery")
+    _require(K8S_IMAGE_ENV, "the image step pods run")
+    from dagster_k8s import k8s_job_executor
+
+    return k8s_job_executor.configured(k8s_config(), name="mdame_k8s")
+
+
+def parse_s3_url(url: str) -> tuple[str, str, dict[str, str]]:
+    """`s3://bucket/prefix?endpoint_url=...&region=...` -> (bucket, prefix, options)."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ExecutorConfigError(f"{IO_URL_ENV} must look like s3://bucket/prefix, not {url!r}")
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = sorted(set(options) - {"endpoint_url", "region"})
+    if unknown:
+        raise ExecutorConfigError(f"{IO_URL_ENV}: unknown option(s) {', '.join(unknown)}")
+    return parts.netloc, parts.path.strip("/"), options
+
+
+def gpu_io_manager() -> Any:
+    """The IO manager the GPU location's steps pass outputs through. Celery and k8s steps run
+    in other processes, maybe on other hosts: they need storage they all reach."""
+    url = os.environ.get(IO_URL_ENV, "").strip()
+    if not url:
+        # Dagster's default, files under $DAGSTER_HOME/storage: shared by every process of one
+        # host (and by several hosts only if that folder is a shared mount).
+        return dg.FilesystemIOManager()
+    bucket, prefix, options = parse_s3_url(url)
+    from dagster_aws.s3 import S3PickleIOManager, S3Resource
+
+    # Credentials come from boto3's own chain (AWS_ACCESS_KEY_ID... or an instance role).
+    return S3PickleIOManager(
+        s3_resource=S3Resource(
+            endpoint_url=options.get("endpoint_url"), region_name=options.get("region")
+        ),
+        s3_bucket=bucket,
+        s3_prefix=prefix or "dagster",
     )

@@ -6,6 +6,8 @@
     mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
+    mdame celery-worker --queue gpu --gpu N | --queue dagster
+                                     a dagster-celery worker (docs/deployment.md)
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
                                      authorise a YouTube channel; its grant is stored encrypted
     mdame accounts list              accounts, stored grants, needs_reauth and pauses
@@ -32,6 +34,7 @@ import psycopg
 from psycopg import sql
 
 from mdame_cli.accounts import add_parsers as add_account_parsers
+from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
 from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
@@ -135,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     ui = groups.add_parser("ui", help="the Dagster UI with both code locations")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)
+    add_celery_worker_parser(groups)
     add_account_parsers(groups)
     add_model_parsers(groups)
     return parser

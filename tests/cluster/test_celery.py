@@ -1,0 +1,260 @@
+"""The GPU location on dagster-celery: real Redis, real worker processes (queues dagster and
+gpu), real runs of scene_clips (one step per scene), clips in an S3 bucket (moto's server).
+
+- where each step ran: scene steps on the gpu worker, the others on the default one;
+- the orchestrator's render reads the clips the gpu worker wrote back from the bucket;
+- a gpu worker killed with SIGKILL mid-generation and started again: the run converges, each
+  scene generated once, nothing left running, STARTED or holding a pool slot.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import psycopg
+import pytest
+
+from tests.cluster.conftest import (
+    CPU_WORKER,
+    GPU_WORKER,
+    ROUTING_KEY,
+    Cluster,
+    wait_for,
+)
+from tests.cluster.gpu_location import generations
+
+
+def _run_id(cluster: Cluster, partition: str, after: float) -> str:
+    with cluster.instance() as instance:
+        for record in instance.get_run_records(
+            dg.RunsFilter(tags={"dagster/partition": partition})
+        ):
+            if record.create_timestamp.timestamp() >= after:
+                return record.dagster_run.run_id
+    raise AssertionError(f"no run of {partition} recorded")
+
+
+def _celery_placements(cluster: Cluster, run_id: str) -> dict[str, list[str]]:
+    """step key -> the Celery workers (node names) that executed it, in order, from the
+    engine events dagster-celery's task writes ("Executing steps ... in celery worker")."""
+    placements: dict[str, list[str]] = {}
+    with cluster.instance() as instance:
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+            event = entry.dagster_event
+            if event is None or "in celery worker" not in (event.message or ""):
+                continue
+            node = event.engine_event_data.metadata["Celery worker"].value
+            placements.setdefault(str(event.step_key), []).append(str(node))
+    return placements
+
+
+def _gpu_steps(cluster: Cluster, run_id: str) -> set[str]:
+    """The run's step keys (dynamic ones as `op[?]`) whose tags route them to the gpu queue."""
+    with cluster.instance() as instance:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None and run.execution_plan_snapshot_id
+        snapshot = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+    return {
+        step.key
+        for step in snapshot.steps
+        if (step.tags or {}).get("dagster-celery/queue") == "gpu"
+    }
+
+
+def _run_status(cluster: Cluster, run_id: str) -> dg.DagsterRunStatus:
+    with cluster.instance() as instance:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        return run.status
+
+
+def _rows(url: str, query: str, args: Any = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(query, args).fetchall()
+
+
+def _scene_rows(cluster: Cluster, partition: str) -> list[tuple[str, str, str, str]]:
+    """(scene_hash, state, worker, clip uri) of the partition's scenes."""
+    day, dimension = partition.split("|")
+    return [
+        (str(h), str(s), str(w or ""), str(u or ""))
+        for h, s, w, u in _rows(
+            cluster.db.owner,
+            """SELECT sc.scene_hash, sc.state, sc.result->>'worker', sc.result->>'uri'
+                 FROM mdame.scenes sc JOIN mdame.scripts s ON s.id = sc.script_id
+                 JOIN mdame.dimensions d ON d.id = s.dimension_id
+                WHERE s.partition_date = %s AND d.slug = %s""",
+            (day, dimension),
+        )
+    ]
+
+
+def _finish(proc: Any, cluster: Cluster, tag: str, timeout: float) -> None:
+    try:
+        code = proc.wait(timeout)
+    except Exception:  # noqa: BLE001 - report the run's log, then fail
+        proc.kill()
+        code = None
+    log = (cluster.home / "logs" / f"run-{tag}.log").read_text(errors="replace")
+    assert code == 0, (
+        f"run {tag} exit {code}:\n{log[-6000:]}\n--- gpu worker:\n"
+        f"{cluster.workers[GPU_WORKER].tail()}\n--- cpu worker:\n"
+        f"{cluster.workers[CPU_WORKER].tail()}"
+    )
+
+
+@dataclass
+class Run:
+    run_id: str
+    logs: Path
+    interrupted: str  # the scene_hash being generated when the gpu worker was killed
+    converged_s: float
+
+
+@pytest.fixture(scope="module")
+def run(celery_cluster: Cluster) -> Iterator[Run]:
+    """One run of scene_clips through the workers, its gpu worker killed with SIGKILL in the
+    middle of a generation and started again as a supervisor would; the tests below read what
+    it left. (One run for all three keeps the suite's time down: each Celery step costs
+    seconds here.)"""
+    cluster = celery_cluster
+    started = time.time()
+    logs = cluster.generation_dir / "run"
+    logs.mkdir()
+    proc = cluster.materialize(ROUTING_KEY, {"log_dir": str(logs), "delay_s": 2.0}, "run")
+    wait_for(
+        "a generation in progress",
+        lambda: any(e == "start" for e, _, _ in generations(logs)),
+        timeout=180,
+        every=0.1,
+    )
+    cluster.workers[GPU_WORKER].killpg()
+    killed_at = time.monotonic()
+    interrupted = [h for e, h, _ in generations(logs) if e == "start"][-1]
+    assert ("done", interrupted) not in {(e, h) for e, h, _ in generations(logs)}
+    cluster.start_worker(GPU_WORKER, "gpu", gpu=0)  # systemd's Restart=always
+    _finish(proc, cluster, "run", 400)
+    converged_s = time.monotonic() - killed_at
+    print(f"run converged {converged_s:.1f}s after the kill")
+    yield Run(_run_id(cluster, ROUTING_KEY, started), logs, interrupted, converged_s)
+
+
+def test_scene_steps_run_on_the_gpu_worker(celery_cluster: Cluster, run: Run) -> None:
+    cluster = celery_cluster
+    host = socket.gethostname()
+    assert _run_status(cluster, run.run_id) == dg.DagsterRunStatus.SUCCESS
+    placements = _celery_placements(cluster, run.run_id)
+    gpu_steps = _gpu_steps(cluster, run.run_id)
+    scene_steps = [k for k in placements if re.sub(r"\[[^\]]*\]$", "[?]", k) in gpu_steps]
+    assert gpu_steps and scene_steps, (gpu_steps, sorted(placements))
+    for step, nodes in placements.items():
+        expected = GPU_WORKER if step in scene_steps else CPU_WORKER
+        assert set(nodes) == {f"{expected}@{host}"}, (step, nodes)
+    assert len(placements) > len(scene_steps), "no step ran on the default queue's worker"
+    # The scenes themselves: generated on the gpu worker, and recorded so in PostgreSQL.
+    scenes = _scene_rows(cluster, ROUTING_KEY)
+    assert scenes and all(state == "ready" for _, state, _, _ in scenes), scenes
+    assert all(f":{GPU_WORKER}:" in worker for _, _, worker, _ in scenes), scenes
+    assert {worker for _, _, worker in generations(run.logs)} == {GPU_WORKER}
+
+
+def test_the_orchestrators_render_reads_the_gpu_workers_clips_from_s3(
+    celery_cluster: Cluster, run: Run, tmp_path: Path
+) -> None:
+    """The publishing stage on 'another host': this process, a home of its own (an empty
+    media cache), the same database and bucket. Its render can only get the clips from S3."""
+    from mdame_assets import orchestrator
+    from mdame_assets.jobs import PUBLISHING_GROUP
+    from mdame_assets.partitions import DIMENSION_PARTITION
+    from mdame_resources.media import MediaStoreResource
+    from mdame_resources.providers.selection import offline_providers
+    from mdame_resources.state import StateStoreResource, close_clients
+
+    cluster = celery_cluster
+    scenes = _scene_rows(cluster, ROUTING_KEY)
+    # Rows name clips by content (media://sha256/<hex>.mp4); the bytes are objects in the bucket.
+    in_bucket = {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
+    assert scenes and all(uri.rsplit("/", 1)[-1] in in_bucket for _, _, _, uri in scenes), (
+        scenes,
+        in_bucket,
+    )
+    assert not list(cluster.home.glob("media/**/*.mp4")), "a clip in the workers' local folder"
+    publishing = [
+        a
+        for a in orchestrator.defs.assets or ()
+        if isinstance(a, dg.AssetsDefinition)
+        and a.group_names_by_key.get(a.key) == PUBLISHING_GROUP
+        and a.key.to_user_string() != "publications"
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MDAME_HOME", str(tmp_path))
+        mp.delenv("MDAME_MEDIA_ROOT", raising=False)
+        cluster.bucket.apply(mp)
+        try:
+            with dg.instance_for_test() as instance:
+                instance.add_dynamic_partitions(DIMENSION_PARTITION, [ROUTING_KEY.split("|")[1]])
+                result = dg.materialize(
+                    publishing,
+                    partition_key=ROUTING_KEY,
+                    instance=instance,
+                    resources={
+                        "state": StateStoreResource(database_url=cluster.db.app),
+                        "media": MediaStoreResource(),
+                        **offline_providers(),
+                    },
+                    raise_on_error=False,
+                )
+        finally:
+            close_clients()
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    renders = _rows(
+        cluster.db.owner,
+        """SELECT r.state, coalesce(r.result->>'uri', r.payload->>'uri') FROM mdame.renders r
+             JOIN mdame.scripts s ON s.id = r.script_id
+             JOIN mdame.dimensions d ON d.id = s.dimension_id
+            WHERE s.partition_date = %s AND d.slug = %s""",
+        tuple(ROUTING_KEY.split("|")),
+    )
+    assert renders and all(uri for _, uri in renders), renders
+    rendered = {uri.rsplit("/", 1)[-1] for _, uri in renders}
+    assert rendered <= {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
+    # The clips came down from the bucket into this host's verified cache.
+    cached = {p.name for p in (tmp_path / "media-cache").rglob("*") if p.is_file()}
+    assert cached, "the render read no clip through the S3 store's cache"
+
+
+def test_gpu_worker_killed_mid_generation_converges(celery_cluster: Cluster, run: Run) -> None:
+    cluster = celery_cluster
+    assert _run_status(cluster, run.run_id) == dg.DagsterRunStatus.SUCCESS
+    made = generations(run.logs)
+    done = Counter(h for e, h, _ in made if e == "done")
+    scenes = _scene_rows(cluster, ROUTING_KEY)
+    assert scenes and all(state == "ready" for _, state, _, _ in scenes), scenes
+    assert done == Counter({h for h, _, _, _ in scenes}), f"not one generation each: {done}"
+    # The interrupted generation was started again (by the restarted worker) and made once.
+    assert [e for e, h, _ in made if h == run.interrupted] == ["start", "start", "done"]
+    # Its step was redelivered: dagster-celery ran it again, on the gpu worker.
+    placements = _celery_placements(cluster, run.run_id)
+    assert any(len(nodes) >= 2 for nodes in placements.values()), placements
+    # Nothing stuck: no run left STARTED, no pool slot held, no scene job left running.
+    with cluster.instance() as instance:
+        live = instance.get_run_records(
+            dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+        )
+    assert not live
+    slots = _rows(
+        cluster.dagster_db.owner, "SELECT run_id FROM concurrency_slots WHERE run_id IS NOT NULL"
+    )
+    assert not slots, slots
+    pending = _rows(cluster.dagster_db.owner, "SELECT run_id, step_key FROM pending_steps")
+    assert not pending, pending
+    running = _rows(cluster.db.owner, "SELECT id FROM mdame.jobs WHERE state = 'running'")
+    assert not running, running

@@ -1,0 +1,270 @@
+"""The GPU location's executor comes from MDAME_GPU_EXECUTOR; what each value builds, and the
+Kubernetes job spec dagster-k8s renders for a GPU step and for a CPU step (no cluster).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._config import process_config
+from dagster._core.execution.api import create_execution_plan
+from dagster_k8s import K8sRunLauncher, k8s_job_executor
+from dagster_k8s.container_context import K8sContainerContext
+from dagster_k8s.job import (
+    UserDefinedDagsterK8sConfig,
+    construct_dagster_k8s_job,
+    get_user_defined_k8s_config,
+)
+
+from mdame_assets import executors
+from mdame_assets.executors import GPU_STEP_TAGS, ExecutorConfigError, gpu_executor
+
+REPO = Path(__file__).resolve().parents[2]
+CELERY_ENV = {
+    "MDAME_CELERY_BROKER_URL": "redis://127.0.0.1:6399/0",
+    "MDAME_CELERY_BACKEND_URL": "redis://127.0.0.1:6399/1",
+}
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch):
+    for name in (
+        executors.EXECUTOR_ENV,
+        *CELERY_ENV,
+        executors.CELERY_VISIBILITY_ENV,
+        executors.K8S_IMAGE_ENV,
+        executors.K8S_NAMESPACE_ENV,
+        executors.K8S_ENV_SECRETS_ENV,
+        executors.K8S_KUBECONFIG_ENV,
+        executors.IO_URL_ENV,
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [(None, "in_process"), ("", "in_process"), ("in_process", "in_process"),
+     ("multiprocess", "multiprocess")],
+)  # fmt: skip
+def test_embedded_executors(env, value: str | None, name: str) -> None:
+    if value is not None:
+        env.setenv(executors.EXECUTOR_ENV, value)
+    assert gpu_executor().name == name
+
+
+@pytest.mark.parametrize("value", ["celery-redis", "Celery", "dask", "k8s_job", "inprocess"])
+def test_unknown_executor_is_refused_by_name(env, value: str) -> None:
+    env.setenv(executors.EXECUTOR_ENV, value)
+    with pytest.raises(ExecutorConfigError, match="MDAME_GPU_EXECUTOR must be one of"):
+        gpu_executor()
+
+
+def test_celery_executor_needs_broker_and_backend(env) -> None:
+    env.setenv(executors.EXECUTOR_ENV, "celery")
+    with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_BROKER_URL must be set"):
+        gpu_executor()
+    env.setenv("MDAME_CELERY_BROKER_URL", CELERY_ENV["MDAME_CELERY_BROKER_URL"])
+    with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_BACKEND_URL must be set"):
+        gpu_executor()
+    env.setenv(executors.CELERY_VISIBILITY_ENV, "soon")
+    env.setenv("MDAME_CELERY_BACKEND_URL", CELERY_ENV["MDAME_CELERY_BACKEND_URL"])
+    with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_VISIBILITY_TIMEOUT_S"):
+        gpu_executor()
+
+
+def _executor_instance(executor_def: dg.ExecutorDefinition) -> Any:
+    """The executor a run would build from this definition (config resolved as at run start)."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.executor.init import InitExecutorContext
+    from dagster._core.system_config.objects import ResolvedRunConfig
+
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job(executor_def=executor_def)
+    def probe() -> None:
+        noop()
+
+    resolved = ResolvedRunConfig.build(probe, {})
+    with dg.instance_for_test() as instance:
+        return executor_def.executor_creation_fn(  # type: ignore[misc]
+            InitExecutorContext(
+                job=InMemoryJob(probe),
+                executor_def=executor_def,
+                executor_config=resolved.execution.execution_engine_config,
+                instance=instance,
+            )
+        )
+
+
+def test_celery_executor_settings_resolved_from_the_environment(env) -> None:
+    from dagster_celery.executor import CeleryExecutor
+
+    env.setenv(executors.EXECUTOR_ENV, "celery")
+    for name, value in CELERY_ENV.items():
+        env.setenv(name, value)
+    env.setenv(executors.CELERY_VISIBILITY_ENV, "45")
+    definition = gpu_executor()
+    assert definition.name == "mdame_celery"
+    built = _executor_instance(definition)
+    assert isinstance(built, CeleryExecutor)
+    assert built.broker == CELERY_ENV["MDAME_CELERY_BROKER_URL"]
+    assert built.backend == CELERY_ENV["MDAME_CELERY_BACKEND_URL"]
+    source = built.config_source
+    assert source.task_acks_late is True
+    assert source.task_reject_on_worker_lost is True
+    assert source.worker_prefetch_multiplier == 1
+    assert source.broker_transport_options["visibility_timeout"] == 45
+    # The URLs are in the definition only as variable names.
+    assert "redis://" not in json.dumps(executors.celery_config())
+
+
+def test_deploy_celery_yaml_is_the_executors_config(env) -> None:
+    """Workers read deploy/celery.yaml (or what `mdame celery-worker` writes, the same): it
+    must stay what the executor is configured with, or workers and runs disagree."""
+    shipped = yaml.safe_load((REPO / "deploy" / "celery.yaml").read_text())
+    assert shipped == executors.celery_worker_yaml()
+    from dagster_celery.cli import get_validated_config
+
+    for name, value in CELERY_ENV.items():
+        env.setenv(name, value)
+    validated = get_validated_config(str(REPO / "deploy" / "celery.yaml"))
+    assert validated["broker"] == CELERY_ENV["MDAME_CELERY_BROKER_URL"]
+
+
+def test_k8s_executor_needs_an_image(env) -> None:
+    env.setenv(executors.EXECUTOR_ENV, "k8s")
+    with pytest.raises(ExecutorConfigError, match="MDAME_K8S_IMAGE must be set"):
+        gpu_executor()
+    env.setenv(executors.K8S_IMAGE_ENV, "registry.example/mdame:1")
+    assert gpu_executor().name == "mdame_k8s"
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig naming a server nothing here talks to: building a spec loads it, only."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "test-key-not-secret"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+def _step_job_spec(exc_cfg: dict[str, Any], tags: dict[str, str], kubeconfig: Path) -> Any:
+    """What K8sStepHandler.launch_step builds for a step with these tags, through the same
+    dagster-k8s code: the executor's container context, merged with the step's tag config."""
+    container_context = K8sContainerContext(
+        env_secrets=exc_cfg.get("env_secrets"),
+        env_vars=exc_cfg.get("env_vars"),
+        namespace=exc_cfg.get("job_namespace"),
+        run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(exc_cfg.get("step_k8s_config", {})),
+    ).merge(K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(tags)))
+    launcher = K8sRunLauncher(
+        service_account_name="dagster",
+        instance_config_map="dagster-instance",
+        dagster_home="/opt/dagster/dagster_home",
+        load_incluster_config=False,
+        kubeconfig_file=str(kubeconfig),
+    )
+    job_config = container_context.get_k8s_job_config(exc_cfg["job_image"], launcher)
+    return construct_dagster_k8s_job(
+        job_config=job_config,
+        args=["dagster", "api", "execute_step"],
+        job_name="dagster-step-test",
+        user_defined_k8s_config=container_context.run_k8s_config,
+    )
+
+
+def _limits(job: Any) -> dict[str, Any]:
+    container = job.spec.template.spec.containers[0]
+    return dict((container.resources.limits if container.resources else None) or {})
+
+
+def test_k8s_job_spec_requests_a_gpu_for_gpu_steps_only(env, tmp_path: Path) -> None:
+    env.setenv(executors.EXECUTOR_ENV, "k8s")
+    env.setenv(executors.K8S_IMAGE_ENV, "registry.example/mdame:1")
+    env.setenv(executors.K8S_NAMESPACE_ENV, "mdame")
+    env.setenv(executors.K8S_ENV_SECRETS_ENV, "mdame-db, mdame-s3")
+    env.setenv("MDAME_MEDIA_URL", "s3://clips/mdame?endpoint_url=http://minio:9000")
+    processed = process_config(k8s_job_executor.config_schema.config_type, executors.k8s_config())
+    assert processed.success, processed.errors
+    exc_cfg = processed.value
+    assert exc_cfg["job_image"] == "registry.example/mdame:1"
+    assert exc_cfg["env_secrets"] == ["mdame-db", "mdame-s3"]
+    assert "MDAME_MEDIA_URL" in exc_cfg["env_vars"]
+
+    @dg.op(tags=GPU_STEP_TAGS)
+    def gpu_step() -> int:
+        return 1
+
+    @dg.op
+    def cpu_step(x: int) -> int:
+        return x
+
+    @dg.job
+    def steps() -> None:
+        cpu_step(gpu_step())
+
+    # Step tags as the executor receives them: from the execution plan (dicts JSON-encoded).
+    plan = create_execution_plan(steps)
+    tags = {key: dict(plan.get_step_by_key(key).tags) for key in ("gpu_step", "cpu_step")}
+    kubeconfig = _kubeconfig(tmp_path)
+    gpu_job = _step_job_spec(exc_cfg, tags["gpu_step"], kubeconfig)
+    cpu_job = _step_job_spec(exc_cfg, tags["cpu_step"], kubeconfig)
+    # Kubernetes quantities are strings in the API model ("1"), whatever the tag held.
+    assert _limits(gpu_job)["nvidia.com/gpu"] == "1"
+    assert "nvidia.com/gpu" not in _limits(cpu_job)
+    container = gpu_job.spec.template.spec.containers[0]
+    assert container.image == "registry.example/mdame:1"
+    secret_refs = [e.secret_ref.name for e in container.env_from or [] if e.secret_ref]
+    assert secret_refs == ["mdame-db", "mdame-s3"]
+
+
+def test_io_manager_from_the_environment(env) -> None:
+    from dagster_aws.s3 import S3PickleIOManager
+
+    assert isinstance(executors.gpu_io_manager(), dg.FilesystemIOManager)
+    env.setenv(executors.IO_URL_ENV, "s3://mdame-io/runs?endpoint_url=http://127.0.0.1:9000")
+    manager = executors.gpu_io_manager()
+    assert isinstance(manager, S3PickleIOManager)
+    assert (manager.s3_bucket, manager.s3_prefix) == ("mdame-io", "runs")
+    assert manager.s3_resource.endpoint_url == "http://127.0.0.1:9000"
+    for bad in ("http://x/y", "s3:///nobucket", "s3://b/p?endpoint=http://x"):
+        env.setenv(executors.IO_URL_ENV, bad)
+        with pytest.raises(ExecutorConfigError, match="MDAME_DAGSTER_IO_URL"):
+            executors.gpu_io_manager()
+
+
+def test_production_workspace_serves_both_locations_over_grpc(env) -> None:
+    """deploy/workspace.prod.yaml is a valid Dagster workspace naming the same two locations
+    as workspace.yaml, each through a grpc_server entry (hosts and ports from the
+    environment). docs/deployment.md shows them loaded by the daemon and the webserver."""
+    from dagster._core.workspace.config_schema import process_workspace_config
+
+    prod = yaml.safe_load((REPO / "deploy" / "workspace.prod.yaml").read_text())
+    dev = yaml.safe_load((REPO / "workspace.yaml").read_text())
+    env.setenv("MDAME_GPU_CODE_SERVER_HOST", "gpu-location.internal")
+    env.setenv("MDAME_GPU_CODE_SERVER_PORT", "4001")
+    assert not process_workspace_config(prod).success  # the orchestrator's address is unset
+    env.setenv("MDAME_ORCHESTRATOR_CODE_SERVER_HOST", "orchestrator.internal")
+    env.setenv("MDAME_ORCHESTRATOR_CODE_SERVER_PORT", "4000")
+    assert process_workspace_config(prod).success
+    entries = {e["grpc_server"]["location_name"]: e["grpc_server"] for e in prod["load_from"]}
+    names = {e["python_module"]["location_name"] for e in dev["load_from"]}
+    assert set(entries) == names == {"orchestrator", "gpu"}
+    assert entries["gpu"]["port"] == {"env": "MDAME_GPU_CODE_SERVER_PORT"}
