@@ -729,7 +729,9 @@ class StateStore:
         self, job_type: str, worker_id: str, lease_seconds: int, partition_key: str | None = None
     ) -> Job | None:
         """The next runnable job under a lease, or None. With `partition_key`, only that
-        partition's jobs; without, any partition's (standalone workers)."""
+        partition's jobs; without, any partition's. The generic queue pull: the product no
+        longer calls it (scene steps claim their own job, claim_scene_job); bench/queue.py
+        measures it."""
         rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None

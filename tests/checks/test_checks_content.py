@@ -150,9 +150,12 @@ def test_scene_clips_rechecks_the_plan_before_any_gpu_work(content_rig):
     result = rig.materialize(graph(only=("scene_clips",)))
 
     assert not result.success
-    assert "scene_clips" in {e.step_key for e in result.all_events if e.is_step_failure}
+    # The planning step refuses, so no scene step is fanned out.
+    plan_step = "scene_clips.scenes_to_clip"
+    assert {e.step_key for e in result.all_events if e.is_step_failure} == {plan_step}
+    assert not any("scene_clip[" in (e.step_key or "") for e in result.all_events)
     assert f"scene plan failed its checks: script {script_id} has 3 scenes" in failure_message(
-        result, "scene_clips"
+        result, plan_step
     )
     assert materialized(result) == set()
     assert _gpu_side(rig) == before

@@ -1,6 +1,7 @@
 """Clips that vanished or rotted after their script moved past planning heal: the damaged
-scenes go back to the GPU queue and the script back to 'planned' in one phase, and the hop
-sensor runs scene_clips for the partition again. Nothing is voiced or rendered from them."""
+scenes get a fresh queued job each and the script goes back to 'planned' in one phase, and the
+hop sensor runs scene_clips for the partition again (a scene step per healed scene, which
+claims the new job). Nothing is voiced or rendered from them."""
 
 from __future__ import annotations
 
