@@ -39,11 +39,17 @@ class LoggedVisuals(ProceduralVisuals):
             os.close(fd)
 
     def generate(
-        self, scene_hash: str, prompt: str, palette: Sequence[str], duration_s: float, out: Path
+        self,
+        scene_hash: str,
+        prompt: str,
+        palette: Sequence[str],
+        duration_s: float,
+        out: Path,
+        engine: str | None = None,
     ) -> Path:
         self._log("start", scene_hash)
         time.sleep(self.delay_s)
-        path = super().generate(scene_hash, prompt, palette, duration_s, out)
+        path = super().generate(scene_hash, prompt, palette, duration_s, out, engine)
         self._log("done", scene_hash)
         return path
 

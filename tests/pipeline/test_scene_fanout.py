@@ -43,10 +43,18 @@ class CountingVisuals(ProceduralVisuals):
 
     calls: str
 
-    def generate(self, scene_hash: str, prompt: str, palette, duration_s: float, out: Path) -> Path:
+    def generate(
+        self,
+        scene_hash: str,
+        prompt: str,
+        palette,
+        duration_s: float,
+        out: Path,
+        engine: str | None = None,
+    ) -> Path:
         with open(self.calls, "a", encoding="utf-8") as log:
             log.write(f"{scene_hash} {worker_id()}\n")
-        return super().generate(scene_hash, prompt, palette, duration_s, out)
+        return super().generate(scene_hash, prompt, palette, duration_s, out, engine)
 
 
 def generations(calls: Path) -> list[tuple[str, str]]:
