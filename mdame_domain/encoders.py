@@ -99,7 +99,7 @@ def choose_encoder(
     return H264_NVENC
 
 
-_ENCODER_LINE = re.compile(r"^\s*V[A-Z.]{5}\s+(\S+)", re.MULTILINE)
+_ENCODER_LINE = re.compile(r"^[ \t]*V[A-Z.]{5}[ \t]+([A-Za-z0-9_]+)[ \t]", re.MULTILINE)
 
 
 def parse_encoder_listing(text: str) -> frozenset[str]:
