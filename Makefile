@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench lint clean
+.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench bench-render lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -15,6 +15,7 @@ help:
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
+	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
 
 install:
 	@scripts/install.sh
@@ -49,6 +50,10 @@ chaos-sequence: db
 
 bench: db
 	@$(BIN)/python bench/queue.py
+
+# Render wall and CPU time next to the raw encode floor, and the probe pass's share; no database.
+bench-render: install
+	@PYTHONPATH=$(CURDIR) $(BIN)/python bench/render.py $(BENCH_ARGS)
 
 lint: install
 	@$(BIN)/ruff check .

@@ -35,15 +35,14 @@ LOUDNORM_TRUE_PEAK_DBTP = -1.5
 # loudnorm only stays linear when the measured range fits the target range: speech over a bed
 # measures 1-5 LU, so a wide target keeps it linear without compressing anything.
 LOUDNORM_LRA_LU = 20.0
-# The voice is normalised on its own first, so the bed's level is relative to a known voice.
+# The voice is normalised to VOICE_LUFS and the bed to volume_db under it, each by one gain
+# from its measured integrated loudness (ebur128: far cheaper than a loudnorm per source).
 VOICE_LUFS = -16.0
-VOICE_TRUE_PEAK_DBTP = -6.0
+MAX_SOURCE_GAIN_DB = 40.0  # a source needing more is as good as silent
+SILENCE_LUFS = -69.0  # ebur128 reports -70 for a signal that never passes its gate
 # Linear mode needs the mix's peak-to-loudness ratio under LOUDNORM_TRUE_PEAK - TARGET_LUFS
 # (12.5 dB); a sample-peak limiter 9 dB over the voice's loudness keeps it near 11-12 dB.
 MIX_PEAK_LIMIT_DBFS = VOICE_LUFS + 9.0
-# The bed is levelled to a reference first, then set volume_db under the voice.
-MUSIC_REFERENCE_LUFS = -24.0
-MUSIC_REFERENCE_TRUE_PEAK_DBTP = -9.0
 DEFAULT_MUSIC_VOLUME_DB = -20.0
 MUSIC_VOLUME_RANGE_DB = (-40.0, -6.0)
 # Ducking: sidechaincompress keyed by the voice. Speech at VOICE_LUFS sits well over the
@@ -77,10 +76,7 @@ def loudness_targets() -> dict[str, object]:
         "loudnorm_tp": LOUDNORM_TRUE_PEAK_DBTP,
         "loudnorm_lra": LOUDNORM_LRA_LU,
         "voice_lufs": VOICE_LUFS,
-        "voice_tp": VOICE_TRUE_PEAK_DBTP,
         "mix_peak_limit": MIX_PEAK_LIMIT_DBFS,
-        "music_reference": MUSIC_REFERENCE_LUFS,
-        "music_reference_tp": MUSIC_REFERENCE_TRUE_PEAK_DBTP,
         "duck": [DUCK_THRESHOLD, DUCK_RATIO, DUCK_ATTACK_MS, DUCK_RELEASE_MS],
         "sample_rate": AUDIO_SAMPLE_RATE,
     }
@@ -253,24 +249,40 @@ def _fit(stream: Any, total_s: float) -> Any:
     )
 
 
-def normalized_voice(voice: Any, total_s: float) -> Any:
-    """The voice at VOICE_LUFS (single-pass loudnorm), padded or cut to total_s."""
-    levelled = _pcm(voice).filter(
-        "loudnorm", I=VOICE_LUFS, TP=VOICE_TRUE_PEAK_DBTP, LRA=LOUDNORM_LRA_LU
-    )
-    return _fit(_pcm(levelled), total_s)
+@dataclass(frozen=True)
+class SourceLoudness:
+    """Integrated loudness of the voice and the bed as they come (pass 1's first reading)."""
+
+    voice_lufs: float
+    music_lufs: float | None = None
+
+    def voice_gain_db(self) -> float:
+        return _gain(VOICE_LUFS - self.voice_lufs, "voice")
+
+    def music_gain_db(self, volume_db: float) -> float:
+        low, high = MUSIC_VOLUME_RANGE_DB
+        if not low <= volume_db <= high:
+            raise ValueError(f"music volume {volume_db} dB outside {low}..{high} dB")
+        if self.music_lufs is None:
+            raise ValueError("no music was measured")
+        return _gain(VOICE_LUFS + volume_db - self.music_lufs, "music bed")
 
 
-def levelled_music(music: Any, total_s: float, volume_db: float) -> Any:
+def _gain(gain_db: float, what: str) -> float:
+    if not math.isfinite(gain_db) or gain_db > MAX_SOURCE_GAIN_DB:
+        raise LoudnessError(f"the {what} is (nearly) silent: it would need {gain_db:+.1f} dB")
+    return gain_db
+
+
+def normalized_voice(voice: Any, total_s: float, sources: SourceLoudness) -> Any:
+    """The voice at VOICE_LUFS, padded or cut to total_s."""
+    return _fit(_pcm(voice).filter("volume", f"{sources.voice_gain_db():.2f}dB"), total_s)
+
+
+def levelled_music(music: Any, total_s: float, volume_db: float, sources: SourceLoudness) -> Any:
     """The bed at volume_db under the voice (loop the input with stream_loop=-1)."""
-    low, high = MUSIC_VOLUME_RANGE_DB
-    if not low <= volume_db <= high:
-        raise ValueError(f"music volume {volume_db} dB outside {low}..{high} dB")
-    levelled = _pcm(music).filter(
-        "loudnorm", I=MUSIC_REFERENCE_LUFS, TP=MUSIC_REFERENCE_TRUE_PEAK_DBTP, LRA=LOUDNORM_LRA_LU
-    )
-    gain_db = VOICE_LUFS + volume_db - MUSIC_REFERENCE_LUFS
-    return _fit(_pcm(levelled).filter("volume", f"{gain_db:.2f}dB"), total_s)
+    gain = sources.music_gain_db(volume_db)
+    return _fit(_pcm(music).filter("volume", f"{gain:.2f}dB"), total_s)
 
 
 def ducked(music: Any, voice_key: Any) -> Any:
@@ -285,14 +297,16 @@ def ducked(music: Any, voice_key: Any) -> Any:
     )
 
 
-def mixed_audio(voice: Any, music: Any | None, total_s: float, volume_db: float) -> Any:
+def mixed_audio(
+    voice: Any, music: Any | None, total_s: float, volume_db: float, sources: SourceLoudness
+) -> Any:
     """Voice over the ducked bed, peak-limited so pass 2's loudnorm can stay linear."""
-    speech = normalized_voice(voice, total_s)
+    speech = normalized_voice(voice, total_s, sources)
     if music is None:
         mix = speech
     else:
         split = speech.filter_multi_output("asplit", 2)
-        bed = ducked(levelled_music(music, total_s, volume_db), split[1])
+        bed = ducked(levelled_music(music, total_s, volume_db, sources), split[1])
         mix = ffmpeg.filter([split[0], bed], "amix", inputs=2, normalize=0, duration="first")
     return mix.filter(
         "alimiter",
@@ -384,19 +398,63 @@ def audio_inputs(voice_wav: str, music_path: str | None) -> tuple[Any, Any | Non
     return voice, music
 
 
+_EBUR128_I = re.compile(r"Integrated loudness:\s*\n\s*I:\s*(-?[\d.]+|-?inf) LUFS")
+
+
+def integrated_lufs(path: str, duration_s: float) -> float:
+    """Integrated loudness of a file's first audio stream over its first duration_s
+    (ebur128 without true peak: a fraction of a loudnorm's cost)."""
+    stream = ffmpeg.input(path, t=f"{duration_s:.6f}").audio.filter("ebur128", framelog="verbose")
+    args = [
+        *FFMPEG_BASE,
+        "-loglevel",
+        "info",
+        *ffmpeg.output(stream, "-", format="null").get_args(),
+    ]
+    stderr = run_tool(args, timeout=60.0 + duration_s).stderr.decode("utf-8", "replace")
+    found = _EBUR128_I.findall(stderr[stderr.rfind("Summary:") :])
+    if not found:
+        raise LoudnessError(f"ebur128 printed no summary for {path}: {stderr[-300:]}")
+    value = float(found[-1])
+    if value <= SILENCE_LUFS:
+        raise LoudnessError(f"{path} is silent (integrated {value} LUFS)")
+    return value
+
+
+def measure_sources(voice_wav: str, music_path: str | None, total_s: float) -> SourceLoudness:
+    return SourceLoudness(
+        voice_lufs=integrated_lufs(voice_wav, total_s),
+        music_lufs=integrated_lufs(music_path, total_s) if music_path else None,
+    )
+
+
+@dataclass(frozen=True)
+class MixMeasurement:
+    """Pass 1: the sources' loudness (their gains) and loudnorm's reading of the mix."""
+
+    sources: SourceLoudness
+    mix: LoudnormMeasurement
+
+
 def measure_mix_args(
-    voice_wav: str, music_path: str | None, total_s: float, volume_db: float
+    voice_wav: str,
+    music_path: str | None,
+    total_s: float,
+    volume_db: float,
+    sources: SourceLoudness,
 ) -> list[str]:
     """Pass 1's command: the mix, measured, written nowhere (no video is decoded)."""
     voice, music = audio_inputs(voice_wav, music_path)
-    measured = _measuring_loudnorm(mixed_audio(voice, music, total_s, volume_db))
+    measured = _measuring_loudnorm(mixed_audio(voice, music, total_s, volume_db, sources))
     out = ffmpeg.output(measured, "-", format="null")
     return [*FFMPEG_BASE, "-loglevel", "info", *out.get_args()]
 
 
 def measure_mix(
     voice_wav: str, music_path: str | None, total_s: float, volume_db: float
-) -> LoudnormMeasurement:
-    args = measure_mix_args(voice_wav, music_path, total_s, volume_db)
+) -> MixMeasurement:
+    """Pass 1, audio only: each source's loudness, then the mix's (loudnorm, print_format)."""
+    sources = measure_sources(voice_wav, music_path, total_s)
+    args = measure_mix_args(voice_wav, music_path, total_s, volume_db, sources)
     completed = run_tool(args, timeout=60.0 + 2.0 * total_s)
-    return parse_loudnorm_json(completed.stderr.decode("utf-8", "replace"))
+    return MixMeasurement(sources, parse_loudnorm_json(completed.stderr.decode("utf-8", "replace")))

@@ -23,7 +23,7 @@ from mdame_domain.audio_mix import (
     AUDIO_SAMPLE_RATE,
     DEFAULT_MUSIC_VOLUME_DB,
     MUSIC_VOLUME_RANGE_DB,
-    LoudnormMeasurement,
+    MixMeasurement,
     audio_inputs,
     final_loudnorm,
     loudness_targets,
@@ -134,7 +134,7 @@ def output_seconds(inp: RenderInput) -> float:
     return sum(scene_frame_counts(inp.scene_durations_s, inp.fps)) / inp.fps
 
 
-def _render_output(inp: RenderInput, loudness: LoudnormMeasurement):  # -> ffmpeg OutputStream
+def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg OutputStream
     total_s = output_seconds(inp)
     video = (
         ffmpeg.concat(*_scene_streams(inp), v=1, a=0)
@@ -143,7 +143,8 @@ def _render_output(inp: RenderInput, loudness: LoudnormMeasurement):  # -> ffmpe
         .filter("format", "yuv420p")
     )
     voice, music = audio_inputs(inp.voice_wav, inp.music_path)
-    audio = final_loudnorm(mixed_audio(voice, music, total_s, inp.music_volume_db), loudness)
+    mix = mixed_audio(voice, music, total_s, inp.music_volume_db, loudness.sources)
+    audio = final_loudnorm(mix, loudness.mix)
     audio = audio.filter("atrim", end=f"{total_s:.6f}").filter("asetpts", "PTS-STARTPTS")
     return ffmpeg.output(
         video,
@@ -158,13 +159,13 @@ def _render_output(inp: RenderInput, loudness: LoudnormMeasurement):  # -> ffmpe
     )
 
 
-def build_filtergraph(inp: RenderInput, loudness: LoudnormMeasurement) -> str:
+def build_filtergraph(inp: RenderInput, loudness: MixMeasurement) -> str:
     """The -filter_complex graph of the render (ffmpeg-python names the pads)."""
     args = _render_output(inp, loudness).get_args()
     return args[args.index("-filter_complex") + 1]
 
 
-def build_render_args(inp: RenderInput, loudness: LoudnormMeasurement) -> list[str]:
+def build_render_args(inp: RenderInput, loudness: MixMeasurement) -> list[str]:
     """ffmpeg arguments for the whole render, one invocation; `loudness` is pass 1's reading
     of the same mix (audio_mix.measure_mix)."""
     return [*FFMPEG_BASE, "-loglevel", "error", *_render_output(inp, loudness).get_args()]
@@ -178,7 +179,7 @@ def render_timeout_s(total_s: float) -> float:
 @dataclass(frozen=True)
 class RenderOutcome:
     path: str
-    loudness: LoudnormMeasurement  # pass 1's reading of the mix before normalisation
+    loudness: MixMeasurement  # pass 1: the sources' and the mix's loudness
 
 
 def render_media(inp: RenderInput) -> RenderOutcome:

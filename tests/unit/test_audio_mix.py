@@ -18,6 +18,7 @@ from mdame_domain.audio_mix import (
     TARGET_LUFS,
     LoudnessError,
     MusicLibraryError,
+    SourceLoudness,
     audio_inputs,
     choose_library_track,
     ducked,
@@ -26,6 +27,7 @@ from mdame_domain.audio_mix import (
     levelled_music,
     library_tracks,
     measure_mix,
+    measure_sources,
     mixed_audio,
     music_bed,
     normalized_voice,
@@ -49,7 +51,8 @@ def _mix_to_aac(voice: str, music: str | None, total_s: float, volume_db: float,
     """The render's two passes on the audio alone: the same graph, encoded the same way."""
     measured = measure_mix(voice, music, total_s, volume_db)
     voice_in, music_in = audio_inputs(voice, music)
-    audio = final_loudnorm(mixed_audio(voice_in, music_in, total_s, volume_db), measured)
+    mix = mixed_audio(voice_in, music_in, total_s, volume_db, measured.sources)
+    audio = final_loudnorm(mix, measured.mix)
     stream = ffmpeg.output(audio, out, **{"c:a": "aac", "b:a": AUDIO_BITRATE}, t=f"{total_s:.6f}")
     run_tool([*FFMPEG_BASE, "-loglevel", "error", *stream.get_args()], timeout=120.0)
 
@@ -92,12 +95,13 @@ def test_music_ducks_under_speech(tmp_path: Path) -> None:
     )  # fmt: skip
     total_s = first.duration_s + gap_s + second.duration_s
     bed = generate_procedural_bed("ducking", total_s, str(tmp_path / "bed.wav"))
+    sources = measure_sources(voice_wav, bed.path, total_s)
 
     def bed_level(duck: bool) -> list[float]:
         voice_in, music_in = audio_inputs(voice_wav, bed.path)
-        music = levelled_music(music_in, total_s, -20.0)
+        music = levelled_music(music_in, total_s, -20.0, sources)
         if duck:
-            music = ducked(music, normalized_voice(voice_in, total_s))
+            music = ducked(music, normalized_voice(voice_in, total_s, sources))
         out = str(tmp_path / f"bed-{duck}.wav")
         stream = ffmpeg.output(music, out, t=f"{total_s:.6f}")
         run_tool([*FFMPEG_BASE, "-loglevel", "error", *stream.get_args()], timeout=120.0)
@@ -209,7 +213,9 @@ def test_bad_libraries_are_refused(tmp_path: Path) -> None:
 def test_levelled_music_rejects_out_of_range_volume(tmp_path: Path) -> None:
     _, music = audio_inputs("v.wav", "m.wav")
     with pytest.raises(ValueError, match="outside"):
-        levelled_music(music, 5.0, -3.0)
+        levelled_music(music, 5.0, -3.0, SourceLoudness(-20.0, -20.0))
+    with pytest.raises(LoudnessError, match="nearly"):  # +50 dB to reach the voice's level
+        levelled_music(music, 5.0, -20.0, SourceLoudness(-20.0, -86.0))
 
 
 BASE_DIMENSION = {

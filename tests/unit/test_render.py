@@ -13,6 +13,8 @@ from mdame_domain.audio_mix import (
     MAX_TRUE_PEAK_DBTP,
     TARGET_LUFS,
     LoudnormMeasurement,
+    MixMeasurement,
+    SourceLoudness,
     generate_procedural_bed,
 )
 from mdame_domain.captions import ass_subtitles, caption_box, caption_cues, safe_box
@@ -50,8 +52,11 @@ def _input(durations=(2.0, 3.0), ass="/tmp/subs.ass", **extra) -> RenderInput:
     )
 
 
-MEASURED = LoudnormMeasurement(
-    input_i=-18.5, input_tp=-6.9, input_lra=2.1, input_thresh=-28.9, target_offset=0.1
+MEASURED = MixMeasurement(
+    SourceLoudness(voice_lufs=-22.0, music_lufs=-30.0),
+    LoudnormMeasurement(
+        input_i=-18.5, input_tp=-6.9, input_lra=2.1, input_thresh=-28.9, target_offset=0.1
+    ),
 )
 
 
@@ -91,8 +96,9 @@ def test_filtergraph_shape() -> None:
     assert "scale=1080:1920:force_original_aspect_ratio=increase" in graph
     assert "crop=1080:1920" in graph and "setsar=1" in graph
     assert "concat=a=0:n=2:v=1" in graph and "subtitles=filename=/tmp/subs.ass" in graph
-    # The voice is normalised, the bed levelled and ducked by the voice, both mixed.
-    assert "loudnorm=I=-16.0:LRA=20.0:TP=-6.0" in graph
+    # The voice is normalised (-22 -> -16 LUFS), the bed set 20 dB under it (-30 -> -36),
+    # ducked by the voice, both mixed.
+    assert "volume=6.00dB" in graph and "volume=-6.00dB" in graph
     assert "sidechaincompress=attack=10.0:ratio=10.0:release=400.0:threshold=0.03" in graph
     assert "amix=duration=first:inputs=2:normalize=0" in graph
     # Pass 2: pass 1's values applied linearly, to the -14 LUFS target.
@@ -191,7 +197,7 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     outcome = render_media(
         RenderInput(clips, durations, voice.path, str(ass_path), out, music_path=bed.path)
     )
-    assert outcome.loudness.linear_possible()
+    assert outcome.loudness.mix.linear_possible()
 
     probe = probe_media(out)
     assert (probe.width, probe.height) == (1080, 1920)
