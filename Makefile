@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench bench-gpu lint clean
+.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench bench-gpu bench-render lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -16,6 +16,7 @@ help:
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
 	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
+	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
 
 install:
 	@scripts/install.sh
@@ -55,6 +56,9 @@ bench: db
 # CPU without one), and the scene cache's saving on a day that repeats half of another's prompts.
 bench-gpu: db
 	@$(BIN)/python bench/gpu.py
+# Render wall and CPU time next to the raw encode floor, and the probe pass's share; no database.
+bench-render: install
+	@PYTHONPATH=$(CURDIR) $(BIN)/python bench/render.py $(BENCH_ARGS)
 
 lint: install
 	@$(BIN)/ruff check .

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.audio_mix import DEFAULT_MUSIC_VOLUME_DB, MUSIC_VOLUME_RANGE_DB
 from mdame_domain.captions import CAPTION_FONTS, CaptionStyle
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES
 from mdame_domain.feed_sources import (
@@ -171,6 +172,39 @@ def _caption_style(r: _Reader) -> CaptionStyle:
 # --- end of slice "captions" -----------------------------------------------------------------
 
 
+# --- music bed (issue 11, slice "audio") -------------------------------------------------------
+# The `music:` mapping: a library folder of licensed tracks (each with <track>.license.json;
+# empty: a procedural bed generated per render) and the bed's level under the voice in dB.
+
+
+@dataclass(frozen=True)
+class MusicSettings:
+    library: str = ""
+    volume_db: float = DEFAULT_MUSIC_VOLUME_DB
+
+
+def _music_settings(r: _Reader) -> MusicSettings:
+    music = r.get("music", Mapping, {})
+    unknown = set(music) - {"library", "volume_db"}
+    if unknown:
+        raise r.fail("music", f"unknown keys {sorted(unknown)}")
+    library = music.get("library", "")
+    if library is None:
+        library = ""
+    if not isinstance(library, str):
+        raise r.fail("music.library", f"expected a folder path, got {type(library).__name__}")
+    volume = music.get("volume_db", MusicSettings.volume_db)
+    if isinstance(volume, bool) or not isinstance(volume, int | float):
+        raise r.fail("music.volume_db", f"expected a number, got {type(volume).__name__}")
+    low, high = MUSIC_VOLUME_RANGE_DB
+    if not low <= float(volume) <= high:
+        raise r.fail("music.volume_db", f"must be between {low:g} and {high:g} dB")
+    return MusicSettings(library=library.strip(), volume_db=float(volume))
+
+
+# --- end of slice "audio" ----------------------------------------------------------------------
+
+
 class DimensionConfigError(ValueError):
     def __init__(self, source: str, field_name: str, reason: str) -> None:
         super().__init__(f"dimension file {source!r}: field {field_name!r}: {reason}")
@@ -257,6 +291,7 @@ class DimensionConfig:
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
     # Edge-TTS and Gemini TTS voice settings (issue 8, slice "edge").
     tts: VoiceSettings = field(default_factory=VoiceSettings)
+    music: MusicSettings = field(default_factory=MusicSettings)  # issue 11, slice "audio"
     # -- Gemini writer, safety and budget (issue 8, slice "gem") --------------------------
     # The daily budget of paid model calls (YAML: daily_budget_usd), in integer micro-dollars.
     daily_budget_micros: int = DEFAULT_DAILY_BUDGET_MICROS
@@ -374,6 +409,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         topic_lookback_days=lookback,
         youtube=_youtube(r),
         tts=_voice_settings(r),
+        music=_music_settings(r),
         **_gemini_fields(r),
         sources=sources,
         visuals=_visuals_settings(r),
@@ -529,6 +565,8 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["tts"] = VoiceSettings(**fields["tts"])
     if "visuals" in fields:  # issue 10; configs stored before it keep the default
         fields["visuals"] = VisualsSettings(**fields["visuals"])
+    if "music" in fields:  # issue 11; configs stored before it keep the default
+        fields["music"] = MusicSettings(**fields["music"])
     if "gemini_prices" in fields:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     if "captions" in fields:  # issue 11; configs stored before it keep the default

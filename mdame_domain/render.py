@@ -1,9 +1,11 @@
-"""Final render: scene clips + voice + burned-in captions -> one 1080x1920 H.264/AAC MP4.
+"""Final render: scene clips + voice over a music bed + burned-in captions -> one 1080x1920
+H.264/AAC MP4.
 
-Everything happens in ONE ffmpeg invocation (no intermediate re-encodes): each clip is looped
-and cut to its scene's frame count, scaled and cropped to the frame, the scenes are
-concatenated, the captions are burned in with libass, and the voice is loudness-normalised and
-padded or cut to the video's exact length.
+The video is encoded ONCE (no intermediate re-encodes): each clip is looped and cut to its
+scene's frame count, scaled and cropped to the frame, the scenes are concatenated and the
+captions burned in with libass; the voice, normalised and mixed over the ducked bed, gets the
+second pass of a two-pass loudnorm in the same encode (mdame_domain/audio_mix.py). The graph
+is built with ffmpeg-python, which does the filtergraph quoting.
 """
 
 from __future__ import annotations
@@ -14,10 +16,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import ffmpeg
+
+from mdame_domain.audio_mix import (
+    AUDIO_BITRATE,
+    AUDIO_SAMPLE_RATE,
+    DEFAULT_MUSIC_VOLUME_DB,
+    MUSIC_VOLUME_RANGE_DB,
+    MixMeasurement,
+    audio_inputs,
+    final_loudnorm,
+    loudness_targets,
+    measure_mix,
+    mixed_audio,
+)
+from mdame_domain.encoders import LIBX264, EncoderPreset
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool
 
-AUDIO_SAMPLE_RATE = 48000
-LOUDNORM = "loudnorm=I=-16:TP=-1.5:LRA=11"
+__all__ = ["AUDIO_SAMPLE_RATE", "RenderInput", "RenderOutcome", "render_video", "render_media"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +46,11 @@ class RenderInput:
     width: int = 1080
     height: int = 1920
     fps: int = 24
+    # Issue 11, slice "audio": the bed (None: the voice alone), its level under the voice,
+    # and the encoder preset (mdame_domain/encoders.py; video_encoder() picks it per host).
+    music_path: str | None = None
+    music_volume_db: float = DEFAULT_MUSIC_VOLUME_DB
+    encoder: EncoderPreset = LIBX264
 
     def __post_init__(self) -> None:
         if not self.clip_paths:
@@ -42,6 +63,9 @@ class RenderInput:
             raise ValueError(f"scene durations must be positive: {list(self.scene_durations_s)}")
         if self.width % 2 or self.height % 2 or self.fps < 1:
             raise ValueError(f"bad output geometry {self.width}x{self.height}@{self.fps}")
+        low, high = MUSIC_VOLUME_RANGE_DB
+        if not low <= self.music_volume_db <= high:
+            raise ValueError(f"music volume {self.music_volume_db} dB outside {low}..{high} dB")
 
     @property
     def total_s(self) -> float:
@@ -86,72 +110,65 @@ def scene_frame_counts(durations_s: Sequence[float], fps: int) -> list[int]:
     return counts
 
 
-def escape_filter_path(path: str) -> str:
-    """Escape a path for a filter option inside a filtergraph (two quoting levels)."""
-    # Level 1: the option value (':' separates options, '\\' and "'" quote).
-    value = "".join("\\" + ch if ch in "\\':" else ch for ch in path)
-    # Level 2: the filtergraph (',', ';', '[' and ']' separate filters and pads).
-    return "".join("\\" + ch if ch in "\\'[],;" else ch for ch in value)
-
-
-def _scene_chain(index: int, frames: int, inp: RenderInput) -> str:
-    # fps first: every scene must share one frame rate before trim counts frames and concat.
-    return (
-        f"[{index}:v]fps={inp.fps},trim=end_frame={frames},setpts=PTS-STARTPTS,"
-        f"scale={inp.width}:{inp.height}:force_original_aspect_ratio=increase,"
-        f"crop={inp.width}:{inp.height},setsar=1,format=yuv420p[v{index}]"
-    )
-
-
-def build_filtergraph(inp: RenderInput) -> str:
-    """The -filter_complex graph; outputs [vout] and [aout]."""
+def _scene_streams(inp: RenderInput) -> list:
     counts = scene_frame_counts(inp.scene_durations_s, inp.fps)
-    total_s = sum(counts) / inp.fps
-    scenes = [_scene_chain(i, frames, inp) for i, frames in enumerate(counts)]
-    labels = "".join(f"[v{i}]" for i in range(len(counts)))
-    audio_index = len(inp.clip_paths)
+    scenes = []
+    for path, frames in zip(inp.clip_paths, counts, strict=True):
+        # Loop forever; trim decides how much of each clip is used. fps first: every scene
+        # must share one frame rate before trim counts frames and concat joins them.
+        clip = ffmpeg.input(path, stream_loop=-1).video
+        scenes.append(
+            clip.filter("fps", fps=inp.fps)
+            .filter("trim", end_frame=frames)
+            .filter("setpts", "PTS-STARTPTS")
+            .filter("scale", inp.width, inp.height, force_original_aspect_ratio="increase")
+            .filter("crop", inp.width, inp.height)
+            .filter("setsar", 1)
+            .filter("format", "yuv420p")
+        )
+    return scenes
+
+
+def output_seconds(inp: RenderInput) -> float:
+    """The video's exact length: whole frames."""
+    return sum(scene_frame_counts(inp.scene_durations_s, inp.fps)) / inp.fps
+
+
+def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg OutputStream
+    total_s = output_seconds(inp)
     video = (
-        f"{labels}concat=n={len(counts)}:v=1:a=0,"
-        f"subtitles=filename={escape_filter_path(inp.subtitles_ass)},"
-        f"fps={inp.fps},format=yuv420p[vout]"
+        ffmpeg.concat(*_scene_streams(inp), v=1, a=0)
+        .filter("subtitles", filename=inp.subtitles_ass)
+        .filter("fps", fps=inp.fps)
+        .filter("format", "yuv420p")
     )
-    # loudnorm resamples to 192 kHz internally; aresample brings it back for AAC. espeak's WAV
-    # has no channel layout, so aformat pins one (stereo, the safest for every player).
-    audio = (
-        f"[{audio_index}:a]{LOUDNORM},aresample={AUDIO_SAMPLE_RATE},"
-        f"aformat=sample_fmts=fltp:sample_rates={AUDIO_SAMPLE_RATE}:channel_layouts=stereo,"
-        f"apad=whole_dur={total_s:.6f},atrim=end={total_s:.6f},asetpts=PTS-STARTPTS[aout]"
-    )
-    return ";".join([*scenes, video, audio])
-
-
-def build_render_args(inp: RenderInput) -> list[str]:
-    """ffmpeg arguments for the whole render, one invocation."""
-    total_s = sum(scene_frame_counts(inp.scene_durations_s, inp.fps)) / inp.fps
-    clip_inputs: list[str] = []
-    for path in inp.clip_paths:
-        # Loop forever; trim in the graph decides how much of each clip is used.
-        clip_inputs += ["-stream_loop", "-1", "-i", path]
-    return [
-        *FFMPEG_BASE,
-        "-loglevel", "error",
-        *clip_inputs,
-        "-i", inp.voice_wav,
-        "-filter_complex", build_filtergraph(inp),
-        "-map", "[vout]",
-        "-map", "[aout]",
-        "-c:v", "libx264",
-        "-preset", "veryfast",
-        "-crf", "23",
-        "-r", str(inp.fps),
-        "-pix_fmt", "yuv420p",
-        "-c:a", "aac",
-        "-b:a", "128k",
-        "-ar", str(AUDIO_SAMPLE_RATE),
-        "-t", f"{total_s:.6f}",
-        "-movflags", "+faststart",
+    voice, music = audio_inputs(inp.voice_wav, inp.music_path)
+    mix = mixed_audio(voice, music, total_s, inp.music_volume_db, loudness.sources)
+    audio = final_loudnorm(mix, loudness.mix)
+    audio = audio.filter("atrim", end=f"{total_s:.6f}").filter("asetpts", "PTS-STARTPTS")
+    return ffmpeg.output(
+        video,
+        audio,
         inp.out_path,
-    ]  # fmt: skip
+        **inp.encoder.output_options(),
+        r=inp.fps,
+        **{"c:a": "aac", "b:a": AUDIO_BITRATE},
+        ar=AUDIO_SAMPLE_RATE,
+        t=f"{total_s:.6f}",
+        movflags="+faststart",
+    )
+
+
+def build_filtergraph(inp: RenderInput, loudness: MixMeasurement) -> str:
+    """The -filter_complex graph of the render (ffmpeg-python names the pads)."""
+    args = _render_output(inp, loudness).get_args()
+    return args[args.index("-filter_complex") + 1]
+
+
+def build_render_args(inp: RenderInput, loudness: MixMeasurement) -> list[str]:
+    """ffmpeg arguments for the whole render, one invocation; `loudness` is pass 1's reading
+    of the same mix (audio_mix.measure_mix)."""
+    return [*FFMPEG_BASE, "-loglevel", "error", *_render_output(inp, loudness).get_args()]
 
 
 def render_timeout_s(total_s: float) -> float:
@@ -159,14 +176,26 @@ def render_timeout_s(total_s: float) -> float:
     return 120.0 + 6.0 * total_s
 
 
+@dataclass(frozen=True)
+class RenderOutcome:
+    path: str
+    loudness: MixMeasurement  # pass 1: the sources' and the mix's loudness
+
+
+def render_media(inp: RenderInput) -> RenderOutcome:
+    """Pass 1 measures the mix (audio only), pass 2 encodes the video with it applied."""
+    loudness = measure_mix(inp.voice_wav, inp.music_path, output_seconds(inp), inp.music_volume_db)
+    run_tool(build_render_args(inp, loudness), timeout=render_timeout_s(inp.total_s))
+    return RenderOutcome(inp.out_path, loudness)
+
+
 def render_video(inp: RenderInput) -> str:
     """Render the final video to inp.out_path and return that path."""
-    run_tool(build_render_args(inp), timeout=render_timeout_s(inp.total_s))
-    return inp.out_path
+    return render_media(inp).path
 
 
 # Bump when build_render_args changes what it makes from the same inputs.
-RENDER_RECIPE_VERSION = "render-v1"
+RENDER_RECIPE_VERSION = "render-v2"
 
 
 def render_inputs_digest(
@@ -177,8 +206,13 @@ def render_inputs_digest(
     width: int = 1080,
     height: int = 1920,
     fps: int = 24,
+    *,
+    music_sha256: str | None = None,
+    music_volume_db: float = DEFAULT_MUSIC_VOLUME_DB,
+    encoder: EncoderPreset = LIBX264,
 ) -> str:
-    """SHA-256 naming everything a render is made from (content hashes, not paths)."""
+    """SHA-256 naming everything a render is made from (content hashes, not paths): the bed,
+    its level, the loudness targets and the encoder preset change the bytes too."""
     recipe = {
         "recipe": RENDER_RECIPE_VERSION,
         "clips": list(clip_sha256s),
@@ -186,5 +220,8 @@ def render_inputs_digest(
         "voice": voice_sha256,
         "subtitles": subtitles_ass,
         "size": [width, height, fps],
+        "music": [music_sha256, round(music_volume_db, 3)],
+        "loudness": loudness_targets(),
+        "encoder": encoder.as_json(),
     }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from mdame_domain.audio_mix import (
+    LUFS_TOLERANCE_LU,
+    MAX_TRUE_PEAK_DBTP,
+    TARGET_LUFS,
+    LoudnormMeasurement,
+    MixMeasurement,
+    SourceLoudness,
+    generate_procedural_bed,
+)
 from mdame_domain.captions import ass_subtitles, caption_box, caption_cues, safe_box
+from mdame_domain.encoders import H264_NVENC
 from mdame_domain.probe import (
     RenderRules,
     check_render,
@@ -21,23 +31,33 @@ from mdame_domain.render import (
     RenderInput,
     build_filtergraph,
     build_render_args,
-    escape_filter_path,
-    render_video,
+    render_media,
     scene_durations,
     scene_frame_counts,
 )
 from mdame_domain.visuals import render_procedural_clip
 from mdame_domain.voice import synthesize_espeak
+from tests.media_measure import ebur128_summary
 
 
-def _input(durations=(2.0, 3.0), ass="/tmp/subs.ass") -> RenderInput:
+def _input(durations=(2.0, 3.0), ass="/tmp/subs.ass", **extra) -> RenderInput:
     return RenderInput(
         clip_paths=[f"/tmp/clip{i}.mp4" for i in range(len(durations))],
         scene_durations_s=durations,
         voice_wav="/tmp/voice.wav",
         subtitles_ass=ass,
         out_path="/tmp/out.mp4",
+        music_path="/tmp/bed.wav",
+        **extra,
     )
+
+
+MEASURED = MixMeasurement(
+    SourceLoudness(voice_lufs=-22.0, music_lufs=-30.0),
+    LoudnormMeasurement(
+        input_i=-18.5, input_tp=-6.9, input_lra=2.1, input_thresh=-28.9, target_offset=0.1
+    ),
+)
 
 
 def test_scene_durations_follow_weights_and_sum_to_total() -> None:
@@ -69,27 +89,29 @@ def test_frame_counts_do_not_drift() -> None:
     assert scene_frame_counts([0.01], 24) == [1]
 
 
-def test_filter_path_escaping() -> None:
-    assert escape_filter_path("/tmp/a.ass") == "/tmp/a.ass"
-    assert escape_filter_path("C:/x,y[1];z'q") == "C\\\\:/x\\,y\\[1\\]\\;z\\\\\\'q"
-
-
 def test_filtergraph_shape() -> None:
-    graph = build_filtergraph(_input())
-    assert "[0:v]fps=24,trim=end_frame=48,setpts=PTS-STARTPTS" in graph
-    assert "[1:v]fps=24,trim=end_frame=72," in graph
-    assert "force_original_aspect_ratio=increase,crop=1080:1920,setsar=1" in graph
-    assert "[v0][v1]concat=n=2:v=1:a=0,subtitles=filename=/tmp/subs.ass" in graph
-    assert "[2:a]loudnorm=I=-16:TP=-1.5:LRA=11" in graph
-    assert "apad=whole_dur=5.000000,atrim=end=5.000000" in graph
-    assert graph.endswith("[aout]")
+    graph = build_filtergraph(_input(), MEASURED)
+    assert "[0:v]fps=fps=24[" in graph and "trim=end_frame=48[" in graph
+    assert "trim=end_frame=72[" in graph
+    assert "scale=1080:1920:force_original_aspect_ratio=increase" in graph
+    assert "crop=1080:1920" in graph and "setsar=1" in graph
+    assert "concat=a=0:n=2:v=1" in graph and "subtitles=filename=/tmp/subs.ass" in graph
+    # The voice is normalised (-22 -> -16 LUFS), the bed set 20 dB under it (-30 -> -36),
+    # ducked by the voice, both mixed.
+    assert "volume=6.00dB" in graph and "volume=-6.00dB" in graph
+    assert "sidechaincompress=attack=10.0:ratio=10.0:release=400.0:threshold=0.03" in graph
+    assert "amix=duration=first:inputs=2:normalize=0" in graph
+    # Pass 2: pass 1's values applied linearly, to the -14 LUFS target.
+    assert "I=-14.0" in graph and "linear=true" in graph
+    assert "measured_I=-18.50" in graph and "measured_TP=-6.90" in graph
+    assert "apad=whole_dur=5.000000" in graph and "atrim=end=5.000000" in graph
 
 
 def test_render_args_are_one_ffmpeg_call() -> None:
-    args = build_render_args(_input())
+    args = build_render_args(_input(), MEASURED)
     joined = " ".join(args)
     assert args[0] == "ffmpeg" and args.count("-filter_complex") == 1
-    assert args.count("-stream_loop") == 2
+    assert args.count("-stream_loop") == 3  # two clips and the bed
     for expected in (
         "-c:v libx264",
         "-preset veryfast",
@@ -98,13 +120,19 @@ def test_render_args_are_one_ffmpeg_call() -> None:
         "-pix_fmt yuv420p",
         "-c:a aac",
         "-b:a 128k",
+        "-ar 48000",
         "-movflags +faststart",
-        "-map [vout]",
-        "-map [aout]",
         "-t 5.000000",
     ):
         assert expected in joined
+    assert joined.count("-map [") == 2
     assert args[-1] == "/tmp/out.mp4"
+
+
+def test_render_args_follow_the_encoder_preset() -> None:
+    joined = " ".join(build_render_args(_input(encoder=H264_NVENC), MEASURED))
+    assert "-c:v h264_nvenc" in joined and "-cq 23" in joined and "-pix_fmt yuv420p" in joined
+    assert "libx264" not in joined
 
 
 def test_render_input_validation() -> None:
@@ -114,6 +142,10 @@ def test_render_input_validation() -> None:
         RenderInput(["a.mp4"], [1.0, 2.0], "v.wav", "s.ass", "o.mp4")
     with pytest.raises(ValueError):
         _input(durations=(1.0, 0.0))
+    with pytest.raises(ValueError):
+        _input(music_volume_db=0.0)
+    with pytest.raises(ValueError):
+        _input(music_volume_db=-60.0)
 
 
 def _white_pixel_box(path: str, at_s: float) -> tuple[int, int, int, int] | None:
@@ -160,8 +192,12 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     ass_path = odd_dir / "captions.ass"
     ass_path.write_text(ass_subtitles(caption_cues(voice.words)), encoding="utf-8")
     out = str(tmp_path / "final.mp4")
+    bed = generate_procedural_bed("science:e2e", total_s, str(tmp_path / "bed.wav"))
 
-    render_video(RenderInput(clips, durations, voice.path, str(ass_path), out))
+    outcome = render_media(
+        RenderInput(clips, durations, voice.path, str(ass_path), out, music_path=bed.path)
+    )
+    assert outcome.loudness.mix.linear_possible()
 
     probe = probe_media(out)
     assert (probe.width, probe.height) == (1080, 1920)
@@ -170,6 +206,9 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     assert probe.duration_s == pytest.approx(total_s, abs=0.1)
     assert mean_volume_db(out) > -40.0
     assert check_render(out, RenderRules(min_duration_s=15.0)) == []
+    integrated, true_peak = ebur128_summary(out)
+    assert abs(integrated - TARGET_LUFS) <= LUFS_TOLERANCE_LU, integrated
+    assert true_peak <= MAX_TRUE_PEAK_DBTP, true_peak
 
     starts = [math.fsum(durations[:i]) for i in range(len(durations))]
     middles = [start + d / 2 for start, d in zip(starts, durations, strict=True)]
@@ -196,3 +235,9 @@ def test_render_inputs_digest_names_content_not_paths():
     assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.5, 3.5], "c" * 64, "[Script Info]")
     assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "d" * 64, "[Script Info]")
     assert base != render_inputs_digest(["a" * 64, "b" * 64], [3.0, 4.0], "c" * 64, "other")
+    # Everything else that changes the bytes: the bed, its level, the encoder preset.
+    args = (["a" * 64, "b" * 64], [3.0, 4.0], "c" * 64, "[Script Info]")
+    with_bed = render_inputs_digest(*args, music_sha256="e" * 64)
+    assert with_bed not in (base, render_inputs_digest(*args, music_sha256="f" * 64))
+    assert with_bed != render_inputs_digest(*args, music_sha256="e" * 64, music_volume_db=-12.0)
+    assert with_bed != render_inputs_digest(*args, music_sha256="e" * 64, encoder=H264_NVENC)

@@ -1,5 +1,8 @@
-"""renders: one ffmpeg invocation per script: scene clips, voice and burned-in captions."""
+"""renders: one video encode per script: scene clips, voice over a ducked music bed (two-pass
+loudnorm: an audio-only measurement, then the encode), burned-in captions; and the thumbnail."""
 
+import hashlib
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -12,7 +15,10 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
 from mdame_core.state import WorkUnit
+from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
 from mdame_domain.captions import Cue, build_captions
+from mdame_domain.encoders import video_encoder
+from mdame_domain.media_store import StoredMedia
 from mdame_domain.probe import check_render, probe_media
 from mdame_domain.render import (
     RenderInput,
@@ -20,6 +26,7 @@ from mdame_domain.render import (
     render_video,
     scene_durations,
 )
+from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
@@ -29,8 +36,9 @@ REVIEW_CHECK = "technical"
 
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
-) -> tuple[RenderInput, str, list[dict]]:
-    """What ffmpeg needs, the digest of those inputs' contents, and the caption boxes."""
+) -> tuple[RenderInput, str, MusicTrack, list[dict]]:
+    """What ffmpeg needs, the digest of those inputs' contents, the music bed and the caption
+    boxes."""
     store = media.store()
     voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
@@ -54,12 +62,20 @@ def _render_inputs(
     subtitles_text = captions.ass
     subtitles = work / "captions.ass"
     subtitles.write_text(subtitles_text, encoding="utf-8")
+    # The bed: the dimension's licensed library, or a pad generated for this script.
+    music = step.dimension.music
+    bed = music_bed(
+        music.library, f"{step.dimension.slug}:{script.id}", voice.payload["duration_s"], work
+    )
     inputs = RenderInput(
         clip_paths=[str(store.verified_path(s.result["uri"], s.result["sha256"])) for s in scenes],
         scene_durations_s=durations,
         voice_wav=str(store.verified_path(voice.payload["uri"], voice.payload["sha256"])),
         subtitles_ass=str(subtitles),
         out_path=str(work / "video.mp4"),
+        music_path=bed.path,
+        music_volume_db=music.volume_db,
+        encoder=video_encoder(),
     )
     digest = render_inputs_digest(
         [s.result["sha256"] for s in scenes],
@@ -69,27 +85,43 @@ def _render_inputs(
         inputs.width,
         inputs.height,
         inputs.fps,
+        music_sha256=bed.sha256,
+        music_volume_db=inputs.music_volume_db,
+        encoder=inputs.encoder,
     )
-    return inputs, digest, [box.to_json() for box in captions.boxes]
+    return inputs, digest, bed, [box.to_json() for box in captions.boxes]
 
 
-def _rendered_file(step: Step, script: WorkUnit, media: MediaStoreResource, key: str):
-    """The stored MP4 for this script: reused when the same inputs were rendered before."""
+def _rendered_file(
+    step: Step, script: WorkUnit, media: MediaStoreResource, key: str
+) -> tuple[StoredMedia, StoredMedia, RenderInput, MusicTrack, list[dict]]:
+    """The stored MP4 and thumbnail for this script: reused when the same inputs were
+    rendered before."""
     work = media.scratch_dir(f"render-{key[:16]}")
-    inputs, digest, boxes = _render_inputs(step, script, media, work)
+    inputs, digest, bed, boxes = _render_inputs(step, script, media, work)
     store = media.store()
     stored = store.find_derived("render", digest)
     if stored is None:
         stored = store.put_file(render_video(inputs), ".mp4")
         store.remember_derived("render", digest, stored)
-    return stored, boxes
+    title = script.payload["script"]["hook"]
+    thumb_digest = hashlib.sha256(
+        json.dumps([THUMBNAIL_RECIPE_VERSION, stored.sha256, title]).encode()
+    ).hexdigest()
+    thumbnail = store.find_derived("thumbnail", thumb_digest)
+    if thumbnail is None:
+        at_s = min(THUMBNAIL_AT_S, inputs.total_s / 2)
+        jpeg = render_thumbnail(str(stored.path), title, str(work / "thumbnail.jpg"), at_s)
+        thumbnail = store.put_file(jpeg, ".jpg")
+        store.remember_derived("thumbnail", thumb_digest, thumbnail)
+    return stored, thumbnail, inputs, bed, boxes
 
 
 def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
     """Renders (or reuses the render of identical inputs), probes it and records the render,
     its review and the script's outcome in one phase."""
     key = series_key(step.state, script, "render", "render")
-    stored, caption_boxes = _rendered_file(step, script, media, key)
+    stored, thumbnail, inputs, bed, caption_boxes = _rendered_file(step, script, media, key)
     probe = probe_media(str(stored.path))
     payload = {
         "script_id": script.id,
@@ -101,6 +133,15 @@ def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict
         "problems": check_render(str(stored.path)),
         # Where each caption, hook and title is drawn, for the caption_layout check.
         "caption_boxes": caption_boxes,
+        # Issue 11, slice "audio": the bed and its license, the encoder, the thumbnail.
+        "music": {**bed.payload(), "volume_db": inputs.music_volume_db},
+        "encoder": inputs.encoder.name,
+        "loudness_target": {
+            "integrated_lufs": TARGET_LUFS,
+            "max_true_peak_dbtp": MAX_TRUE_PEAK_DBTP,
+        },
+        "thumbnail_uri": thumbnail.uri,
+        "thumbnail_sha256": thumbnail.sha256,
     }
     outcome = step.state.record_render(script.id, key, payload, REVIEW_CHECK)
     if outcome != "rendered":

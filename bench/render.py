@@ -1,0 +1,190 @@
+"""Render cost next to the raw encode floor, and the probe pass as a fraction of the render.
+
+Prepares, once: five procedural scene clips (540x960, as the offline visuals make them), an
+espeak voice of about --seconds, its captions, the procedural music bed, and the floor's
+inputs: the same scenes pre-scaled to 1080x1920 in one file and the voice at 48 kHz stereo.
+
+Then, --repeats times and alternating which goes first:
+- the floor: one ffmpeg encode of the pre-scaled video and the voice with the render's codec
+  settings (encoder preset, -r, AAC 128k at 48 kHz, faststart) and no filters at all;
+- the render: mdame_domain.render.render_media (pass 1: the audio-only loudness measurement;
+  pass 2: the one encode with scaling, concat, captions, mix, ducking and loudnorm).
+Wall time and CPU time (children's rusage: user + system) of each; medians and the ratios
+render/floor are printed (target: at most 1.1x). Then the thumbnail's cost, and the probe
+pass (mdame_domain.probe.check_render, the public check of today's probe.py) as a fraction of
+the render's wall time.
+
+    PYTHONPATH=. ENV=dev python bench/render.py [--seconds 30] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mdame_domain.audio_mix import (  # noqa: E402
+    AUDIO_BITRATE,
+    AUDIO_SAMPLE_RATE,
+    generate_procedural_bed,
+    measure_mix,
+)
+from mdame_domain.captions import ass_subtitles, caption_cues  # noqa: E402
+from mdame_domain.encoders import video_encoder  # noqa: E402
+from mdame_domain.mediatools import FFMPEG_BASE, run_tool  # noqa: E402
+from mdame_domain.probe import check_render  # noqa: E402
+from mdame_domain.render import (  # noqa: E402
+    RenderInput,
+    output_seconds,
+    render_media,
+    scene_durations,
+    scene_frame_counts,
+)
+from mdame_domain.thumbnail import render_thumbnail  # noqa: E402
+from mdame_domain.visuals import render_procedural_clip  # noqa: E402
+from mdame_domain.voice import synthesize_espeak  # noqa: E402
+
+TEXT = (
+    "Glass rains sideways on a planet far from here. The wind there is faster than sound, "
+    "and its deep blue colour hides a brutal place. Scientists found it by watching starlight "
+    "pass through its air, and what they saw was silicate clouds. Some days the temperature "
+    "tops a thousand degrees. Nobody will ever walk there, but we can still read its weather "
+    "from sixty light years away. Follow for more strange facts about space."
+)
+PALETTE = ("#1e3a8a", "#b91c1c", "#0f766e")
+
+
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(action: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), _cpu_children()
+    action()
+    return time.perf_counter() - wall, _cpu_children() - cpu
+
+
+def _prepare(work: Path, seconds: float) -> tuple[RenderInput, list[str], str]:
+    # espeak speaks about 2.6 words a second; the text repeats for long videos.
+    words = (TEXT.split() * (1 + int(seconds) // 25))[: max(8, round(seconds * 2.6))]
+    voice = synthesize_espeak(" ".join(words), "en-us", str(work / "voice.wav"))
+    durations = scene_durations([1.0, 1.3, 0.8, 1.1, 1.0], voice.duration_s)
+    clips = [
+        render_procedural_clip(
+            hashlib.sha256(f"bench-{i}".encode()).hexdigest(),
+            PALETTE,
+            d,
+            str(work / f"clip{i}.mp4"),
+        )
+        for i, d in enumerate(durations)
+    ]
+    ass = work / "captions.ass"
+    ass.write_text(ass_subtitles(caption_cues(voice.words)), encoding="utf-8")
+    bed = generate_procedural_bed("bench", voice.duration_s, str(work / "bed.wav"))
+    inp = RenderInput(
+        clips,
+        durations,
+        voice.path,
+        str(ass),
+        str(work / "render.mp4"),
+        music_path=bed.path,
+        encoder=video_encoder(),
+    )
+    # The floor's inputs: the same scenes, already 1080x1920 at 24 fps, in one high-quality
+    # file; the voice already at the output's rate and layout.
+    counts = scene_frame_counts(durations, inp.fps)
+    chains = [
+        f"[{i}:v]fps={inp.fps},trim=end_frame={n},setpts=PTS-STARTPTS,"
+        f"scale={inp.width}:{inp.height}:force_original_aspect_ratio=increase,"
+        f"crop={inp.width}:{inp.height},setsar=1,format=yuv420p[v{i}]"
+        for i, n in enumerate(counts)
+    ]
+    concat = "".join(f"[v{i}]" for i in range(len(counts))) + f"concat=n={len(counts)}[v]"
+    prescaled = str(work / "prescaled.mp4")
+    run_tool(
+        [*FFMPEG_BASE, "-loglevel", "error"]
+        + [a for c in clips for a in ("-stream_loop", "-1", "-i", c)]
+        + ["-filter_complex", ";".join([*chains, concat]), "-map", "[v]",
+           "-c:v", "libx264", "-preset", "veryfast", "-crf", "12", prescaled],
+        timeout=1200,
+    )  # fmt: skip
+    voice48 = str(work / "voice48.wav")
+    run_tool(
+        [*FFMPEG_BASE, "-loglevel", "error", "-i", voice.path, "-ar", str(AUDIO_SAMPLE_RATE),
+         "-ac", "2", voice48],
+        timeout=120,
+    )  # fmt: skip
+    floor_args = [*FFMPEG_BASE, "-loglevel", "error", "-i", prescaled, "-i", voice48,
+                  "-map", "0:v", "-map", "1:a"]  # fmt: skip
+    for name, value in inp.encoder.options:
+        floor_args += [f"-{name}", value]
+    floor_args += [
+        "-r", str(inp.fps), "-c:a", "aac", "-b:a", AUDIO_BITRATE,
+        "-ar", str(AUDIO_SAMPLE_RATE), "-t", f"{output_seconds(inp):.6f}",
+        "-movflags", "+faststart", str(work / "floor.mp4"),
+    ]  # fmt: skip
+    return inp, floor_args, voice.path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of the video")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mdame-bench-render-") as tmp:
+        work = Path(tmp)
+        inp, floor_args, _ = _prepare(work, args.seconds)
+        print(
+            f"video {output_seconds(inp):.1f}s {inp.width}x{inp.height}@{inp.fps}, "
+            f"encoder {inp.encoder.name}, {os.cpu_count()} CPUs, {args.repeats} repeats"
+        )
+        floor: list[tuple[float, float]] = []
+        render: list[tuple[float, float]] = []
+        for i in range(args.repeats):
+            steps = [("floor", floor), ("render", render)]
+            for name, results in steps if i % 2 == 0 else steps[::-1]:
+                if name == "floor":
+                    results.append(_timed(lambda: run_tool(floor_args, timeout=1200)))
+                else:
+                    results.append(_timed(lambda: render_media(inp)))
+                print(f"  round {i + 1} {name:6s} wall {results[-1][0]:6.2f}s cpu "
+                      f"{results[-1][1]:6.2f}s")  # fmt: skip
+        measure_wall, measure_cpu = _timed(
+            lambda: measure_mix(
+                inp.voice_wav, inp.music_path, output_seconds(inp), inp.music_volume_db
+            )
+        )
+        thumb_wall, thumb_cpu = _timed(
+            lambda: render_thumbnail(inp.out_path, "A bench title", str(work / "thumb.jpg"))
+        )
+        problems: list[str] = []
+        probe_wall, probe_cpu = _timed(lambda: problems.extend(check_render(inp.out_path)))
+
+        def med(values: list[tuple[float, float]], k: int) -> float:
+            return statistics.median(v[k] for v in values)
+
+        f_wall, f_cpu, r_wall, r_cpu = med(floor, 0), med(floor, 1), med(render, 0), med(render, 1)
+        print(f"floor   median wall {f_wall:6.2f}s  cpu {f_cpu:6.2f}s")
+        print(f"render  median wall {r_wall:6.2f}s  cpu {r_cpu:6.2f}s  (pass 1 alone: wall "
+              f"{measure_wall:.2f}s, cpu {measure_cpu:.2f}s)")  # fmt: skip
+        print(f"ratio render/floor: wall {r_wall / f_wall:.2f}x  cpu {r_cpu / f_cpu:.2f}x  "
+              f"(target <= 1.10x)")  # fmt: skip
+        print(f"thumbnail: wall {thumb_wall:.2f}s cpu {thumb_cpu:.2f}s "
+              f"({thumb_wall / r_wall:.1%} of the render)")  # fmt: skip
+        print(f"probe pass (probe.check_render): wall {probe_wall:.2f}s cpu {probe_cpu:.2f}s, "
+              f"{probe_wall / r_wall:.1%} of the render's wall time; "
+              f"problems: {problems or 'none'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
