@@ -1171,9 +1171,7 @@ class StateStore:
         self, publication_id: int, status: str, detail: JsonObject | None = None
     ) -> str:
         """set | refused | failed, once per publication; the status that stands."""
-        return self._scalar(
-            "record_thumbnail", publication_id, status, _obj(detail), self._token()
-        )
+        return self._scalar("record_thumbnail", publication_id, status, _obj(detail), self._token())
 
     def reviews_of(self, render_id: int) -> list[dict[str, Any]]:
         """Every review of a render, oldest first."""

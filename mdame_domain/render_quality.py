@@ -106,9 +106,7 @@ def media_problems(a: MediaAnalysis, rules: QualityRules) -> dict[str, list[str]
                 f"{rules.target_lufs:g} +-{rules.lufs_tolerance:g}"
             )
         if a.true_peak_dbtp > rules.max_true_peak_dbtp:
-            loud.append(
-                f"true peak {a.true_peak_dbtp:.1f} dBTP above {rules.max_true_peak_dbtp:g}"
-            )
+            loud.append(f"true peak {a.true_peak_dbtp:.1f} dBTP above {rules.max_true_peak_dbtp:g}")
     for name, value, limit, what in (
         (BLACK, a.longest_black_s, rules.max_black_s, "black"),
         (FREEZE, a.longest_freeze_s, rules.max_freeze_s, "frozen"),

@@ -115,8 +115,9 @@ def make(
     """A short H.264/AAC render-like file; `loudness` normalises it like a compliant render."""
     _ffmpeg(
         "-f", "lavfi", "-i", video, "-f", "lavfi", "-i", audio, "-t", str(seconds),
-        "-vf", vf, "-af", f"{loudness},aformat=channel_layouts=stereo", "-c:v", "libx264", "-preset", "ultrafast",
-        "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k", *extra, str(path),
+        "-vf", vf, "-af", f"{loudness},aformat=channel_layouts=stereo",
+        "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+        "-c:a", "aac", "-b:a", "128k", *extra, str(path),
     )  # fmt: skip
     return path
 

@@ -270,9 +270,7 @@ def _publish_script(
                     thumbnail=thumbnail,
                 )
             else:
-                video_id = _publish_once(
-                    step, key, payload, publisher, video, metadata, thumbnail
-                )
+                video_id = _publish_once(step, key, payload, publisher, video, metadata, thumbnail)
             if video_id is None:
                 complete = False
             else:

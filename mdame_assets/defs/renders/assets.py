@@ -15,18 +15,18 @@ from mdame_assets.work import series_key
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.captions import Cue, ass_subtitles, caption_cues
 from mdame_domain.probe import MediaAnalysis, analyze_media
+from mdame_domain.render import (
+    RenderInput,
+    render_inputs_digest,
+    render_video,
+    scene_durations,
+)
 from mdame_domain.render_quality import (
     SCENES,
     QualityRules,
     media_problems,
     rules_for,
     scene_problems,
-)
-from mdame_domain.render import (
-    RenderInput,
-    render_inputs_digest,
-    render_video,
-    scene_durations,
 )
 from mdame_domain.voice import WordTiming
 from mdame_resources.media import MediaStoreResource
@@ -116,7 +116,9 @@ def technical_problems(
 ) -> dict[str, list[str]]:
     """Per quality check, the problems of one analysed render (empty lists: it passes)."""
     found = media_problems(analysis, rules)
-    found[SCENES] = scene_problems(planned, used, analysis.video_duration_s, rules.scene_tolerance_s)
+    found[SCENES] = scene_problems(
+        planned, used, analysis.video_duration_s, rules.scene_tolerance_s
+    )
     return found
 
 

@@ -91,9 +91,7 @@ def _scene_offset(planned: list[float], used: list[float] | None) -> float:
     return max((abs(a - b) for a, b in zip(planned, used, strict=True)), default=0.0)
 
 
-def _evaluate(
-    step: Step, media: MediaStoreResource, tallies: dict[str, _Tally]
-) -> int:
+def _evaluate(step: Step, media: MediaStoreResource, tallies: dict[str, _Tally]) -> int:
     rules = q.rules_for(step.dimension.duration_range_s)
     checked = 0
     for script in step.units("script"):
