@@ -68,7 +68,6 @@ BEGIN
   PERFORM mdame._require_json('payload', p_payload),
           mdame._require_json('reviews', p_reviews, 'array');
   PERFORM mdame._fence(mdame._unit_dimension('script', p_script_id), p_lock_token);
-  PERFORM mdame._require_state('script', p_script_id, ARRAY['render_queued']);
   PERFORM mdame._require_sha256('payload.sha256', p_payload ->> 'sha256'),
           mdame._require_sha256('payload.request_sha256', p_payload ->> 'request_sha256');
   IF jsonb_array_length(p_reviews) = 0 THEN
@@ -82,6 +81,7 @@ BEGIN
             mdame._require_json('review.acceptance', v_review -> 'acceptance');
     v_problems := v_problems || (v_review -> 'problems');
   END LOOP;
+  PERFORM mdame._require_state('script', p_script_id, ARRAY['render_queued']);
   IF (p_payload ->> 'script_id')::bigint IS DISTINCT FROM p_script_id THEN
     PERFORM mdame._invalid(format('render payload belongs to another script than %s', p_script_id));
   END IF;
