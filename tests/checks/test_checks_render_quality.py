@@ -174,8 +174,11 @@ def test_scenes_gate_fails_when_the_render_used_other_scenes_than_planned(render
 
 def test_a_file_changed_after_rendering_is_analysed_again(rendered_rig, tmp_path):
     # The stored analysis is only of the approved bytes: a louder file under the same name
-    # fails on its hash and on its own loudness.
+    # fails on its hash and on its own loudness. (Published first: a render nothing was
+    # published from would be healed, rendered again, instead.)
     rig = rendered_rig
+    first = rig.materialize(graph(only=PUBLISHING))
+    assert first.success and rig.script().state == "published"
     render, path = _approved(rig)
     louder = tmp_path / "louder.mp4"
     _audio(path, louder, "volume=12dB")
