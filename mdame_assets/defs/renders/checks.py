@@ -9,7 +9,6 @@ a changed or older file is analysed once here (ffprobe and one ffmpeg decode). E
 carries numbers a dashboard charts (the partition's worst) and a per-render table.
 """
 
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
