@@ -9,6 +9,9 @@ document's rootUrl points here:
 - videos.list (id=..., part=snippet,status,processingDetails,statistics),
   channels.list (mine=true, part=contentDetails), playlistItems.list (the uploads playlist,
   newest first, paged);
+- thumbnails.set as a media upload: POST /upload/youtube/v3/thumbnails/set?videoId=...
+  (the JPEG as the body, 50 units; 403 forbidden on a channel that may not use custom
+  thumbnails, see `allow_custom_thumbnails`);
 - an OAuth token endpoint (POST /token: refresh_token and authorization_code grants) and a
   consent endpoint (GET /o/oauth2/auth) that agrees at once and redirects with a code;
 - the June-2026 quota model per channel and Pacific-time day: videos.insert and search.list
@@ -47,6 +50,8 @@ from zoneinfo import ZoneInfo
 PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
 LIST_COST = 1
+THUMBNAIL_COST = 50
+THUMBNAIL_MAX_BYTES = 2 * 1024 * 1024  # the API's limit
 
 # Fault kinds and the requests they apply to (the first queued fault of a matching kind fires).
 FAULTS: dict[str, str] = {
@@ -224,6 +229,18 @@ class FakeYouTube:
             }
             self.state.save()
             return cid
+
+    def allow_custom_thumbnails(self, channel_id: str, allowed: bool) -> None:
+        """A channel may set custom thumbnails (a verified one) or not (thumbnails.set: 403)."""
+        with self.state.lock:
+            self.state.data["channels"][channel_id]["custom_thumbnails"] = allowed
+            self.state.save()
+
+    def thumbnail(self, video_id: str) -> dict[str, Any] | None:
+        """The custom thumbnail set on a video ({"sha256", "size", "sets"}), if any."""
+        with self.state.lock:
+            found = self.state.data["videos"][video_id].get("thumbnail")
+            return dict(found) if found else None
 
     def set_limits(self, **limits: int) -> None:
         with self.state.lock:
@@ -597,6 +614,53 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"Range": f"bytes=0-{received - 1}"} if received else {}
         self._send(308, None, headers)
 
+    # -- thumbnails.set ------------------------------------------------------------------
+    def thumbnails_set(self, query: dict[str, str]) -> None:
+        channel = self._channel()
+        if channel is None:
+            return
+        data = self._body()
+        st = self.fake.state
+        with st.lock:
+            video = st.data["videos"].get(query.get("videoId", ""))
+            if video is None or video["channel"] != channel:
+                self._send(404, _error(404, "videoNotFound", "video not found"))
+                return
+            if not st.data["channels"][channel].get("custom_thumbnails", True):
+                self._send(
+                    403,
+                    _error(
+                        403,
+                        "forbidden",
+                        "The authenticated user doesn't have permissions to upload and set "
+                        "custom video thumbnails.",
+                        "youtube.thumbnail",
+                    ),
+                )
+                return
+            if not data.startswith(b"\xff\xd8") or len(data) > THUMBNAIL_MAX_BYTES:
+                self._send(400, _error(400, "invalidImage", "not a JPEG up to 2 MB"))
+                return
+            if not st.charge(channel, "units", THUMBNAIL_COST):
+                self._send(403, _error(403, "quotaExceeded", "quota exceeded", "youtube.quota"))
+                return
+            (st.folder / "bytes" / f"thumbnail-{video['id']}.jpg").write_bytes(data)
+            sets = int((video.get("thumbnail") or {}).get("sets", 0)) + 1
+            video["thumbnail"] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "sets": sets,
+            }
+            st.save()
+        url = f"{self.fake.base_url}vi/{video['id']}/maxresdefault.jpg"
+        self._send(
+            200,
+            {
+                "kind": "youtube#thumbnailSetResponse",
+                "items": [{"default": {"url": url, "width": 120, "height": 90}}],
+            },
+        )
+
     # -- lists ---------------------------------------------------------------------------
     def _charge_list(self, channel: str) -> bool:
         st = self.fake.state
@@ -721,6 +785,8 @@ def _content_range(value: str) -> tuple[int | None, int | None]:
 def _request_kind(method: str, path: str, query: dict[str, str], headers: Any) -> str:
     if path.endswith("/token"):
         return "token"
+    if "/thumbnails/" in path:
+        return "thumbnail"
     if path.startswith("/upload/") and method == "POST":
         return "initiate"
     if path.startswith("/upload/"):
@@ -735,6 +801,7 @@ _ROUTES: dict[tuple[str, str], Any] = {
     ("POST", "/resumable/upload/youtube/v3/videos"): _Handler.initiate,
     ("PUT", "/upload/youtube/v3/videos"): _Handler.put,
     ("PUT", "/resumable/upload/youtube/v3/videos"): _Handler.put,
+    ("POST", "/upload/youtube/v3/thumbnails/set"): _Handler.thumbnails_set,
     ("GET", "/youtube/v3/videos"): _Handler.videos_list,
     ("GET", "/youtube/v3/channels"): _Handler.channels_list,
     ("GET", "/youtube/v3/playlistItems"): _Handler.playlist_items_list,

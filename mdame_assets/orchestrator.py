@@ -9,7 +9,7 @@ from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.defs.renders.caption_checks import caption_layout
-from mdame_assets.defs.renders.checks import render_probe
+from mdame_assets.defs.renders.checks import render_quality
 from mdame_assets.defs.run_sensors import RUN_SENSORS
 from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.scenes.checks import scene_count
@@ -41,7 +41,7 @@ defs = dg.Definitions.merge(
     dg.Definitions(assets=[scene_clips_spec]),
     dg.Definitions(
         assets=[voice_tracks, renders, publications],
-        asset_checks=[voice_present, render_probe, caption_layout],
+        asset_checks=[voice_present, render_quality, caption_layout],
         jobs=[publishing_job],
         sensors=[publishing_sensor],
     ),

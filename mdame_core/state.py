@@ -1161,6 +1161,63 @@ class StateStore:
             "record_video_processing", publication_id, status, _obj(detail), self._token()
         )
 
+    # -- issue 11, slice "probe": reviews bound to file, request and acceptance (0014) ------
+    def record_bound_review(
+        self,
+        render_id: int,
+        content_sha256: str,
+        check_name: str,
+        verdict: str,
+        detail: JsonObject | None,
+        request_sha256: str,
+        acceptance: JsonObject,
+    ) -> int:
+        return self._scalar(
+            "record_bound_review",
+            render_id,
+            content_sha256,
+            check_name,
+            verdict,
+            _obj(detail),
+            request_sha256,
+            _json(acceptance),
+            self._token(),
+        )
+
+    def record_reviewed_render(
+        self,
+        script_id: int,
+        idempotency_key: str,
+        payload: JsonObject,
+        reviews: Sequence[JsonObject],
+    ) -> str:
+        """The render, each review ({"check_name", "problems", "acceptance"}) bound to
+        payload sha256 and request_sha256, and the script rendered or failed, together."""
+        return self._scalar(
+            "record_reviewed_render",
+            script_id,
+            idempotency_key,
+            _json(payload),
+            _json(list(reviews)),
+            self._token(),
+        )
+
+    def record_thumbnail(
+        self, publication_id: int, status: str, detail: JsonObject | None = None
+    ) -> str:
+        """set | refused | failed, once per publication; the status that stands."""
+        return self._scalar("record_thumbnail", publication_id, status, _obj(detail), self._token())
+
+    def reviews_of(self, render_id: int) -> list[dict[str, Any]]:
+        """Every review of a render, oldest first."""
+        rows = self._select(
+            """SELECT id, content_sha256, check_name, verdict, detail, request_sha256, acceptance
+                 FROM mdame.reviews WHERE render_id = %s ORDER BY id""",
+            [render_id],
+        )
+        names = ("id", "content_sha256", "check_name", "verdict", "detail", "request_sha256")
+        return [dict(zip((*names, "acceptance"), row, strict=True)) for row in rows]
+
     def pause_account(self, account_id: int, reason: str) -> datetime:
         """quotaExceeded: until the next quota day; uploadLimitExceeded: 24 h. The end."""
         return self._scalar("pause_account", account_id, reason, self._token())

@@ -31,6 +31,7 @@ SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
 PLATFORMS = ("outbox", "youtube")
 SAFETY_PROFILES = ("general", "family", "strict")
+MAX_SHORT_S = 180.0  # YouTube Shorts' longest (slice "probe")
 CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name
 # YouTube's daily quota resets at midnight Pacific time.
 DEFAULT_QUOTA_TIMEZONE = "America/Los_Angeles"
@@ -311,6 +312,10 @@ class DimensionConfig:
     visuals: VisualsSettings = field(default_factory=VisualsSettings)
     # Caption font, size, line limits and colours (issue 11, slice "captions").
     captions: CaptionStyle = field(default_factory=CaptionStyle)
+    # --- render quality gates (issue 11, slice "probe"): the render's accepted duration in
+    # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
+    duration_range_s: tuple[float, float] = (15.0, 180.0)
+    # --- end of slice "probe"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -414,8 +419,22 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         sources=sources,
         visuals=_visuals_settings(r),
         captions=_caption_style(r),
+        duration_range_s=_duration_range(r),
         source=source,
     )
+
+
+def _duration_range(r: _Reader) -> tuple[float, float]:
+    """duration_range_s (slice "probe"): [min, max] seconds, 1 <= min < max <= 180."""
+    value = r.get("duration_range_s", list, [15.0, 180.0])
+    if len(value) != 2 or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        raise r.fail("duration_range_s", "expected [min, max] in seconds, like [15, 180]")
+    low, high = float(value[0]), float(value[1])
+    if not 1.0 <= low < high <= MAX_SHORT_S:
+        raise r.fail("duration_range_s", f"needs 1 <= min < max <= {MAX_SHORT_S:g}")
+    return low, high
 
 
 def _gemini_fields(r: _Reader) -> dict[str, Any]:
@@ -567,6 +586,8 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["visuals"] = VisualsSettings(**fields["visuals"])
     if "music" in fields:  # issue 11; configs stored before it keep the default
         fields["music"] = MusicSettings(**fields["music"])
+    if "duration_range_s" in fields:  # slice "probe"; older configs keep the default
+        fields["duration_range_s"] = tuple(fields["duration_range_s"])
     if "gemini_prices" in fields:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     if "captions" in fields:  # issue 11; configs stored before it keep the default

@@ -23,6 +23,7 @@ from mdame_domain.media_store import sha256_file
 
 VIDEO_NAME = "video.mp4"
 METADATA_NAME = "metadata.json"
+THUMBNAIL_NAME = "thumbnail.jpg"
 _TEMP_PREFIX = ".tmp-"
 # Slugs and ids become folder names: letters, digits, '-' and '_' only, no leading dot.
 _PATH_COMPONENT = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
@@ -30,6 +31,10 @@ _PATH_COMPONENT = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
 
 class OutboxConflict(RuntimeError):
     """An outbox entry already exists for this video id with different content."""
+
+
+class ContentMismatch(RuntimeError):
+    """The bytes about to be published are not the approved ones: nothing is published."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +84,24 @@ def _resolve_existing(folder: Path, sha256: str) -> OutboxEntry:
     return _entry(folder)
 
 
-def _write_entry(staging: Path, video_path: Path, document: dict[str, Any]) -> None:
+def _write_entry(
+    staging: Path, video_path: Path, document: dict[str, Any], thumbnail: Path | None = None
+) -> None:
     shutil.copyfile(video_path, staging / VIDEO_NAME)
+    # The staged copy is what gets published: its bytes must be the ones hashed and approved.
+    if (staged := sha256_file(staging / VIDEO_NAME)) != document["sha256"]:
+        raise ContentMismatch(
+            f"video {document['video_id']}: the copy to publish has SHA-256 {staged[:12]}, "
+            f"not the approved {document['sha256'][:12]}; nothing published"
+        )
+    names = [VIDEO_NAME, METADATA_NAME]
+    if thumbnail is not None:  # issue 11: the channel's thumbnail, next to the video
+        shutil.copyfile(thumbnail, staging / THUMBNAIL_NAME)
+        document = {**document, "thumbnail_sha256": sha256_file(staging / THUMBNAIL_NAME)}
+        names.append(THUMBNAIL_NAME)
     metadata = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
     (staging / METADATA_NAME).write_text(metadata + "\n", encoding="utf-8")
-    for name in (VIDEO_NAME, METADATA_NAME):
+    for name in names:
         with open(staging / name, "rb") as handle:
             os.fsync(handle.fileno())
 
@@ -94,14 +112,17 @@ def publish_to_outbox(
     video_id: str,
     video_path: Path,
     metadata: dict[str, Any],
+    thumbnail: Path | None = None,
 ) -> OutboxEntry:
-    """Publish a video into the outbox; metadata must carry the caller's `published_at`."""
+    """Publish a video into the outbox; metadata must carry the caller's `published_at`.
+    When it carries `render_sha256` (the approved bytes), any other bytes are refused
+    (ContentMismatch), and nothing is published."""
     _check_component("dimension_slug", dimension_slug)
     _check_component("video_id", video_id)
     if "published_at" not in metadata:
         # The clock belongs to the caller, so re-runs write the same metadata.
         raise ValueError("metadata must include 'published_at'")
-    sha256 = sha256_file(video_path)
+    sha256 = metadata.get("render_sha256") or sha256_file(video_path)
     dimension_dir = Path(root) / dimension_slug
     folder = dimension_dir / video_id
     if folder.exists():
@@ -110,7 +131,7 @@ def publish_to_outbox(
     document = {**metadata, "video_id": video_id, "sha256": sha256}
     staging = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{video_id}-", dir=dimension_dir))
     try:
-        _write_entry(staging, Path(video_path), document)
+        _write_entry(staging, Path(video_path), document, thumbnail)
         try:
             os.rename(staging, folder)
         except OSError:

@@ -154,3 +154,218 @@ def check_render(path: str, rules: RenderRules = DEFAULT_RENDER_RULES) -> list[s
     if black > rules.max_black_fraction:
         problems.append(f"{black:.0%} of the video is black (max {rules.max_black_fraction:.0%})")
     return problems
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 11: everything a render's quality gates need, from one ffprobe and ONE ffmpeg decode.
+# ------------------------------------------------------------------------------------------
+# Analysis settings: black is a near-black frame for >= 0.1 s; a freeze is <= -60 dB of change
+# for >= 0.5 s; silence is under -50 dBFS for >= 0.3 s (the checks then compare the longest).
+BLACK_MIN_S, BLACK_PIXEL_THRESHOLD = 0.1, 0.10
+FREEZE_NOISE_DB, FREEZE_MIN_S = -60, 0.5
+SILENCE_NOISE_DB, SILENCE_MIN_S = -50, 0.3
+# Black and freeze are properties of the picture, not of its detail: a 270-wide copy decides
+# them as well as the full frame, for a fraction of the filter cost.
+ANALYSIS_WIDTH = 270
+
+_NUM = r"(-?inf|-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
+_BLACK = re.compile(rf"black_start:\s*{_NUM}\s+black_end:\s*{_NUM}")
+_FREEZE_START = re.compile(rf"freezedetect\.freeze_start:\s*{_NUM}")
+_FREEZE_END = re.compile(rf"freezedetect\.freeze_end:\s*{_NUM}")
+_SILENCE_START = re.compile(rf"silence_start:\s*{_NUM}")
+_SILENCE_END = re.compile(rf"silence_end:\s*{_NUM}")
+_SUMMARY = "Summary:"
+_INTEGRATED = re.compile(rf"Integrated loudness:\s*I:\s*{_NUM} LUFS")
+_TRUE_PEAK = re.compile(rf"True peak:\s*Peak:\s*{_NUM} dBFS")
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What ffprobe says about a file's first video and audio streams."""
+
+    width: int
+    height: int
+    video_codec: str
+    audio_codec: str | None
+    fps: float
+    pix_fmt: str
+    sar: str  # "1:1"; ffprobe's "0:1"/absent (unspecified) reads as square pixels
+    duration_s: float  # the container's
+    video_duration_s: float
+    audio_duration_s: float | None
+
+
+@dataclass(frozen=True)
+class SignalStats:
+    """What the one analysis decode measured."""
+
+    integrated_lufs: float | None  # None: no audio stream
+    true_peak_dbtp: float | None
+    longest_black_s: float
+    longest_freeze_s: float
+    longest_silence_s: float
+
+
+@dataclass(frozen=True)
+class MediaAnalysis:
+    """One file's streams and signal measurements: what every render check reads."""
+
+    width: int
+    height: int
+    video_codec: str
+    audio_codec: str | None
+    fps: float
+    pix_fmt: str
+    sar: str
+    duration_s: float
+    video_duration_s: float
+    audio_duration_s: float | None
+    integrated_lufs: float | None
+    true_peak_dbtp: float | None
+    longest_black_s: float
+    longest_freeze_s: float
+    longest_silence_s: float
+
+    @property
+    def av_drift_s(self) -> float | None:
+        """|video - audio| stream duration; None without an audio stream."""
+        if self.audio_duration_s is None:
+            return None
+        return abs(self.video_duration_s - self.audio_duration_s)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-safe form (rounded: stored in the render's payload)."""
+        out: dict[str, object] = {}
+        for name, value in self.__dict__.items():
+            out[name] = round(value, 4) if isinstance(value, float) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> MediaAnalysis:
+        names = cls.__dataclass_fields__
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise ValueError(f"stored analysis lacks {', '.join(missing)}")
+        return cls(**{n: data[n] for n in names})  # type: ignore[arg-type]
+
+
+def _float(text: str | None) -> float:
+    if text is None:
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def _sar(text: str | None) -> str:
+    if not text or text in ("0:1", "N/A"):
+        return "1:1"  # unspecified means square
+    num, _, den = text.partition(":")
+    try:
+        ratio = Fraction(int(num), int(den))
+    except (ValueError, ZeroDivisionError):
+        return text
+    return f"{ratio.numerator}:{ratio.denominator}"
+
+
+def parse_ffprobe(info: dict[str, object], path: str = "") -> StreamInfo:
+    """Streams and durations from `ffprobe -print_format json -show_format -show_streams`."""
+    streams = info.get("streams") or []
+    assert isinstance(streams, list)
+    video = next((s for s in streams if s.get("codec_type") == "video"), None)
+    audio = next((s for s in streams if s.get("codec_type") == "audio"), None)
+    if video is None:
+        raise MediaToolError("ffprobe", path, "no video stream", reason="found no video")
+    fmt = info.get("format") or {}
+    assert isinstance(fmt, dict)
+    container = _float(fmt.get("duration")) or _float(video.get("duration"))
+    return StreamInfo(
+        width=int(video.get("width", 0)),
+        height=int(video.get("height", 0)),
+        video_codec=str(video.get("codec_name", "")),
+        audio_codec=str(audio["codec_name"]) if audio else None,
+        fps=_rate(video.get("avg_frame_rate")) or _rate(video.get("r_frame_rate")),
+        pix_fmt=str(video.get("pix_fmt", "")),
+        sar=_sar(video.get("sample_aspect_ratio")),
+        duration_s=container,
+        video_duration_s=_float(video.get("duration")) or container,
+        audio_duration_s=(_float(audio.get("duration")) or container) if audio else None,
+    )
+
+
+def _longest(starts: list[float], ends: list[float], until_s: float) -> float:
+    """The longest [start, end) stretch; a start with no end runs to the end of the file
+    (ffmpeg 5 prints no end for a freeze or silence that lasts to the end)."""
+    longest = 0.0
+    for i, start in enumerate(starts):
+        end = ends[i] if i < len(ends) else until_s
+        longest = max(longest, end - start)
+    return max(0.0, longest)
+
+
+def _number(text: str) -> float:
+    return float(text)  # "-inf" parses as -inf
+
+
+def parse_analysis(stderr: str, duration_s: float, has_audio: bool) -> SignalStats:
+    """The measurements in one analysis decode's stderr (see analysis_args)."""
+    blacks = [_number(e) - _number(s) for s, e in _BLACK.findall(stderr)]
+    freeze = _longest(
+        [_number(x) for x in _FREEZE_START.findall(stderr)],
+        [_number(x) for x in _FREEZE_END.findall(stderr)],
+        duration_s,
+    )
+    silence = _longest(
+        [_number(x) for x in _SILENCE_START.findall(stderr)],
+        [_number(x) for x in _SILENCE_END.findall(stderr)],
+        duration_s,
+    )
+    lufs = peak = None
+    if has_audio:
+        # ffmpeg 5 logs a summary for a first, empty configuration of the graph too: the last
+        # summary is the file's.
+        summary = stderr[stderr.rfind(_SUMMARY) :] if _SUMMARY in stderr else ""
+        found_i, found_tp = _INTEGRATED.search(summary), _TRUE_PEAK.search(summary)
+        if not found_i or not found_tp:
+            raise MediaToolError("ffmpeg", "ebur128", stderr[-500:], reason="no loudness summary")
+        lufs, peak = _number(found_i.group(1)), _number(found_tp.group(1))
+    return SignalStats(
+        integrated_lufs=lufs,
+        true_peak_dbtp=peak,
+        longest_black_s=max(blacks, default=0.0),
+        longest_freeze_s=freeze,
+        longest_silence_s=silence,
+    )
+
+
+def analysis_args(path: str, has_audio: bool) -> list[str]:
+    """One decode: the picture through blackdetect and freezedetect, the sound through ebur128
+    (integrated loudness, true peak) and silencedetect, both discarded by the null muxer."""
+    video = (
+        f"[0:v:0]scale={ANALYSIS_WIDTH}:-2,"
+        f"blackdetect=d={BLACK_MIN_S}:pix_th={BLACK_PIXEL_THRESHOLD},"
+        f"freezedetect=n={FREEZE_NOISE_DB}dB:d={FREEZE_MIN_S}[v]"
+    )
+    graph, maps = video, ["-map", "[v]"]
+    if has_audio:
+        graph += (
+            ";[0:a:0]ebur128=peak=true:framelog=verbose,"
+            f"silencedetect=n={SILENCE_NOISE_DB}dB:d={SILENCE_MIN_S}[a]"
+        )
+        maps += ["-map", "[a]"]
+    return [*FFMPEG_BASE, "-loglevel", "info", "-i", path, "-filter_complex", graph,
+            *maps, "-f", "null", "-"]  # fmt: skip
+
+
+def analyze_media(path: str) -> MediaAnalysis:
+    """ffprobe for the streams, then one ffmpeg decode for every signal measurement."""
+    args = [
+        "ffprobe", "-v", "error", "-print_format", "json",
+        "-show_format", "-show_streams", path,
+    ]  # fmt: skip
+    streams = parse_ffprobe(json.loads(run_tool(args, timeout=60.0).stdout or b"{}"), path)
+    has_audio = streams.audio_codec is not None
+    run = run_tool(analysis_args(path, has_audio), timeout=_analysis_timeout(streams.duration_s))
+    stats = parse_analysis(run.stderr.decode("utf-8", "replace"), streams.duration_s, has_audio)
+    return MediaAnalysis(**streams.__dict__, **stats.__dict__)

@@ -14,7 +14,8 @@ from typing import Any
 from mdame_core.settings import mdame_env, mdame_home
 from mdame_core.state import Account, StateStore
 from mdame_domain.credentials import Envelope, associated_data, load_master_key, open_grant
-from mdame_domain.outbox import OutboxEntry, outbox_video_id, publish_to_outbox
+from mdame_domain.media_store import sha256_file
+from mdame_domain.outbox import ContentMismatch, OutboxEntry, outbox_video_id, publish_to_outbox
 from mdame_resources.providers.base import ProviderResource
 
 
@@ -42,10 +43,19 @@ class PublisherResource(ProviderResource):
         """Records a published video's processing state (resumable publishers only)."""
 
     def publish(
-        self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict[str, Any],
+        thumbnail: Path | None = None,
     ) -> str:
-        """Publishes once per work_key and returns the channel's video id."""
+        """Publishes once per work_key (with its thumbnail JPEG, if any) and returns the
+        channel's video id."""
         raise NotImplementedError
+
+    def set_thumbnail(self, job: UploadJob, video_id: str) -> None:
+        """Sets job.thumbnail on a published video once (resumable publishers only)."""
 
     def find(self, dimension_slug: str, work_key: str) -> str | None:
         """The video id already published for work_key, if any: reconciles an unknown outcome."""
@@ -63,11 +73,16 @@ class OutboxPublisher(PublisherResource):
         return Path(self.root) if self.root else mdame_home() / "outbox"
 
     def publish(
-        self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict[str, Any],
+        thumbnail: Path | None = None,
     ) -> str:
         video_id = outbox_video_id(work_key)
         entry: OutboxEntry = publish_to_outbox(
-            self.folder(), dimension_slug, video_id, video, metadata
+            self.folder(), dimension_slug, video_id, video, metadata, thumbnail=thumbnail
         )
         return entry.video_id
 
@@ -106,6 +121,7 @@ class UploadJob:
     log: Callable[..., None]
     progress: Callable[[int, int], None] = lambda sent, total: None
     current_attempt: int | None = None  # the attempt this holder is driving
+    thumbnail: Path | None = None  # the render's thumbnail JPEG (issue 11), set once published
 
 
 class YouTubePublisher(PublisherResource):
@@ -131,6 +147,7 @@ class YouTubePublisher(PublisherResource):
     processing_polls: int = 6
     processing_poll_s: float = 10.0
     upload_quota_units: int = 1  # videos.insert: 1 call of the insert bucket (2026 model)
+    thumbnail_quota_units: int = 50  # thumbnails.set, units bucket
     mime_type: str = "video/mp4"
 
     @property
@@ -142,7 +159,12 @@ class YouTubePublisher(PublisherResource):
         return "insert"
 
     def publish(
-        self, dimension_slug: str, work_key: str, video: Path, metadata: dict[str, Any]
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict[str, Any],
+        thumbnail: Path | None = None,
     ) -> str:
         raise NotImplementedError("YouTubePublisher publishes through upload(job)")
 
@@ -228,6 +250,40 @@ class YouTubePublisher(PublisherResource):
         self._settle_orphaned_list_calls(job)
         self._poll_processing(job, api, video_id)
 
+    def set_thumbnail(self, job: UploadJob, video_id: str) -> None:
+        """Sets the thumbnail of a video a crashed run published without one recorded."""
+        api = self._api(job)
+        self._settle_orphaned_list_calls(job)
+        self._set_thumbnail(job, api, video_id)
+
+    def _set_thumbnail(self, job: UploadJob, api: Any, video_id: str) -> None:
+        """thumbnails.set once per publication: skipped when an outcome is recorded. Its 50
+        units are metered like a list call (reserved under a key of this publication, committed
+        once it may have been charged, so a run killed mid-call leaves no open reservation and
+        the ledger never counts less than the channel charged). A channel that refuses custom
+        thumbnails is recorded as 'refused': the publication stands."""
+        from mdame_resources.providers.youtube_api import YouTubeError
+
+        if job.thumbnail is None:
+            return
+        pub = job.state.get_work_unit("publication", job.publication_id)
+        if pub is not None and "thumbnail" in pub.result:
+            return
+        job.checkpoint()
+        try:
+            self._metered(
+                job,
+                partial(api.set_thumbnail, video_id, job.thumbnail),
+                units=self.thumbnail_quota_units,
+            )
+        except YouTubeError as exc:
+            status = "refused" if exc.status == 403 and exc.reason != "quotaExceeded" else "failed"
+            job.state.record_thumbnail(job.publication_id, status, {"reason": exc.reason})
+            job.log("thumbnail_" + status, video_id=video_id, reason=exc.reason)
+            return
+        job.state.record_thumbnail(job.publication_id, "set", {"video_id": video_id})
+        job.log("thumbnail_set", video_id=video_id)
+
     def _settle_orphaned_list_calls(self, job: UploadJob) -> None:
         """A list call's reservation left open by a run that was killed around the call: the
         channel may have charged it (the request may have gone out) or not, and cannot be
@@ -252,6 +308,13 @@ class YouTubePublisher(PublisherResource):
     def _fresh(self, job: UploadJob, api: Any, attempt_id: int) -> str | None:
         from mdame_resources.providers.youtube_api import TransferInterrupted, YouTubeError
 
+        if (actual := sha256_file(job.video)) != job.sha256:
+            # Refused before a session exists: not one byte is out, the attempt is over.
+            job.state.finish_upload(attempt_id, "failed", None, {"reason": "content mismatch"})
+            raise ContentMismatch(
+                f"publication {job.publication_id}: the file to upload has SHA-256 "
+                f"{actual[:12]}, not the approved {job.sha256[:12]}; nothing uploaded"
+            )
         size = job.video.stat().st_size
         job.current_attempt = attempt_id
         job.checkpoint()
@@ -282,7 +345,11 @@ class YouTubePublisher(PublisherResource):
             job.current_attempt = None
             job.log("resume_nothing_sent", attempt_id=session.attempt_id)
             return None
-        if session.content_sha256 != job.sha256 or job.video.stat().st_size != session.size_bytes:
+        if (
+            session.content_sha256 != job.sha256
+            or job.video.stat().st_size != session.size_bytes
+            or sha256_file(job.video) != session.content_sha256
+        ):
             raise RuntimeError(
                 f"publication {job.publication_id}: the file to resume is not the one the session "
                 "was opened for"
@@ -336,6 +403,7 @@ class YouTubePublisher(PublisherResource):
         job.log("uploaded", video_id=video_id)
         job.current_attempt = None  # settled: nothing to abandon any more
         self._poll_processing(job, api, video_id)
+        self._set_thumbnail(job, api, video_id)
         return video_id
 
     def _after_gone(self, job: UploadJob, api: Any, asked_at: Any) -> str | None:
@@ -351,6 +419,7 @@ class YouTubePublisher(PublisherResource):
         size = job.video.stat().st_size
         job.progress(size, size)
         self._poll_processing(job, api, found)
+        self._set_thumbnail(job, api, found)
         return found
 
     def _search(self, job: UploadJob, api: Any) -> str | None:
@@ -373,13 +442,14 @@ class YouTubePublisher(PublisherResource):
                 return None
         raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
 
-    def _metered(self, job: UploadJob, call: Callable[[], Any]) -> Any:
-        """One list call, charged to the account's units bucket: reserved before, committed
-        after (also when no answer came: it may have been charged), released when refused."""
+    def _metered(self, job: UploadJob, call: Callable[[], Any], units: int = 1) -> Any:
+        """One call (a list call: 1 unit), charged to the account's units bucket: reserved
+        before, committed after (also when no answer came: it may have been charged), released
+        when refused."""
         from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
 
         key = f"{job.work_key}:units:{uuid.uuid4().hex}"
-        if job.state.reserve_bucket_quota(job.account.id, "units", 1, key) is None:
+        if job.state.reserve_bucket_quota(job.account.id, "units", units, key) is None:
             raise YouTubeError("quota ledger", 403, "quotaExceeded")
         try:
             result = call()

@@ -161,6 +161,16 @@ class YouTubeApi:
         )
         return list(got.get("items", []))
 
+    # -- thumbnails.set (50 units) --------------------------------------------------------
+    def set_thumbnail(self, video_id: str, jpeg: Path) -> dict[str, Any]:
+        """Uploads `jpeg` as the video's custom thumbnail (a simple media upload)."""
+        from googleapiclient.http import MediaFileUpload
+
+        media = MediaFileUpload(str(jpeg), mimetype="image/jpeg", resumable=False)
+        return self._execute(
+            "thumbnails.set", self.service.thumbnails().set(videoId=video_id, media_body=media)
+        )
+
     # -- resumable upload ----------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
         """Starts a session (no byte of the file is sent) and returns its URI."""

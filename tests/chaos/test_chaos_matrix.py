@@ -34,7 +34,7 @@ PHASES = (
     "complete_scene_job",
     "finish_visuals",
     "record_voice",
-    "record_render",
+    "record_reviewed_render",  # issue 11: record_render with technical and content reviews
     "begin_upload",
     "finish_upload",
 )

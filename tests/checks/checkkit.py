@@ -43,8 +43,9 @@ ORDER = (
 # ------------------------------------------------------------------------------------------
 def _asset_of(item: Any) -> str:
     if isinstance(item, dg.AssetChecksDefinition):
-        [check_key] = list(item.check_keys)
-        return check_key.asset_key.to_user_string()
+        # A multi-asset check (render_quality) has several keys, all on one asset.
+        [asset] = {check_key.asset_key.to_user_string() for check_key in item.check_keys}
+        return asset
     return item.key.to_user_string()
 
 

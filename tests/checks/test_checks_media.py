@@ -192,12 +192,14 @@ def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
 
     check = evaluation(result, "render_probe")
     assert not check.passed
-    # The bytes no longer hash to the approved ones: named before anything probes them.
-    assert problems(check) == [
-        f"render {render.id}: {render.payload['uri']} is corrupt: "
-        f"its bytes hash to {sha256_file(path)[:12]}"
-    ]
     assert check.metadata["renders_checked"].value == 1
+    # The changed bytes are analysed again, each property by its own check (issue 11).
+    found = problems(evaluation(result, "render_format"))
+    assert f"render {render.id}: frame is 320x240, expected 1080x1920" in found
+    assert f"render {render.id}: no audio track" in found
+    assert f"render {render.id}: duration 4.00s outside 15-180s" in problems(
+        evaluation(result, "render_duration")
+    )
     assert materialized(result) == {"renders"}
     assert not_started(result, "publications") == ["publications"]
     assert _publishing_side(rig) == before
@@ -219,6 +221,7 @@ def test_render_probe_fails_on_a_render_whose_bytes_changed(rendered_rig):
         f"render {render.id}: {render.payload['uri']} is corrupt: "
         f"its bytes hash to {sha256_file(path)[:12]}"
     ]
+    assert evaluation(result, "render_loudness").passed  # same streams: only the bytes tell
     assert not_started(result, "publications") == ["publications"]
     assert _publishing_side(rig) == before
 

@@ -316,6 +316,25 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("resume_upload", (999_999, token), NotFound),
         ("record_video_processing", (999_999, "succeeded", E, token), NotFound),
         ("record_video_processing", (1, "maybe", E, token), InvalidInput),
+        # issue 11, slice "probe" (0014)
+        (
+            "record_bound_review",
+            (render, SHA, "content", "approved", E, "x", E, token),
+            InvalidInput,
+        ),
+        (
+            "record_bound_review",
+            (render, SHA, "content", "approved", E, SHA, Jsonb([]), token),
+            InvalidInput,
+        ),
+        ("record_bound_review", (render, SHA, "Bad", "approved", E, SHA, E, token), InvalidInput),
+        ("record_bound_review", (None, SHA, "content", "approved", E, SHA, E, token), InvalidInput),
+        ("record_bound_review", (999_999, SHA, "content", "approved", E, SHA, E, token), NotFound),
+        ("record_reviewed_render", (script, "k", E, Jsonb([]), token), InvalidInput),
+        ("record_reviewed_render", (script, "k", E, E, token), InvalidInput),
+        ("record_thumbnail", (999_999, "set", E, token), NotFound),
+        ("record_thumbnail", (1, "maybe", E, token), InvalidInput),
+        ("record_thumbnail", (None, "set", E, token), InvalidInput),
         ("finish_upload", (None, "failed", None, E, token), InvalidInput),
         ("finish_upload", (done, "failed", None, E, token), NotFound),
         ("reconcile_upload", (999_999, None, "2025-06-01", token), NotFound),
@@ -461,6 +480,8 @@ def test_errors_cut_the_inputs_they_echo(state) -> None:
         ("transition", (huge, 1, "a", "b", E, None)),
         ("record_review", (1, SHA, huge, "approved", E, None)),
         ("record_review", (1, SHA, "technical", huge, E, None)),
+        ("record_bound_review", (1, SHA, "content", "approved", E, huge, E, None)),
+        ("record_thumbnail", (1, huge, E, None)),
     ]
     for rpc, args in calls:
         with pytest.raises(StateError) as err:

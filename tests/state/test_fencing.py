@@ -118,6 +118,16 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("settle_paid_call", (ids.get("paid", 1), "succeeded", 5, Jsonb({}), token)),
         ("release_paid_call", (ids.get("paid", 1), Jsonb({}), token)),
         ("mark_paid_call_unknown", (ids.get("paid", 1), Jsonb({}), token)),
+        # issue 11, slice "probe" (0014)
+        (
+            "record_bound_review",
+            (ids["render"], SHA, "content", "approved", Jsonb({}), SHA, Jsonb({}), token),
+        ),
+        (
+            "record_reviewed_render",
+            (ids["script"], "re3", Jsonb({"script_id": ids["script"]}), Jsonb([]), token),
+        ),
+        ("record_thumbnail", (ids["publication"], "set", Jsonb({}), token)),
     ]
 
 

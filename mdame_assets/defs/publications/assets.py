@@ -23,6 +23,7 @@ from mdame_assets.work import advance
 from mdame_core.state import Account, StateStore, UploadStart, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
+from mdame_domain.outbox import ContentMismatch
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob
@@ -46,6 +47,15 @@ def _private_copy(media: MediaStoreResource, render: WorkUnit) -> Iterator[tuple
         copy.unlink(missing_ok=True)
 
 
+def _thumbnail(media: MediaStoreResource, render: WorkUnit) -> Path | None:
+    """The render's thumbnail JPEG (issue 11), verified against its recorded hash; None when
+    the render has none."""
+    uri, sha256 = render.payload.get("thumbnail_uri"), render.payload.get("thumbnail_sha256")
+    if not uri or not sha256:
+        return None
+    return media.store().verified_path(uri, sha256)
+
+
 def _metadata(step: Step, script: WorkUnit, sha256: str) -> dict[str, Any]:
     return {
         "title": script.payload["script"]["hook"],
@@ -65,6 +75,7 @@ def _publish_once(
     publisher: PublisherResource,
     video: Path,
     metadata: dict[str, Any],
+    thumbnail: Path | None = None,
 ) -> str | None:
     """The publication's video id, uploading it if needed; None when the account's quota for
     today is used up (nothing reserved, nothing partial)."""
@@ -92,7 +103,14 @@ def _publish_once(
         assert start.attempt_id is not None  # begin_upload returns it with 'submit'
         step.checkpoint()  # no side effect once the lock is known lost
         try:
-            video_id = publisher.publish(step.partition.dimension, key, video, metadata)
+            video_id = publisher.publish(
+                step.partition.dimension, key, video, metadata, thumbnail=thumbnail
+            )
+        except ContentMismatch as exc:
+            # A definite refusal before anything was published: the attempt fails, the
+            # reservation is released, and the run says why.
+            step.state.finish_upload(start.attempt_id, "failed", None, {"reason": str(exc)})
+            raise dg.Failure(str(exc), allow_retries=False) from None
         except TimeoutError:
             # Sent but no answer: unknown. Everything stays reserved; the next run asks first.
             step.state.finish_upload(start.attempt_id, "unknown")
@@ -148,6 +166,7 @@ def publish_resumable(
     log: Any,
     dimension_slug: str,
     progress: Any = None,
+    thumbnail: Path | None = None,
 ) -> str | None:
     """One publication through a resumable publisher: begin (or take over the unsettled
     upload), then the publisher's upload. The video id, or None when the account has no quota
@@ -184,6 +203,7 @@ def publish_resumable(
             marker=marker,
             checkpoint=checkpoint,
             log=log,
+            thumbnail=thumbnail,
         )
         if progress is not None:
             job.progress = progress
@@ -193,6 +213,8 @@ def publish_resumable(
                 return None
             if "processing" not in pub.result:  # a crash came between upload and poll
                 publisher.check_processing(job, str(pub.result["video_id"]))
+            if thumbnail is not None and "thumbnail" not in pub.result:  # ... or thumbnail
+                publisher.set_thumbnail(job, str(pub.result["video_id"]))
             return str(pub.result["video_id"])
         try:
             video_id = publisher.upload(job)
@@ -215,6 +237,7 @@ def _publish_script(
     if render is None:
         raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
     video_ids, complete = [], True
+    thumbnail = _thumbnail(media, render)
     with _private_copy(media, render) as (video, sha256):
         metadata = _metadata(step, script, sha256)
         for account in step.state.list_accounts(step.partition.dimension):
@@ -244,9 +267,10 @@ def _publish_script(
                     log=step.log,
                     dimension_slug=step.partition.dimension,
                     progress=progress,
+                    thumbnail=thumbnail,
                 )
             else:
-                video_id = _publish_once(step, key, payload, publisher, video, metadata)
+                video_id = _publish_once(step, key, payload, publisher, video, metadata, thumbnail)
             if video_id is None:
                 complete = False
             else:

@@ -3,7 +3,9 @@ loudnorm: an audio-only measurement, then the encode), burned-in captions; and t
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -14,24 +16,35 @@ from mdame_assets.media_healing import heal_damaged_renders
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
-from mdame_core.state import WorkUnit
+from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
 from mdame_domain.captions import Cue, build_captions
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_store import StoredMedia
-from mdame_domain.probe import check_render, probe_media
+from mdame_domain.probe import MediaAnalysis, analyze_media
 from mdame_domain.render import (
     RenderInput,
     render_inputs_digest,
     render_video,
     scene_durations,
 )
+from mdame_domain.render_quality import (
+    SCENES,
+    QualityRules,
+    media_problems,
+    rules_for,
+    scene_problems,
+)
 from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
 from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
 
 REVIEW_CHECK = "technical"
+CONTENT_REVIEW = "content"
+# Bump when what the content review reads or asks changes.
+CONTENT_POLICY_VERSION = "render-content/1"
 
 
 def _render_inputs(
@@ -92,9 +105,22 @@ def _render_inputs(
     return inputs, digest, bed, [box.to_json() for box in captions.boxes]
 
 
+@dataclass(frozen=True)
+class RenderedFile:
+    """A script's stored render and thumbnail, what they were made from, and where the
+    captions are drawn."""
+
+    video: StoredMedia
+    thumbnail: StoredMedia
+    inputs: RenderInput
+    inputs_digest: str
+    bed: MusicTrack
+    caption_boxes: list[dict]
+
+
 def _rendered_file(
     step: Step, script: WorkUnit, media: MediaStoreResource, key: str
-) -> tuple[StoredMedia, StoredMedia, RenderInput, MusicTrack, list[dict]]:
+) -> RenderedFile:
     """The stored MP4 and thumbnail for this script: reused when the same inputs were
     rendered before."""
     work = media.scratch_dir(f"render-{key[:16]}")
@@ -114,36 +140,120 @@ def _rendered_file(
         jpeg = render_thumbnail(str(stored.path), title, str(work / "thumbnail.jpg"), at_s)
         thumbnail = store.put_file(jpeg, ".jpg")
         store.remember_derived("thumbnail", thumb_digest, thumbnail)
-    return stored, thumbnail, inputs, bed, boxes
+    return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes)
 
 
-def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict:
-    """Renders (or reuses the render of identical inputs), probes it and records the render,
-    its review and the script's outcome in one phase."""
+def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
+    """The scene plan's durations for a script: its scenes' weights over the voice's length."""
+    voice = state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
+    if voice is None:
+        raise dg.Failure(f"script {script.id} names voice track {script.result['voice_track_id']}")
+    scenes = sorted(
+        state.list_work_units("scene", script_id=script.id),
+        key=lambda s: s.payload["scene_index"],
+    )
+    return scene_durations(
+        [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
+    )
+
+
+def technical_problems(
+    analysis: MediaAnalysis, rules: QualityRules, planned: list[float], used: list[float] | None
+) -> dict[str, list[str]]:
+    """Per quality check, the problems of one analysed render (empty lists: it passes)."""
+    found = media_problems(analysis, rules)
+    found[SCENES] = scene_problems(
+        planned, used, analysis.video_duration_s, rules.scene_tolerance_s
+    )
+    return found
+
+
+def on_screen_and_spoken_text(state: StateStore, script: WorkUnit) -> str:
+    """What the video says and shows: the title (the hook), the spoken script (the captions
+    are its words) and every scene's on-screen text."""
+    written = script.payload["script"]
+    scenes = sorted(
+        state.list_work_units("scene", script_id=script.id),
+        key=lambda s: s.payload["scene_index"],
+    )
+    return "\n".join(
+        [written["hook"], written["text"], *(s.payload["plan"]["on_screen_text"] for s in scenes)]
+    )
+
+
+def _content_review(
+    step: Step, script: WorkUnit, safety: SafetyClassifierResource
+) -> dict[str, Any]:
+    """The safety of the final spoken and on-screen text, through the pipeline's classifier."""
+    decision = safety.decide(
+        on_screen_and_spoken_text(step.state, script),
+        step.dimension.safety_profile,
+        step.dimension.blocked_terms,
+        step.paid_context(),
+    )
+    problems = (
+        []
+        if decision.verdict == "allow"
+        else [f"{CONTENT_REVIEW}: {decision.rule}: {'; '.join(decision.reasons)}"]
+    )
+    acceptance = {
+        "policy": CONTENT_POLICY_VERSION,
+        "classifier": decision.classifier,
+        "safety_profile": step.dimension.safety_profile,
+        "blocked_terms": list(step.dimension.blocked_terms),
+    }
+    return {"check_name": CONTENT_REVIEW, "problems": problems, "acceptance": acceptance}
+
+
+def _render_for(
+    step: Step, script: WorkUnit, media: MediaStoreResource, safety: SafetyClassifierResource
+) -> dict:
+    """Renders (or reuses the render of identical inputs), analyses it once, and records the
+    render with its technical and content reviews (bound to its SHA-256, the digest of its
+    inputs and the rules they were judged by) and the script's outcome in one phase."""
     key = series_key(step.state, script, "render", "render")
-    stored, thumbnail, inputs, bed, caption_boxes = _rendered_file(step, script, media, key)
-    probe = probe_media(str(stored.path))
+    rendered = _rendered_file(step, script, media, key)
+    stored, digest, inputs = rendered.video, rendered.inputs_digest, rendered.inputs
+    used = list(inputs.scene_durations_s)
+    analysis = analyze_media(str(stored.path))
+    rules = rules_for(step.dimension.duration_range_s)
+    planned = planned_scene_durations(step.state, script)
+    by_check = technical_problems(analysis, rules, planned, used)
+    technical = [f"{name}: {p}" for name, found in by_check.items() for p in found]
+    content = _content_review(step, script, safety)
     payload = {
         "script_id": script.id,
         "uri": stored.uri,
         "sha256": stored.sha256,
-        "width": probe.width,
-        "height": probe.height,
-        "duration_s": round(probe.duration_s, 3),
-        "problems": check_render(str(stored.path)),
+        "request_sha256": digest,
+        "width": analysis.width,
+        "height": analysis.height,
+        "duration_s": round(analysis.duration_s, 3),
+        # The one analysis of these bytes: the checks read it while the hash still matches.
+        "probe": analysis.to_json(),
+        "scene_durations_s": [round(d, 4) for d in used],
+        "problems": technical + content["problems"],
         # Where each caption, hook and title is drawn, for the caption_layout check.
-        "caption_boxes": caption_boxes,
-        # Issue 11, slice "audio": the bed and its license, the encoder, the thumbnail.
-        "music": {**bed.payload(), "volume_db": inputs.music_volume_db},
+        "caption_boxes": rendered.caption_boxes,
+        # The bed and its license, the encoder, the thumbnail.
+        "music": {**rendered.bed.payload(), "volume_db": inputs.music_volume_db},
         "encoder": inputs.encoder.name,
         "loudness_target": {
             "integrated_lufs": TARGET_LUFS,
             "max_true_peak_dbtp": MAX_TRUE_PEAK_DBTP,
         },
-        "thumbnail_uri": thumbnail.uri,
-        "thumbnail_sha256": thumbnail.sha256,
+        "thumbnail_uri": rendered.thumbnail.uri,
+        "thumbnail_sha256": rendered.thumbnail.sha256,
     }
-    outcome = step.state.record_render(script.id, key, payload, REVIEW_CHECK)
+    reviews = [
+        {
+            "check_name": REVIEW_CHECK,
+            "problems": technical,
+            "acceptance": rules.acceptance_context(),
+        },
+        content,
+    ]
+    outcome = step.state.record_reviewed_render(script.id, key, payload, reviews)
     if outcome != "rendered":
         raise dg.Failure(
             f"render of script {script.id} rejected: {payload['problems']}", allow_retries=False
@@ -158,7 +268,10 @@ def _render_for(step: Step, script: WorkUnit, media: MediaStoreResource) -> dict
     kinds={"ffmpeg"},
 )
 def renders(
-    context: dg.AssetExecutionContext, state: StateStoreResource, media: MediaStoreResource
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    media: MediaStoreResource,
+    safety: SafetyClassifierResource,
 ) -> dg.MaterializeResult:
     """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
     with pipeline_step(context, state.get_client(), "renders") as step:
@@ -167,7 +280,7 @@ def renders(
         healed = heal_damaged_clips(step, media, "voiced", "render_queued")
         rerendered = heal_damaged_renders(step, media)
         done = {
-            str(script.id): _render_for(step, script, media)
+            str(script.id): _render_for(step, script, media, safety)
             for script in scripts_entering(step, "voiced", "render_queued")
         }
         preview = next(iter(done.values()), {}).get("uri", "")

@@ -1,37 +1,170 @@
-"""Quality gate: approved renders are still the approved bytes and still probe as 1080x1920,
-15-60 s, with an audio stream."""
+"""Quality gates on renders (issue 11): blocking asset checks, one per property, from ONE
+analysis per render.
+
+render_probe: the approved render is still there, still the approved bytes (hash first) and
+readable. Then one check per property (render_quality): format, duration, loudness, black,
+freeze, silence, A/V drift and scenes against the plan. While a file's hash matches its
+render's, the analysis made at render time of exactly those bytes is read from the payload;
+a changed or older file is analysed once here (ffprobe and one ffmpeg decode). Each check
+carries numbers a dashboard charts (the partition's worst) and a per-render table.
+"""
+
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.renders.assets import renders
-from mdame_assets.runtime import read_step
-from mdame_domain.media_store import MediaProblem
-from mdame_domain.probe import check_render
+from mdame_assets.defs.renders.assets import (
+    planned_scene_durations,
+    renders,
+    technical_problems,
+)
+from mdame_assets.runtime import Step, read_step
+from mdame_core.state import WorkUnit
+from mdame_domain import render_quality as q
+from mdame_domain.media_store import LocalMediaStore, MediaProblem, MediaStore
+from mdame_domain.mediatools import MediaToolError
+from mdame_domain.probe import MediaAnalysis, analyze_media
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
+PROBE = "render_probe"
+CHECKS: tuple[str, ...] = (PROBE, *q.QUALITY_CHECKS)
+# Per check, how the per-render numbers fold into one chartable value for the partition.
+_WORST: dict[str, dict[str, Any]] = {
+    q.FORMAT: {},
+    q.DURATION: {"duration_s": (max, "longest_duration_s")},
+    q.LOUDNESS: {
+        "lufs_off_target": (max, "worst_lufs_off_target"),
+        "true_peak_dbtp": (max, "highest_true_peak_dbtp"),
+        "integrated_lufs": (min, "lowest_integrated_lufs"),
+    },
+    q.BLACK: {"longest_black_s": (max, "longest_black_s")},
+    q.FREEZE: {"longest_freeze_s": (max, "longest_freeze_s")},
+    q.SILENCE: {"longest_silence_s": (max, "longest_silence_s")},
+    q.AV_SYNC: {"av_drift_s": (max, "worst_av_drift_s")},
+    q.SCENES: {"scene_offset_s": (max, "worst_scene_offset_s")},
+}
 
-@dg.asset_check(asset=renders, blocking=True)
-def render_probe(
-    context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
-) -> dg.AssetCheckResult:
-    step = read_step(context, state.get_client(), "render_probe")
-    problems, checked = [], 0
+
+class _Tally:
+    """One check's outcome over the partition's renders."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.per_render: dict[str, dict[str, Any]] = {}
+
+    def add(self, render_id: int, found: list[str], values: dict[str, float]) -> None:
+        self.problems += [f"render {render_id}: {p}" for p in found]
+        self.per_render[str(render_id)] = {**values, "passed": not found}
+
+
+def _analysis(render: WorkUnit, store: MediaStore) -> tuple[MediaAnalysis | None, list[str]]:
+    """The file's analysis and its integrity problems. Hash first: the stored analysis is only
+    of the approved bytes. Changed bytes still on this host (the local store) are analysed, so
+    each property's check says what is wrong with them too."""
+    uri, sha256 = render.payload["uri"], render.payload["sha256"]
+    try:
+        path = store.verified_path(uri, sha256)
+    except MediaProblem as exc:
+        local = store.path_for(uri) if isinstance(store, LocalMediaStore) else None
+        if local is None or not local.is_file():
+            return None, [str(exc)]
+        path, problems = local, [str(exc)]
+    else:
+        problems = []
+        stored = render.payload.get("probe")
+        if isinstance(stored, dict):
+            try:
+                return MediaAnalysis.from_json(stored), problems
+            except (TypeError, ValueError):
+                pass  # an older payload: analyse the file
+    try:
+        return analyze_media(str(path)), problems
+    except MediaToolError as exc:
+        return None, [*problems, f"not a readable video: {exc.reason}"]
+
+
+def _scene_offset(planned: list[float], used: list[float] | None) -> float:
+    if used is None or len(used) != len(planned):
+        return 99.0
+    return max((abs(a - b) for a, b in zip(planned, used, strict=True)), default=0.0)
+
+
+def _evaluate(step: Step, media: MediaStoreResource, tallies: dict[str, _Tally]) -> int:
+    rules = q.rules_for(step.dimension.duration_range_s)
+    checked = 0
     for script in step.units("script"):
         render_id = script.result.get("render_id")
         if render_id is None:
             continue
         render = step.state.get_work_unit("render", render_id)
         if render is None:
-            problems.append(f"script {script.id}: render {render_id} does not exist")
+            tallies[PROBE].add(render_id, ["does not exist"], {})
             continue
+        if render.state != "approved":
+            continue  # rejected or failed renders are never published: nothing to gate
         checked += 1
-        try:  # a local path to the approved bytes, whichever the backend
-            path = media.store().verified_path(render.payload["uri"], render.payload["sha256"])
-        except MediaProblem as exc:
-            problems.append(f"render {render.id}: {exc}")
+        analysis, integrity = _analysis(render, media.store())
+        tallies[PROBE].add(render.id, integrity, {})
+        if analysis is None:
+            for name in q.QUALITY_CHECKS:
+                tallies[name].add(render.id, ["no readable file to check"], {})
             continue
-        problems += [f"render {render.id}: {p}" for p in check_render(str(path))]
+        used = render.payload.get("scene_durations_s")
+        planned = planned_scene_durations(step.state, script)
+        found = technical_problems(analysis, rules, planned, used)
+        values: dict[str, dict[str, float]] = q.chart_values(analysis, rules)
+        values[q.SCENES] = {
+            "scene_offset_s": _scene_offset(planned, used),
+            "scenes_rendered": len(used) if used is not None else 0,
+            "scenes_planned": len(planned),
+        }
+        for name in q.QUALITY_CHECKS:
+            tallies[name].add(render.id, found[name], values[name])
+    return checked
+
+
+def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
+    metadata: dict[str, Any] = {
+        "problems": tally.problems,
+        "renders_checked": dg.MetadataValue.int(checked),
+        "renders_failing": dg.MetadataValue.int(
+            sum(1 for r in tally.per_render.values() if not r["passed"])
+        ),
+        "per_render": dg.MetadataValue.json(tally.per_render),
+    }
+    for key, (how, label) in _WORST.get(name, {}).items():
+        numbers = [r[key] for r in tally.per_render.values() if key in r]
+        if numbers:
+            metadata[label] = dg.MetadataValue.float(float(how(numbers)))
     return dg.AssetCheckResult(
-        passed=not problems, metadata={"problems": problems, "renders_checked": checked}
+        check_name=name, asset_key=renders.key, passed=not tally.problems, metadata=metadata
     )
+
+
+@dg.multi_asset_check(
+    specs=[
+        dg.AssetCheckSpec(name, asset=renders, blocking=True, description=_DESCRIPTION)
+        for name, _DESCRIPTION in (
+            (PROBE, "The approved render is present, the approved bytes and readable."),
+            (q.FORMAT, "1080x1920, H.264/AAC, 24 fps, yuv420p, square pixels."),
+            (q.DURATION, "Duration within the dimension's duration_range_s."),
+            (q.LOUDNESS, "-14 LUFS +-1 integrated, true peak at most -1 dBTP."),
+            (q.BLACK, f"No black stretch over {q.MAX_BLACK_S} s."),
+            (q.FREEZE, f"No frozen stretch over {q.MAX_FREEZE_S} s."),
+            (q.SILENCE, f"No silence over {q.MAX_SILENCE_S} s."),
+            (q.AV_SYNC, f"Audio and video stream durations within {q.MAX_AV_DRIFT_S} s."),
+            (q.SCENES, "As many scenes as planned, each as long as planned."),
+        )
+    ],
+    can_subset=False,
+)
+def render_quality(
+    context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
+) -> Iterator[dg.AssetCheckResult]:
+    step = read_step(context, state.get_client(), "render_quality")
+    tallies = {name: _Tally() for name in CHECKS}
+    checked = _evaluate(step, media, tallies)
+    for name in CHECKS:
+        yield _result(name, tallies[name], checked)
