@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
+
+from mdame_domain.media_url import MediaUrlError, S3MediaUrl, parse_media_url
 
 EXECUTOR_ENV = "MDAME_GPU_EXECUTOR"
 EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
@@ -181,16 +182,16 @@ def gpu_executor() -> dg.ExecutorDefinition:
     return k8s_job_executor.configured(k8s_config(), name="mdame_k8s")
 
 
-def parse_s3_url(url: str) -> tuple[str, str, dict[str, str]]:
-    """`s3://bucket/prefix?endpoint_url=...&region=...` -> (bucket, prefix, options)."""
-    parts = urlsplit(url)
-    if parts.scheme != "s3" or not parts.netloc:
-        raise ExecutorConfigError(f"{IO_URL_ENV} must look like s3://bucket/prefix, not {url!r}")
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = sorted(set(options) - {"endpoint_url", "region"})
-    if unknown:
-        raise ExecutorConfigError(f"{IO_URL_ENV}: unknown option(s) {', '.join(unknown)}")
-    return parts.netloc, parts.path.strip("/"), options
+def io_bucket(url: str) -> S3MediaUrl:
+    """The bucket, prefix and endpoint of MDAME_DAGSTER_IO_URL: the media store's URL grammar
+    (`s3://bucket/prefix?endpoint_url=...&region=...`), which must name a bucket here."""
+    try:
+        parsed = parse_media_url(url)
+    except MediaUrlError as exc:
+        raise ExecutorConfigError(f"{IO_URL_ENV}: {exc}") from None
+    if not isinstance(parsed, S3MediaUrl):
+        raise ExecutorConfigError(f"{IO_URL_ENV} must look like s3://bucket/prefix")
+    return parsed
 
 
 def gpu_io_manager() -> Any:
@@ -201,14 +202,12 @@ def gpu_io_manager() -> Any:
         # Dagster's default, files under $DAGSTER_HOME/storage: shared by every process of one
         # host (and by several hosts only if that folder is a shared mount).
         return dg.FilesystemIOManager()
-    bucket, prefix, options = parse_s3_url(url)
+    bucket = io_bucket(url)
     from dagster_aws.s3 import S3PickleIOManager, S3Resource
 
     # Credentials come from boto3's own chain (AWS_ACCESS_KEY_ID... or an instance role).
     return S3PickleIOManager(
-        s3_resource=S3Resource(
-            endpoint_url=options.get("endpoint_url"), region_name=options.get("region")
-        ),
-        s3_bucket=bucket,
-        s3_prefix=prefix or "dagster",
+        s3_resource=S3Resource(endpoint_url=bucket.endpoint_url, region_name=bucket.region),
+        s3_bucket=bucket.bucket,
+        s3_prefix=bucket.prefix or "dagster",
     )

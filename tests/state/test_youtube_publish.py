@@ -16,25 +16,11 @@ import pytest
 from test_fencing import expire, hold
 from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
 
-from fakes.youtube import FakeYouTube, running
+from fakes.youtube import FakeYouTube
 from mdame_assets.defs.publications.assets import publish_resumable
 from mdame_core.state import LeaseLost, StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_resources.providers.publisher import YouTubePublisher
-
-
-@pytest.fixture
-def fake(tmp_path: Path):
-    with running(tmp_path / "fake") as server:
-        server.add_channel("@tech", REFRESH_TOKEN)
-        yield server
-
-
-@pytest.fixture
-def master(monkeypatch: pytest.MonkeyPatch) -> MasterKey:
-    key = MasterKey.generate()
-    monkeypatch.setenv("MDAME_MASTER_KEY", key.encoded())
-    return key
 
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str | None:

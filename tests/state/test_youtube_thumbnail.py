@@ -12,28 +12,14 @@ from typing import Any
 
 import pytest
 from test_fencing import hold
-from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
+from youtube_kit import META, Setup, publisher, ready_to_publish, store_grant
 
-from fakes.youtube import THUMBNAIL_COST, running
+from fakes.youtube import THUMBNAIL_COST
 from mdame_assets.defs.publications.assets import publish_resumable
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_domain.outbox import ContentMismatch
 from mdame_resources.providers.publisher import YouTubePublisher
-
-
-@pytest.fixture
-def fake(tmp_path: Path):
-    with running(tmp_path / "fake") as server:
-        server.add_channel("@tech", REFRESH_TOKEN)
-        yield server
-
-
-@pytest.fixture
-def master(monkeypatch: pytest.MonkeyPatch) -> MasterKey:
-    key = MasterKey.generate()
-    monkeypatch.setenv("MDAME_MASTER_KEY", key.encoded())
-    return key
 
 
 @pytest.fixture
