@@ -8,6 +8,10 @@ this run or the next the hop sensor requests) makes it again under the next key 
   byte-identical): the damage is logged and left to the blocking render_probe check, which
   names it and holds publishing back.
 
+A render made before its reviews were bound to the request and the quality rules (issue 11:
+no `request_sha256` in its payload) heals the same way: a database that outlived an upgrade
+would otherwise hold it approved, refused at upload for its missing content review, forever.
+
 Clips heal through the GPU queue instead (defs/clips/healing.py).
 """
 
@@ -27,6 +31,8 @@ def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, .
         if unit is None:
             raise RuntimeError(f"script {script.id} names a {kind} {unit_id} that does not exist")
         problem = store.problem(unit.payload["uri"], unit.payload["sha256"])
+        if problem is None and kind == "render" and "request_sha256" not in unit.payload:
+            problem = "made before the render quality gates and bound reviews"
         if problem is None:
             continue
         reason = f"{kind} {unit.id}: {problem}"

@@ -237,3 +237,27 @@ def test_content_review_rejects_unsafe_on_screen_text_and_nothing_is_published(c
     verdicts = {r["check_name"]: r["verdict"] for r in rig.state.reviews_of(render.id)}
     assert verdicts == {"technical": "approved", "content": "rejected"}
     assert rig.state.list_work_units("publication") == []
+
+
+def test_a_render_made_before_the_quality_gates_is_rendered_again_before_publishing(
+    rendered_rig,
+):
+    # A database that outlived the upgrade holds renders approved under the old rules, with no
+    # bound reviews: publishing would refuse them forever. They are made again instead.
+    rig = rendered_rig
+    old, _ = _approved(rig)
+    payload = {k: v for k, v in old.payload.items() if k not in ("request_sha256", "probe")}
+    rig.owner_execute(
+        "UPDATE mdame.renders SET payload = %s WHERE id = %s", (Jsonb(payload), old.id)
+    )
+
+    result = rig.materialize(graph(only=PUBLISHING))
+
+    assert result.success
+    stale = rig.state.get_work_unit("render", old.id)
+    assert stale.state == "failed" and "before the render quality gates" in stale.result["reason"]
+    script = rig.script()
+    assert script.state == "published"
+    current = rig.state.get_work_unit("render", script.result["render_id"])
+    assert current.id != old.id and current.state == "approved"
+    assert current.payload["request_sha256"] == old.payload["request_sha256"]
