@@ -1,9 +1,9 @@
-"""The video's thumbnail: the hook frame with the title drawn on it (issue 11, item 7).
+"""The video's thumbnail: the opening frame with the title drawn on it (issue 11, item 7).
 
 A vertical 1080x1920 JPEG (a Short's own frame) of at most 2 MB, which YouTube's
-thumbnails.set accepts. The frame is taken at THUMBNAIL_AT_S, while the hook text is on
-screen; the title goes in the upper part of the frame, clear of the captions and of the
-platform's buttons.
+thumbnails.set accepts. The render takes the frame at THUMBNAIL_AT_S of its first scene clip,
+before captions are burned in, so the title (the hook) is the only text on it; the title goes
+in the upper part of the frame, clear of the platform's buttons.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TITLE_CHARS_PER_LINE = 20
 TITLE_MAX_LINES = 4
 TITLE_TOP = 0.12  # the title block starts this far down the frame
 JPEG_QUALITIES = (3, 6, 10, 16)  # ffmpeg's -q:v, best first: the first under the size limit
-THUMBNAIL_RECIPE_VERSION = "thumbnail-v1"
+THUMBNAIL_RECIPE_VERSION = "thumbnail-v2"  # v2: the first clip's frame, not the render's
 
 
 def title_lines(title: str) -> list[str]:

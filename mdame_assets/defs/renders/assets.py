@@ -136,8 +136,10 @@ def _rendered_file(
     ).hexdigest()
     thumbnail = store.find_derived("thumbnail", thumb_digest)
     if thumbnail is None:
-        at_s = min(THUMBNAIL_AT_S, inputs.total_s / 2)
-        jpeg = render_thumbnail(str(stored.path), title, str(work / "thumbnail.jpg"), at_s)
+        # The first scene's own picture, before captions are burned in: the title is then
+        # the only text on the thumbnail (the render's frame already shows hook and captions).
+        at_s = min(THUMBNAIL_AT_S, inputs.scene_durations_s[0] / 2)
+        jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
         thumbnail = store.put_file(jpeg, ".jpg")
         store.remember_derived("thumbnail", thumb_digest, thumbnail)
     return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes)
