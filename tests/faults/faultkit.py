@@ -183,9 +183,16 @@ CALLS: list[tuple[str, str]] = []  # (method, work_key) of every channel call, i
 class RecordingOutbox(OutboxPublisher):
     """The offline channel, recording each call (did a rerun ask, or submit again?)."""
 
-    def publish(self, dimension_slug: str, work_key: str, video: Path, metadata: dict) -> str:
+    def publish(
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict,
+        thumbnail: Path | None = None,
+    ) -> str:
         CALLS.append(("publish", work_key))
-        return super().publish(dimension_slug, work_key, video, metadata)
+        return super().publish(dimension_slug, work_key, video, metadata, thumbnail)
 
     def find(self, dimension_slug: str, work_key: str) -> str | None:
         CALLS.append(("find", work_key))
@@ -195,15 +202,29 @@ class RecordingOutbox(OutboxPublisher):
 class PublishedThenTimeout(RecordingOutbox):
     """The upload goes through, the answer never comes: the UNKNOWN outcome."""
 
-    def publish(self, dimension_slug: str, work_key: str, video: Path, metadata: dict) -> str:
-        super().publish(dimension_slug, work_key, video, metadata)
+    def publish(
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict,
+        thumbnail: Path | None = None,
+    ) -> str:
+        super().publish(dimension_slug, work_key, video, metadata, thumbnail)
         raise TimeoutError("upload sent, no response within the deadline")
 
 
 class LostThenTimeout(RecordingOutbox):
     """The request never reaches the channel and the client times out: also UNKNOWN to us."""
 
-    def publish(self, dimension_slug: str, work_key: str, video: Path, metadata: dict) -> str:
+    def publish(
+        self,
+        dimension_slug: str,
+        work_key: str,
+        video: Path,
+        metadata: dict,
+        thumbnail: Path | None = None,
+    ) -> str:
         CALLS.append(("publish", work_key))
         raise TimeoutError("upload sent, no response within the deadline")
 
