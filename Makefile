@@ -34,8 +34,11 @@ demo: db
 	elif [ -z "$(PROVIDERS)" ] || [ "$(PROVIDERS)" = offline ]; then $(BIN)/mdame demo; \
 	else echo "PROVIDERS must be offline (the default) or fakes, not '$(PROVIDERS)'" >&2; exit 2; fi
 
+# Two workers, a test file each at a time (--dist loadfile keeps a file's fixtures together):
+# the suite waits on subprocesses, ffmpeg and Dagster runs more than it computes.
+TEST_WORKERS ?= 2
 test: db
-	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ui: db
 	@$(BIN)/mdame ui
