@@ -30,7 +30,7 @@ LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test 
 # A name for this worker in its id (a Celery worker's "gpu-0", a pod's name): the scene's result
 # records the id, so an operator (and a test) can see where each clip was made.
 WORKER_NAME_ENV = "MDAME_WORKER_NAME"
-# A scene_hash held by a live worker elsewhere is polled at least this often: its clip is often
+# A job or scene_hash held by a live worker elsewhere is polled at least this often: its clip is often
 # done long before its lease would run out.
 SCENE_BUSY_POLL_S = 15.0
 
@@ -106,9 +106,10 @@ class SceneAttemptFailed(Exception):
 
 
 def _wait_for(claim: SceneClaim) -> float:
-    if claim.outcome == "scene_busy":
+    if claim.outcome in ("held", "scene_busy"):
+        # A live holder usually finishes long before its lease (300 s) runs out: poll instead.
         return max(0.5, min(claim.wait_s + 0.5, SCENE_BUSY_POLL_S))
-    return max(0.5, claim.wait_s + 0.5)  # the rest of the holder's lease, or the retry delay
+    return max(0.5, claim.wait_s + 0.5)  # not_due: the job's own retry delay
 
 
 def make_scene_clip(
