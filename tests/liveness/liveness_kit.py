@@ -170,7 +170,7 @@ def kill_sequence(
     log: Callable[[str], None] = print,
 ) -> list[str]:
     """Start the demo and SIGKILL its whole process group `kills` times. The first kill (if
-    asked) lands while scene_clips holds the gpu pool slot (the headline case); each other one
+    asked) lands while a scene_clip step holds the gpu pool slot (the headline case); each other one
     a random moment (up to `max_delay_s`) after the demo's k-th run started, k drawn from
     1..runs_per_demo, so it lands while there is work left. Returns where each kill landed."""
     moments = []
@@ -178,8 +178,14 @@ def kill_sequence(
         demo = Demo.start(world, tmp / f"demo-{n}.log", dimensions, day)
         try:
             if n == 0 and first_at_gpu_slot:
-                wait_for("scene_clips to hold the gpu slot", lambda: slot_holders(world), 240)
-                where = "while scene_clips held the gpu slot"
+                # On a long-lived database today's clips may all exist already: then the demo
+                # finishes without ever taking the slot, and the kill lands after its exit.
+                wait_for(
+                    "a scene_clip step to hold the gpu slot (or the demo's exit)",
+                    lambda proc=demo.proc: slot_holders(world) or proc.poll() is not None,
+                    240,
+                )
+                where = "while a scene_clip step held the gpu slot"
             else:
                 k = rng.randint(1, runs_per_demo)
                 wait_for(
