@@ -87,3 +87,25 @@ def _failed(state: StateStore, alert_id: int, reason: str) -> None:
         state.mark_alert_failed(alert_id, reason[:2000] or "failed")
     except Exception as exc:  # the claim lapses on its own; the sweep retries then
         log.warning("alert %s failure not recorded: %s", alert_id, type(exc).__name__)
+
+
+def notifier_for_environment() -> NotifierResource:
+    """The notifier of the chosen provider set, for code that runs outside a Dagster resource
+    (a stage's step, a provider): the outbox offline, else Telegram with the MDAME_TELEGRAM_*
+    variables read when it sends (a missing token or chat leaves the alert to the sweep)."""
+    from mdame_resources.notify import OutboxNotifier, TelegramNotifier
+    from mdame_resources.providers.selection import provider_set
+
+    return OutboxNotifier() if provider_set() == "offline" else TelegramNotifier()
+
+
+def raise_environment_alert(
+    state: StateStore, dimension: str | None, cause: str, reason: str
+) -> Outcome:
+    """raise_alert through the environment's notifier: the one call the product's paths make."""
+    try:
+        notifier: NotifierResource | None = notifier_for_environment()
+    except Exception as exc:  # a bad MDAME_PROVIDERS: recorded, the sweep delivers later
+        log.warning("no notifier for alerts: %s", exc)
+        notifier = None
+    return raise_alert(state, notifier, dimension, cause, reason)

@@ -92,6 +92,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
 DECLARE
   v_done integer;
 BEGIN
+  IF p_alert_id IS NULL THEN
+    PERFORM mdame._invalid('alert_id must not be NULL');
+  END IF;
   IF NOT EXISTS (SELECT 1 FROM alerts WHERE id = p_alert_id) THEN
     RAISE EXCEPTION USING ERRCODE = 'MD006', MESSAGE = format('mdame: no alert %s', p_alert_id);
   END IF;
@@ -108,10 +111,13 @@ CREATE FUNCTION mdame.mark_alert_failed(p_alert_id bigint, p_error text) RETURNS
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
 DECLARE
   v_attempts integer;
+  v_error text := left(mdame._require_text('error', p_error, 100000), 2000);
 BEGIN
+  IF p_alert_id IS NULL THEN
+    PERFORM mdame._invalid('alert_id must not be NULL');
+  END IF;
   UPDATE alerts
-     SET attempts = attempts + 1, claimed_until = NULL,
-         last_error = left(mdame._require_text('error', p_error, 100000), 2000)
+     SET attempts = attempts + 1, claimed_until = NULL, last_error = v_error
    WHERE id = p_alert_id AND delivered_at IS NULL
   RETURNING attempts INTO v_attempts;
   IF v_attempts IS NULL THEN

@@ -48,7 +48,7 @@ def dimensions(tmp_path: Path, **chats: str) -> Path:
 
     base = yaml.safe_load((REPO_ROOT / "dimensions" / "tech.yaml").read_text())
     folder = tmp_path / "dimensions"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for slug, chat in chats.items():
         data = {**base, "slug": slug, "alerts": {"telegram_chat": chat}}
         (folder / f"{slug}.yaml").write_text(yaml.safe_dump(data))
@@ -195,3 +195,18 @@ def test_the_outbox_notifier_writes_files(tmp_path: Path) -> None:
     assert [len(line["text"]) for line in lines[:2]] == [4096, 904]
     assert (tmp_path / "telegram" / lines[2]["photo"]).read_bytes() == tiny_png()
     assert read_outbox(tmp_path, None)[0]["text"] == "global"
+
+
+def test_the_alerts_block_is_validated(tmp_path: Path) -> None:
+    from mdame_domain.dimensions import DimensionConfigError, load_dimension_file
+
+    folder = dimensions(tmp_path, tech="-1001234567890", science="@mdame_alerts")
+    assert load_dimension_file(folder / "tech.yaml").alerts.telegram_chat == "-1001234567890"
+    assert load_dimension_file(folder / "science.yaml").alerts.telegram_chat == "@mdame_alerts"
+    bad = dimensions(tmp_path / "bad", tech="my chat")
+    with pytest.raises(DimensionConfigError, match="alerts.telegram_chat"):
+        load_dimension_file(bad / "tech.yaml")
+    text = (bad / "tech.yaml").read_text().replace("telegram_chat: my chat", "chat: '1'")
+    (bad / "tech.yaml").write_text(text)
+    with pytest.raises(DimensionConfigError, match="alerts.chat"):
+        load_dimension_file(bad / "tech.yaml")
