@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from mdame_assets.defs.alerts import ALERT_SENSORS
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
@@ -46,5 +47,6 @@ defs = dg.Definitions.merge(
         sensors=[publishing_sensor],
     ),
     dg.Definitions(sensors=RUN_SENSORS),
+    dg.Definitions(sensors=ALERT_SENSORS),  # issue 12: run failures of both locations, sweep
     dg.Definitions(resources=shared_resources()),
 )

@@ -78,6 +78,14 @@ class Step:
     def log(self, status: str, **fields: Any) -> None:
         log_event(self.execution_id, self.partition.dimension, self.stage, status, **fields)
 
+    def alert(self, cause: str, reason: str) -> None:
+        """Tells the operator (issue 12, alerts): once per dimension, cause and UTC day; never
+        raises, so the step goes on exactly as it would have without it."""
+        from mdame_resources.alerts import raise_environment_alert
+
+        outcome = raise_environment_alert(self.state, self.partition.dimension, cause, reason)
+        self.log("alert", cause=cause, outcome=outcome)
+
 
 def dimension_lock_name(dimension_slug: str) -> str:
     """The same name as the database's mdame.dimension_lock_name, which the fence checks."""

@@ -57,6 +57,7 @@ from mdame_domain.paid_calls import (
     request_hash,
     speech_output_tokens,
 )
+from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
 
 BASE_URL_ENV = "MDAME_GEMINI_BASE_URL"
@@ -193,7 +194,11 @@ class PaidCaller:
             if start.action == "done":
                 return PaidResult(start.result, 0, int(start.attempt_id or 0), cached=True)
             if start.action == "budget_exhausted":
-                raise BudgetExhausted(self.ctx.dimension.slug, start.period, estimate)
+                refused = BudgetExhausted(self.ctx.dimension.slug, start.period, estimate)
+                raise_environment_alert(
+                    self.ctx.state, self.ctx.dimension.slug, "budget_cap", str(refused)
+                )
+                raise refused
             if start.action == "in_flight":
                 raise PaidCallInFlight(
                     f"Gemini call {work_key} of {self.ctx.dimension.slug!r} may still be in "

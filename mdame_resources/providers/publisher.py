@@ -16,6 +16,7 @@ from mdame_core.state import Account, StateStore
 from mdame_domain.credentials import Envelope, associated_data, load_master_key, open_grant
 from mdame_domain.media_store import sha256_file
 from mdame_domain.outbox import ContentMismatch, OutboxEntry, outbox_video_id, publish_to_outbox
+from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.base import ProviderResource
 
 
@@ -224,6 +225,13 @@ class YouTubePublisher(PublisherResource):
         except GrantRevoked as exc:
             job.state.mark_needs_reauth(job.account.id, str(exc))
             job.log("needs_reauth", account_id=job.account.id)
+            raise_environment_alert(
+                job.state,
+                job.dimension_slug,
+                "reauth_needed",
+                f"account {job.account.handle}: the grant was revoked; run `mdame accounts "
+                f"connect {job.dimension_slug} --account {job.account.handle}`",
+            )
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
         except YouTubeError as exc:
@@ -234,6 +242,13 @@ class YouTubePublisher(PublisherResource):
                     account_id=job.account.id,
                     reason=exc.reason,
                     until=until.isoformat(),
+                )
+                raise_environment_alert(
+                    job.state,
+                    job.dimension_slug,
+                    "quota_exhausted",
+                    f"account {job.account.handle}: YouTube answered {exc.reason}; "
+                    f"paused until {until.isoformat()}",
                 )
                 self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", exc.reason)
                 raise AccountUnavailable(f"account {job.account.handle}: {exc.reason}") from None

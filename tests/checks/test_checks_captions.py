@@ -23,7 +23,10 @@ def _render(rig):
 def _publishing_side(rig) -> dict:
     return {
         "publications": rig.state.list_work_units("publication"),
-        "outbox": sorted(p.name for p in (rig.home / "outbox").rglob("*")),
+        # Videos only: offline alerts (issue 12) are files under outbox/telegram/.
+        "outbox": sorted(
+            p.name for p in (rig.home / "outbox").rglob("*") if "telegram" not in p.parts
+        ),
         "script": rig.script().state,
     }
 

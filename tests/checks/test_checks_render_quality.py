@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 
 from mdame_domain import render_quality as q
 from mdame_domain.media_store import sha256_file
+from mdame_resources.notify import read_outbox
 from mdame_resources.providers.safety import RuleSafetyClassifier
 
 PUBLISHING = ("renders", "publications")
@@ -96,7 +97,10 @@ BROKEN = [
 def _publishing_side(rig) -> dict:
     return {
         "publications": rig.state.list_work_units("publication"),
-        "outbox": sorted(p.name for p in (rig.home / "outbox").rglob("*")),
+        # Videos only: offline alerts (issue 12) are files under outbox/telegram/.
+        "outbox": sorted(
+            p.name for p in (rig.home / "outbox").rglob("*") if "telegram" not in p.parts
+        ),
     }
 
 
@@ -118,6 +122,10 @@ def _assert_blocked(rig, result, check_name: str) -> list[str]:
     assert materialized(result) == {"renders"}
     assert not_started(result, "publications") == ["publications"]
     assert _publishing_side(rig) == {"publications": [], "outbox": []}
+    # The operator is told that publication is blocked (issue 12; offline: the outbox file).
+    (alert,) = read_outbox(rig.home / "outbox", "science")
+    assert alert["text"].startswith("MD-AME alert · science · a blocking check failed")
+    assert check_name in alert["text"]
     return problems(check)
 
 

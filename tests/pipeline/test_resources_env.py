@@ -52,6 +52,7 @@ def test_production_secrets_are_env_vars():
         ("writer", "api_key"),
         ("voice", "gemini_api_key"),
         ("publisher", "client_secrets_file"),
+        ("notifier", "bot_token"),  # issue 12, alerts
     ):
         value = providers[name].__dict__.get(field)
         assert isinstance(value, dg.EnvVar), (name, field, type(value))

@@ -22,6 +22,7 @@ from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
 from mdame_core.state import RetryNotDue
 from mdame_domain.outbox import list_outbox
+from mdame_resources.notify import read_outbox
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 
 DAY = date(2026, 11, 29)
@@ -65,6 +66,12 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert [e.detail["halts"] for e in events if e.event == "voice_halted"] == [1]
         assert _count(pipeline, "renders") == 0 and _count(pipeline, "publications") == 0
         assert list_outbox(pipeline.home / "outbox") == []
+        # The operator is told (issue 12): offline, through the outbox notifier.
+        alerts = pipeline.state._select("SELECT dimension_slug, cause FROM mdame.alerts")
+        assert alerts == [("science", "halt")]
+        (alert,) = read_outbox(pipeline.home / "outbox", "science")
+        assert alert["text"].startswith("MD-AME alert · science · HALT")
+        assert "voice synthesis failed" in alert["text"]
 
         edge.set_fault(None)  # Edge is back, but the backoff has not expired
         early = _run(pipeline, key)

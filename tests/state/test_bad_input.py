@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import date
 from typing import Any
 
 import psycopg
@@ -60,6 +61,9 @@ def _populate(state: StateStore) -> dict[str, Any]:
     state.put_scene_cache("scene-hash", "media://a", SHA, 600)
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
     state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
+    # 0015 (alerts): one delivered alert.
+    ids["alert"] = state.record_alert("tech", "halt", date(2025, 6, 1), "t").alert_id
+    state.mark_alert_delivered(ids["alert"])
     return ids
 
 
@@ -384,6 +388,21 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("record_feed_failure", ("https://h/f", "", None), InvalidInput),
         ("record_feed_failure", ("https://h/f", None, None), InvalidInput),
         ("record_feed_failure", ("https://h/v?key=secret", "r", None), InvalidInput),
+        # 0015 (issue 12, alerts): one alert per dimension, cause and day; not fenced.
+        ("record_alert", ("Bad Slug", "halt", "2025-06-01", "t", 120), InvalidInput),
+        ("record_alert", ("tech", "meltdown", "2025-06-01", "t", 120), InvalidInput),
+        ("record_alert", ("tech", "halt", None, "t", 120), InvalidInput),
+        ("record_alert", ("tech", "halt", "2025-06-01", "", 120), InvalidInput),
+        ("record_alert", ("tech", "halt", "2025-06-01", "t", 0), InvalidInput),
+        ("mark_alert_delivered", (None,), InvalidInput),
+        ("mark_alert_delivered", (999_999,), NotFound),
+        ("mark_alert_failed", (999_999, "e"), NotFound),
+        ("mark_alert_failed", (None, "e"), InvalidInput),
+        ("mark_alert_failed", (1, ""), InvalidInput),
+        ("mark_alert_failed", (ids["alert"], "e"), StateConflict),  # already delivered
+        ("claim_undelivered_alerts", (0, 120, 7), InvalidInput),
+        ("claim_undelivered_alerts", (10, 0, 7), InvalidInput),
+        ("claim_undelivered_alerts", (10, 120, 0), InvalidInput),
     ]
 
 
@@ -452,6 +471,7 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
             "attempt_unknown",
             "attempt_done",
             "script",
+            "alert",
         )
     }
     dummy["execution"] = uuid.uuid4()

@@ -25,6 +25,7 @@ from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import ContentMismatch
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
+from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob
 from mdame_resources.state import StateStoreResource
@@ -98,6 +99,8 @@ def _publish_once(
     if start.action in ("no_quota", "skipped"):  # skipped: paused or needs_reauth (0012)
         status = "quota_exhausted" if start.action == "no_quota" else "account_skipped"
         step.log(status, account_id=payload["account_id"])
+        if start.action == "no_quota":
+            step.alert("quota_exhausted", f"account {payload['account_id']}: no upload quota left")
         return None
     if start.action == "submit":
         assert start.attempt_id is not None  # begin_upload returns it with 'submit'
@@ -188,6 +191,13 @@ def publish_resumable(
                 "quota_exhausted" if start.action == "no_quota" else "account_skipped",
                 account_id=account.id,
             )
+            if start.action == "no_quota":
+                raise_environment_alert(
+                    state,
+                    dimension_slug,
+                    "quota_exhausted",
+                    f"account {account.handle}: no {publisher.upload_quota_bucket} quota left",
+                )
             return None
         job = UploadJob(
             state=state,

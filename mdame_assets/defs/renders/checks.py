@@ -166,5 +166,9 @@ def render_quality(
     step = read_step(context, state.get_client(), "render_quality")
     tallies = {name: _Tally() for name in CHECKS}
     checked = _evaluate(step, media, tallies)
+    failing = [name for name in CHECKS if tallies[name].problems]
+    if failing:  # blocking: the partition's publication waits (issue 12, alerts)
+        first = tallies[failing[0]].problems[0]
+        step.alert("check_blocked", f"render checks failed: {', '.join(failing)}; {first}")
     for name in CHECKS:
         yield _result(name, tallies[name], checked)

@@ -71,6 +71,7 @@ def _voice_for(
         next_retry = step.state.halt_voice(script.id, reason, VOICE_BACKOFF_BASE_S, VOICE_MAX_HALTS)
         step.log("voice_halted", script_id=script.id, reason=reason, next_retry=str(next_retry))
         retry = f"voice retried after {next_retry.isoformat()}" if next_retry else "no retry left"
+        step.alert("halt", f"voice synthesis failed for script {script.id} ({retry}): {reason}")
         raise dg.Failure(
             f"HALT: voice synthesis failed for script {script.id} ({retry}): {exc}",
             allow_retries=False,
