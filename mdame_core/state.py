@@ -1680,7 +1680,7 @@ class StateStore:
                 ORDER BY p.id""",
             [dimension_id, last_day],
         )
-        return [PublishedVideo(*row[:7], tuple(row[7])) for row in rows]
+        return [PublishedVideo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7])) for r in rows]
 
     def auditor_facts(self, dimension_id: int, first_day: date, last_day: date) -> dict[str, Any]:
         """The raw facts of one dimension's week (partition days first_day..last_day) that the
