@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dagster as dg
 
+from mdame_assets.defs.analytics.assets import video_stats
+from mdame_assets.defs.analytics.schedules import analytics_job, daily_analytics_schedule
+from mdame_assets.defs.auditor.assets import strategic_audit
+from mdame_assets.defs.auditor.schedules import weekly_audit_schedule, weekly_operations_job
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
@@ -46,5 +50,11 @@ defs = dg.Definitions.merge(
         sensors=[publishing_sensor],
     ),
     dg.Definitions(sensors=RUN_SENSORS),
+    # Issue 12, slice "auditor": daily analytics and the weekly Strategic Auditor.
+    dg.Definitions(
+        assets=[video_stats, strategic_audit],
+        jobs=[analytics_job, weekly_operations_job],
+        schedules=[daily_analytics_schedule, weekly_audit_schedule],
+    ),
     dg.Definitions(resources=shared_resources()),
 )
