@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets import orchestrator
+from mdame_assets.defs.dimensions.registry import sync_registry
 from mdame_assets.jobs import partition_tags
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_partition_key
 from mdame_core.settings import mdame_home
@@ -66,7 +67,10 @@ def main(day: date | None = None, only: Sequence[str] = ()) -> int:
     instance = dg.DagsterInstance.get()
     state = StateStore()
     try:
-        active = [d.slug for d in state.list_dimensions(active_only=True)]
+        registry = sync_registry(state)  # as `mdame demo` does: the YAMLs are the truth
+        for error in registry.errors:
+            print(f"error: {error}", file=sys.stderr)
+        active = list(registry.active)
         chosen = [s for s in active if not only or s in only]
         known = set(instance.get_dynamic_partitions(DIMENSION_PARTITION))
         instance.add_dynamic_partitions(DIMENSION_PARTITION, [s for s in chosen if s not in known])
