@@ -14,6 +14,7 @@ of <= 1,024) through the notifier resource.
 """
 
 import base64
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,11 +47,12 @@ class Notifier(Protocol):
 def disk_bytes(home: Path) -> dict[str, int]:
     """Disk use per kind from the retention slice's function; {} where this build has none
     (the report then says it was not measured)."""
+    # By name: this module must import (and type-check) with and without that slice merged.
     try:
-        from mdame_domain.retention import disk_usage_by_kind  # type: ignore[import-not-found]
+        retention = importlib.import_module("mdame_domain.retention")
     except ImportError:
         return {}
-    return dict(disk_usage_by_kind(home))
+    return {str(kind): int(n) for kind, n in retention.disk_usage_by_kind(home).items()}
 
 
 def telegram_text(markdown: str) -> str:
