@@ -5,6 +5,10 @@ from __future__ import annotations
 import dagster as dg
 
 from mdame_assets.defs.alerts import ALERT_SENSORS
+from mdame_assets.defs.analytics.assets import video_stats
+from mdame_assets.defs.analytics.schedules import analytics_job, daily_analytics_schedule
+from mdame_assets.defs.auditor.assets import strategic_audit
+from mdame_assets.defs.auditor.schedules import weekly_audit_schedule, weekly_operations_job
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
@@ -48,5 +52,11 @@ defs = dg.Definitions.merge(
     ),
     dg.Definitions(sensors=RUN_SENSORS),
     dg.Definitions(sensors=ALERT_SENSORS),  # issue 12: run failures of both locations, sweep
+    # Issue 12, slice "auditor": daily analytics and the weekly Strategic Auditor.
+    dg.Definitions(
+        assets=[video_stats, strategic_audit],
+        jobs=[analytics_job, weekly_operations_job],
+        schedules=[daily_analytics_schedule, weekly_audit_schedule],
+    ),
     dg.Definitions(resources=shared_resources()),
 )

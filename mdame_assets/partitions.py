@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -16,6 +17,28 @@ daily_partitions = dg.DailyPartitionsDefinition(
 content_partitions = dg.MultiPartitionsDefinition(
     {"date": daily_partitions, DIMENSION_PARTITION: dimension_partitions}
 )
+
+# issue 12, slice "auditor": the weekly operations assets (Strategic Auditor, Adaptive Engine).
+# Weeks run Monday 00:00 to Sunday 24:00 UTC and are keyed by their Monday; end_offset=1 makes
+# the running week a partition, so the Sunday schedule can report it before it ends.
+WEEK_PARTITION = "week"
+weekly_partitions = dg.WeeklyPartitionsDefinition(
+    start_date="2026-11-02", day_offset=1, timezone="UTC", end_offset=1
+)
+weekly_dimension_partitions = dg.MultiPartitionsDefinition(
+    {WEEK_PARTITION: weekly_partitions, DIMENSION_PARTITION: dimension_partitions}
+)
+with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the mapping is plain
+    warnings.simplefilter("ignore")
+    # A week x dimension partition reads the seven day x dimension partitions of that week.
+    days_of_week = dg.MultiPartitionMapping(
+        {
+            "date": dg.DimensionPartitionMapping(WEEK_PARTITION, dg.TimeWindowPartitionMapping()),
+            DIMENSION_PARTITION: dg.DimensionPartitionMapping(
+                DIMENSION_PARTITION, dg.IdentityPartitionMapping()
+            ),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -62,3 +85,24 @@ class PartitionRef:
 
 def partition_key(day: date, dimension: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"date": day.isoformat(), DIMENSION_PARTITION: dimension})
+
+
+def week_partition_key(week_start: date, dimension: str) -> dg.MultiPartitionKey:
+    """The weekly operations assets' key of a week (its Monday) and a dimension."""
+    return dg.MultiPartitionKey(
+        {WEEK_PARTITION: week_start.isoformat(), DIMENSION_PARTITION: dimension}
+    )
+
+
+def week_of(
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
+) -> tuple[date, str]:
+    """A weekly run's (Monday, dimension)."""
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        key = weekly_dimension_partitions.get_partition_key_from_str(str(key))
+    keys = key.keys_by_dimension
+    try:
+        return date.fromisoformat(keys[WEEK_PARTITION]), keys[DIMENSION_PARTITION]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"partition key {str(key)!r} is not a week x dimension key") from exc

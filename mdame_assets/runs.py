@@ -11,7 +11,7 @@ import dagster as dg
 
 from mdame_assets import gpu, orchestrator
 from mdame_assets.interrupts import raise_if_stopping
-from mdame_assets.jobs import partition_tags
+from mdame_assets.jobs import CONTENT_GROUP, PUBLISHING_GROUP, VISUALS_GROUP, partition_tags
 from mdame_assets.liveness import process_tags
 from mdame_assets.run_outcomes import record_run_outcome
 from mdame_core.state import StateStore
@@ -29,6 +29,7 @@ class Outcome:
 
 # Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+PIPELINE_GROUPS = {CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP}
 JOBS = (
     (orchestrator.defs, "content_job"),
     (gpu.defs, "scene_clips_job"),
@@ -62,7 +63,10 @@ def whole_graph(*, without: tuple[str, ...] = ()) -> list:
         items += [
             a
             for a in defs.assets or ()
-            if isinstance(a, dg.AssetsDefinition) and a.key.to_user_string() not in without
+            if isinstance(a, dg.AssetsDefinition)
+            and a.key.to_user_string() not in without
+            # The operations assets (analytics, weekly reports) are not a partition's stages.
+            and set(a.group_names_by_key.values()) <= PIPELINE_GROUPS
         ]
         items += list(defs.asset_checks or ())
     return items

@@ -6,6 +6,7 @@
     mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
+    mdame report [--dimension D]     today's analytics and this week's Strategic Auditor report
     mdame celery-worker --queue gpu --gpu N | --queue dagster
                                      a dagster-celery worker (docs/deployment.md)
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
@@ -106,6 +107,14 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def _report(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    apply_dagster_environment()
+    from mdame_assets.reporting import main as report_main  # Dagster loads only here
+
+    return report_main(only=args.dimension or ())
+
+
 def _ui(args: argparse.Namespace) -> int:
     settings.mdame_env()
     apply_dagster_environment()
@@ -135,6 +144,11 @@ def _parser() -> argparse.ArgumentParser:
     groups.add_parser("demo", help="publish today's videos on the offline providers").set_defaults(
         func=_demo
     )
+    report = groups.add_parser(
+        "report", help="today's analytics and this week's report (issue 12, auditor)"
+    )
+    report.add_argument("--dimension", action="append", help="only this dimension (repeatable)")
+    report.set_defaults(func=_report)
     ui = groups.add_parser("ui", help="the Dagster UI with both code locations")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

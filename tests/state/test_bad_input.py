@@ -64,6 +64,7 @@ def _populate(state: StateStore) -> dict[str, Any]:
     # 0015 (alerts): one delivered alert.
     ids["alert"] = state.record_alert("tech", "halt", date(2025, 6, 1), "t").alert_id
     state.mark_alert_delivered(ids["alert"])
+    state.store_report("tech", date(2026, 11, 23), {}, "# week", [])  # 0016, auditor
     return ids
 
 
@@ -403,6 +404,13 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("claim_undelivered_alerts", (0, 120, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 0, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 120, 0), InvalidInput),
+        # 0016 (issue 12, auditor): video statistics and weekly reports.
+        ("record_video_stats", (None, Jsonb([])), InvalidInput),
+        ("record_video_stats", (date(2026, 11, 23), E), InvalidInput),
+        ("record_video_stats", (date(2026, 11, 23), Jsonb([{"publication_id": 1}])), InvalidInput),
+        ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([])), InvalidInput),
+        ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([])), InvalidInput),
+        ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([])), NotFound),
     ]
 
 
@@ -437,6 +445,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "publications",
         "upload_sessions",
         "voice_halts",
+        "video_stats",  # 0016: needs a published video
     }
 
     for rpc, args, expected in cases:

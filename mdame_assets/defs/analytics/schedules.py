@@ -1,0 +1,34 @@
+"""The daily analytics read: 23:00 UTC, today's partition of every active dimension."""
+
+import dagster as dg
+
+from mdame_assets.defs.analytics.assets import video_stats
+from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
+from mdame_assets.partitions import partition_key
+from mdame_resources.state import StateStoreResource
+
+analytics_job = dg.define_asset_job(
+    "analytics_job",
+    selection=dg.AssetSelection.assets(video_stats),
+    op_retry_policy=TRANSIENT_RETRY,
+    description="Each published video's views, likes and comments of the day.",
+)
+
+
+@dg.schedule(
+    job=analytics_job,
+    cron_schedule="0 23 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+def daily_analytics_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
+    # Late in the day, after the day's videos went out, and before Sunday's weekly report.
+    day = context.scheduled_execution_time.date()
+    active = [d.slug for d in state.get_client().list_dimensions() if d.active]
+    if not active:
+        return dg.SkipReason("no active dimensions")
+    keys = [str(partition_key(day, slug)) for slug in active]
+    return [
+        dg.RunRequest(run_key=f"analytics:{key}", partition_key=key, tags=partition_tags(key))
+        for key in keys
+    ]

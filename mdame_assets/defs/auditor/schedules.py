@@ -1,0 +1,39 @@
+"""The weekly report: Sundays at 23:30 UTC, the week ending that day, every active dimension.
+
+The job takes the Strategic Auditor and every weekly asset downstream of it (the Adaptive
+Engine, once it is defined), so the tuning runs after, and from, the week's report.
+"""
+
+import dagster as dg
+
+from mdame_assets.defs.auditor.assets import strategic_audit
+from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
+from mdame_assets.partitions import week_partition_key
+from mdame_domain.audit import Week
+from mdame_resources.state import StateStoreResource
+
+weekly_operations_job = dg.define_asset_job(
+    "weekly_operations_job",
+    selection=dg.AssetSelection.assets(strategic_audit).downstream(),
+    op_retry_policy=TRANSIENT_RETRY,
+    description="The Strategic Auditor's weekly report, then what tunes from it.",
+)
+
+
+@dg.schedule(
+    job=weekly_operations_job,
+    cron_schedule="30 23 * * 0",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+def weekly_audit_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
+    # Half an hour after Sunday's analytics read: the week's own partition (end_offset=1).
+    week = Week.of(context.scheduled_execution_time.date())
+    active = [d.slug for d in state.get_client().list_dimensions() if d.active]
+    if not active:
+        return dg.SkipReason("no active dimensions")
+    keys = [str(week_partition_key(week.start, slug)) for slug in active]
+    return [
+        dg.RunRequest(run_key=f"audit:{key}", partition_key=key, tags=partition_tags(key))
+        for key in keys
+    ]
