@@ -39,8 +39,10 @@ def show(args: argparse.Namespace) -> int:
         where = f"version {tuned.version}" if current else "version 0 (the YAML's values)"
         print(f"{args.dimension}: current parameter set {where}")
         if current is not None and (today is None or today.version != current.version):
-            print(f"  read from {current.effective_from} on (today's runs read version "
-                  f"{today.version if today else 0})")
+            print(
+                f"  read from {current.effective_from} on (today's runs read version "
+                f"{today.version if today else 0})"
+            )
         for name, value in tuned.to_json().items():
             print(f"  {name:<18} {json.dumps(value, sort_keys=True)}")
         history = state.param_sets(args.dimension)
@@ -49,8 +51,10 @@ def show(args: argparse.Namespace) -> int:
         for s in history:
             status = f"rolled back {s.rolled_back_at:%Y-%m-%d %H:%M}" if s.rolled_back_at else ""
             parent = s.parent_version if s.parent_version is not None else 0
-            print(f"  v{s.version} (from v{parent}) week {s.week_start} effective "
-                  f"{s.effective_from} {status}".rstrip())
+            print(
+                f"  v{s.version} (from v{parent}) week {s.week_start} effective "
+                f"{s.effective_from} {status}".rstrip()
+            )
             for line in s.explanation.splitlines():
                 print(f"      {line}")
     return 0

@@ -1629,8 +1629,9 @@ class StateStore:
         rows = self.call("rollback_param_set", dimension_slug, reason)
         return int(rows[0][0]), int(rows[0][1])
 
-    _PARAM_COLUMNS = """d.slug, s.version, s.parent_version, s.week_start, s.effective_from, s.params,
-        s.limits, s.changes, s.explanation, s.created_at, s.rolled_back_at, s.rollback_reason
+    _PARAM_COLUMNS = """d.slug, s.version, s.parent_version, s.week_start, s.effective_from,
+        s.params, s.limits, s.changes, s.explanation, s.created_at, s.rolled_back_at,
+        s.rollback_reason
         FROM mdame.param_sets s JOIN mdame.dimensions d ON d.id = s.dimension_id"""
 
     def param_sets(self, dimension_slug: str) -> list[ParamSet]:
@@ -1640,9 +1641,7 @@ class StateStore:
         )
         return [ParamSet(*row) for row in rows]
 
-    def current_param_set(
-        self, dimension_slug: str, day: date | None = None
-    ) -> ParamSet | None:
+    def current_param_set(self, dimension_slug: str, day: date | None = None) -> ParamSet | None:
         """The set in force: the highest version not rolled back (None: the YAML's values).
         With `day`, the one a run of that day reads (effective_from <= day), so a day's re-runs
         read the same set."""

@@ -116,9 +116,7 @@ class Change:
 # --- the YAML block --------------------------------------------------------------------------
 
 
-def parse_adaptive(
-    raw: Any, videos_per_day: int, trend_volume_gate: int
-) -> AdaptiveLimits:
+def parse_adaptive(raw: Any, videos_per_day: int, trend_volume_gate: int) -> AdaptiveLimits:
     """The `adaptive:` mapping of a dimension file; AdaptiveConfigError names the bad field.
 
     Defaults: hook_threshold [0.70, 0.80]; videos_per_day [1, max(3, the YAML's)];
@@ -159,9 +157,16 @@ def parse_adaptive(
     steps = raw.get("weekly_step", {})
     if not isinstance(steps, Mapping):
         raise AdaptiveConfigError("adaptive.weekly_step", "expected a mapping")
-    unknown = set(steps) - {"hook_threshold", "videos_per_day", "trend_volume_gate", "category_weight"}
+    unknown = set(steps) - {
+        "hook_threshold",
+        "videos_per_day",
+        "trend_volume_gate",
+        "category_weight",
+    }
     if unknown:
-        raise AdaptiveConfigError("adaptive.weekly_step", f"unknown keys {sorted(map(str, unknown))}")
+        raise AdaptiveConfigError(
+            "adaptive.weekly_step", f"unknown keys {sorted(map(str, unknown))}"
+        )
     return AdaptiveLimits(
         enabled=enabled,
         hook_threshold=(float(hook[0]), float(hook[1])),
@@ -205,7 +210,9 @@ def _step(raw: Mapping[str, Any], name: str, default: Any, kind: type, most: Any
     value = raw.get(name, default)
     if not _number(value, kind) or not 0 <= value <= most:
         kind_name = "a whole number" if kind is int else "a number"
-        raise AdaptiveConfigError(f"adaptive.weekly_step.{name}", f"expected {kind_name} in [0, {most}]")
+        raise AdaptiveConfigError(
+            f"adaptive.weekly_step.{name}", f"expected {kind_name} in [0, {most}]"
+        )
     return value
 
 
@@ -223,30 +230,32 @@ def tuned_params(
     """The YAML's values (first three arguments) overlaid by a stored set's. A stored value is
     clamped to the YAML's current limits (the file may have been tightened since it was
     written); one of the wrong type is ignored. With nothing stored, the YAML's values stand."""
-    stored = stored or {}
+    values: Mapping[str, Any] = stored or {}
     hook, videos, gate = hook_threshold, videos_per_day, trend_volume_gate
     weights: dict[str, float] = {}
     low, high = hook_limits(limits)
-    value = stored.get("hook_threshold")
+    value: Any = values.get("hook_threshold")
     if _number(value, float) and math.isfinite(value):
         hook = _clamp(float(value), low, high)
-    value = stored.get("videos_per_day")
+    value = values.get("videos_per_day")
     if _number(value, int):
         videos = int(_clamp(value, *limits.videos_per_day))
-    value = stored.get("trend_volume_gate")
+    value = values.get("trend_volume_gate")
     if _number(value, int):
         gate = int(_clamp(value, *limits.trend_volume_gate))
-    raw_weights = stored.get("category_weights")
+    raw_weights = values.get("category_weights")
     if isinstance(raw_weights, Mapping):
         for category, weight in raw_weights.items():
             if isinstance(category, str) and _number(weight, float) and math.isfinite(weight):
                 weights[category] = _clamp(float(weight), *limits.category_weight)
-    return TunedParams(hook, videos, gate, weights, version if stored else 0)
+    return TunedParams(hook, videos, gate, weights, version if values else 0)
 
 
 def hook_limits(limits: AdaptiveLimits) -> tuple[float, float]:
     """The YAML's hook threshold limits inside [0.70, 0.80]."""
-    return max(limits.hook_threshold[0], HOOK_BOUNDS[0]), min(limits.hook_threshold[1], HOOK_BOUNDS[1])
+    return max(limits.hook_threshold[0], HOOK_BOUNDS[0]), min(
+        limits.hook_threshold[1], HOOK_BOUNDS[1]
+    )
 
 
 def topic_category(keywords: Sequence[str]) -> str:
@@ -341,10 +350,14 @@ def _hook_change(
             why = f"only {rate:.0%} of {n:.0f} hooks passed: the threshold rejects too many topics"
         elif rate >= HOOK_PASS_HIGH and p50 is not None and p50 >= cur + HOOK_HEADROOM:
             target = p50 - HOOK_HEADROOM
-            why = f"{rate:.0%} of hooks passed with median {p50:.2f}: room to ask for stronger hooks"
+            why = (
+                f"{rate:.0%} of hooks passed with median {p50:.2f}: room to ask for stronger hooks"
+            )
         elif trend is not None and trend <= VIEWS_FALLING and rate >= 0.7:
             target = cur + step
-            why = f"views per video fell {trend:+.0%} while hooks pass easily: ask for stronger hooks"
+            why = (
+                f"views per video fell {trend:+.0%} while hooks pass easily: ask for stronger hooks"
+            )
     if not low <= cur <= high:
         why = why or f"{cur:.3f} is outside the limits [{low:.2f}, {high:.2f}]"
         new = _clamp(cur, low, high)
@@ -394,7 +407,11 @@ def _gate_change(
     if trends_failed >= TRENDS_FAILING:
         target = cur - step
         why = f"the trends stage failed {trends_failed:.0%} of runs: the gate starves the pipeline"
-    elif candidates is not None and trends_failed == 0 and candidates / 7 >= VOLUME_HEADROOM * max(cur, 1):
+    elif (
+        candidates is not None
+        and trends_failed == 0
+        and candidates / 7 >= VOLUME_HEADROOM * max(cur, 1)
+    ):
         target = cur + step
         why = f"{candidates / 7:.0f} trend candidates a day: require more before a day runs"
     if not low <= cur <= high:
@@ -460,4 +477,3 @@ def _weights_change(
         dict(sorted(new.items())),
         f"topic-category weights from views per video (smoothed, normalized): {why}",
     )
-

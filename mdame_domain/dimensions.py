@@ -631,7 +631,8 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     if "captions" in fields:  # issue 11; configs stored before it keep the default
         fields["captions"] = CaptionStyle(**fields["captions"])
     if "adaptive" in fields:  # issue 12; configs stored before it keep the default
-        fields["adaptive"] = AdaptiveLimits(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()}
-        )
+        limits: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()
+        }
+        fields["adaptive"] = AdaptiveLimits(**limits)
     return DimensionConfig(**fields)

@@ -33,8 +33,13 @@ def tech(state: StateStore) -> StateStore:
 
 def _apply(state: StateStore, params: dict[str, Any], week: date = WEEK, **kw: Any):
     return state.apply_param_set(
-        "tech", week, kw.pop("effective", week + timedelta(days=7)), params,
-        kw.pop("limits", LIMITS), [], kw.pop("why", "because"),
+        "tech",
+        week,
+        kw.pop("effective", week + timedelta(days=7)),
+        params,
+        kw.pop("limits", LIMITS),
+        [],
+        kw.pop("why", "because"),
     )
 
 
@@ -163,7 +168,10 @@ def test_the_engine_writes_an_explained_bounded_set_once_a_week(tech: StateStore
     first = run_engine(tech, CONFIG, WEEK, metrics, today=date(2026, 11, 29))
     assert first.created and first.version == 1 and first.effective_from == NEXT
     assert {c.name for c in first.changes} == {
-        "hook_threshold", "videos_per_day", "trend_volume_gate", "category_weights"
+        "hook_threshold",
+        "videos_per_day",
+        "trend_volume_gate",
+        "category_weights",
     }
     assert "hook threshold 0.720 -> 0.710" in first.markdown
     assert "mdame params rollback tech" in first.markdown

@@ -125,7 +125,9 @@ def test_a_value_outside_the_limits_is_brought_inside_and_explained() -> None:
     limits = AdaptiveLimits()
     current = TunedParams(0.65, 7, 30, {"ai": 5.0})
     changes = {c.name: c for c in propose_changes({}, current, limits)}
-    assert changes["hook_threshold"].new == 0.70 and "outside" in changes["hook_threshold"].explanation
+    assert (
+        changes["hook_threshold"].new == 0.70 and "outside" in changes["hook_threshold"].explanation
+    )
     assert changes["videos_per_day"].new == 3 and changes["trend_volume_gate"].new == 10
     assert changes["category_weights"].new == {"ai": 2.0}
 
@@ -199,7 +201,10 @@ def test_the_yaml_block_parses_with_defaults_and_round_trips() -> None:
         ({"adaptive": {"videos_per_day": {"min": 2, "max": 3}}}, "adaptive.videos_per_day"),
         ({"adaptive": {"videos_per_day": {"min": 1.5, "max": 3}}}, "adaptive.videos_per_day"),
         ({"adaptive": {"category_weight": {"min": 1.2, "max": 2}}}, "adaptive.category_weight"),
-        ({"adaptive": {"weekly_step": {"videos_per_day": 9}}}, "adaptive.weekly_step.videos_per_day"),
+        (
+            {"adaptive": {"weekly_step": {"videos_per_day": 9}}},
+            "adaptive.weekly_step.videos_per_day",
+        ),
         ({"adaptive": {"weekly_step": {"speed": 1}}}, "adaptive.weekly_step"),
         ({"adaptive": {"tempo": 1}}, "adaptive"),
         ({"adaptive": {"enabled": "yes"}}, "adaptive.enabled"),

@@ -53,7 +53,9 @@ def load_week_metrics(state: StateStore, slug: str, week_start: date) -> dict[st
     deps=[AUDITOR_ASSET],
     kinds={"postgres"},
 )
-def adaptive_engine(context: dg.AssetExecutionContext, state: StateStoreResource) -> dg.MaterializeResult:
+def adaptive_engine(
+    context: dg.AssetExecutionContext, state: StateStoreResource
+) -> dg.MaterializeResult:
     """Bounded weekly changes of the dimension's parameters, each explained."""
     key = context.partition_key
     if not isinstance(key, dg.MultiPartitionKey):

@@ -53,7 +53,12 @@ def run_engine(
         note = " (rolled back since)" if existing.rolled_back_at else ""
         text = _markdown(slug, week_start, changes, existing.version, existing.effective_from)
         return EngineOutcome(
-            slug, week_start, changes, existing.version, False, existing.effective_from,
+            slug,
+            week_start,
+            changes,
+            existing.version,
+            False,
+            existing.effective_from,
             text + note,
         )
     changes = tuple(propose_changes(metrics, current, config.adaptive))
