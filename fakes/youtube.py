@@ -6,7 +6,8 @@ document's rootUrl points here:
   X-Upload-Content-Length/-Type) -> 200 with the session URI in Location; chunk PUTs with
   Content-Range -> 308 with Range, or 200 with the video resource when the last byte arrived;
   a status query (PUT, Content-Range: bytes */N, empty body) answers the same way;
-- videos.list (id=..., part=snippet,status,processingDetails,statistics),
+- videos.list (id=..., at most 50; part=snippet,status,processingDetails,statistics; the
+  statistics are zeros until a test sets them with `set_statistics`),
   channels.list (mine=true, part=contentDetails), playlistItems.list (the uploads playlist,
   newest first, paged);
 - thumbnails.set as a media upload: POST /upload/youtube/v3/thumbnails/set?videoId=...
@@ -254,6 +255,36 @@ class FakeYouTube:
                 for v in self.state.data["videos"].values()
                 if channel_id is None or v["channel"] == channel_id
             ]
+
+    def add_video(self, channel_id: str, title: str) -> str:
+        """A processed public video already on the channel (as if uploaded long ago), for tests
+        that read videos without uploading them first. Returns its id."""
+        with self.state.lock:
+            video_id = "v" + hashlib.sha256(f"{channel_id}|{title}".encode()).hexdigest()[:10]
+            self.state.data["videos"][video_id] = {
+                "id": video_id,
+                "channel": channel_id,
+                "upload_id": "",
+                "sha256": "",
+                "size": 0,
+                "snippet": {"title": title},
+                "status": {"uploadStatus": "processed", "privacyStatus": "public"},
+                "processing": "succeeded",
+                "published_at": datetime.now(UTC).isoformat(),
+            }
+            self.state.data["channels"][channel_id]["videos"].insert(0, video_id)
+            self.state.save()
+            return video_id
+
+    def set_statistics(self, video_id: str, views: int, likes: int, comments: int = 0) -> None:
+        """What videos.list(part="statistics") answers for a video from now on (issue 12)."""
+        with self.state.lock:
+            self.state.data["videos"][video_id]["statistics"] = {
+                "viewCount": str(views),
+                "likeCount": str(likes),
+                "commentCount": str(comments),
+            }
+            self.state.save()
 
     def video_bytes(self, video_id: str) -> bytes:
         with self.state.lock:
@@ -678,6 +709,9 @@ class _Handler(BaseHTTPRequestHandler):
         if channel is None or not self._charge_list(channel):
             return
         ids = [i for i in query.get("id", "").split(",") if i]
+        if len(ids) > 50:  # the API's limit of ids per call (a refused call is still charged)
+            self._send(400, _error(400, "badRequest", f"{len(ids)} ids: at most 50 per call"))
+            return
         videos = self.fake.state.data["videos"]
         items = [_video_resource(videos[i], query.get("part", "")) for i in ids if i in videos]
         self._send(
@@ -766,7 +800,9 @@ def _video_resource(v: dict[str, Any], part: str) -> dict[str, Any]:
     if "processingDetails" in parts:
         out["processingDetails"] = {"processingStatus": v["processing"]}
     if "statistics" in parts:
-        out["statistics"] = {"viewCount": "0", "likeCount": "0", "commentCount": "0"}
+        out["statistics"] = dict(
+            v.get("statistics") or {"viewCount": "0", "likeCount": "0", "commentCount": "0"}
+        )
     return out
 
 

@@ -187,6 +187,28 @@ class CacheEntry:
 
 
 @dataclass(frozen=True)
+class AlertRecord:
+    """record_alert's answer (issue 12, alerts): `deliver` says the caller holds the alert's
+    delivery claim and must send it, then mark it delivered or failed."""
+
+    alert_id: int
+    fresh: bool  # the first occurrence of this dimension, cause and day
+    deliver: bool
+
+
+@dataclass(frozen=True)
+class PendingAlert:
+    """An undelivered alert the sweep claimed (claim_undelivered_alerts)."""
+
+    alert_id: int
+    dimension: str | None  # None: the global chat
+    cause: str
+    day: date
+    text: str
+    attempts: int
+
+
+@dataclass(frozen=True)
 class FeedCacheEntry:
     """A trend source's last full response: its validators and items (issue 8, feeds)."""
 
@@ -371,6 +393,49 @@ class ParamSet:
     created_at: datetime
     rolled_back_at: datetime | None
     rollback_reason: str | None
+
+
+@dataclass(frozen=True)
+class VideoStat:
+    """One publication's channel counters as read on one day (0016, issue 12 analytics)."""
+
+    publication_id: int
+    day: date
+    dimension_id: int
+    video_id: str
+    views: int
+    likes: int
+    comments: int
+    fetched_at: datetime
+
+
+@dataclass(frozen=True)
+class PublishedVideo:
+    """A published publication, what the analytics asset reads statistics for."""
+
+    publication_id: int
+    dimension_id: int
+    account_id: int
+    platform: str
+    video_id: str
+    published_at: datetime
+    partition_date: date  # the day the video was made for
+    keywords: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """The Strategic Auditor's report of one dimension and week (0016); week_start a Monday."""
+
+    id: int
+    dimension_id: int
+    week_start: date
+    metrics: dict[str, Any]
+    markdown: str
+    images: list[dict[str, Any]]
+    revision: int
+    created_at: datetime
+    updated_at: datetime
 
 
 _SHARED_COLUMNS = (
@@ -1588,6 +1653,221 @@ class StateStore:
     ) -> int:
         """Counts a failed fetch on the source and records a `fetch_failed` event."""
         return self._scalar("record_feed_failure", source_url, reason, execution_id)
+
+    # -- issue 12, slice "auditor": analytics and weekly reports (0016; not fenced) ----------
+    def record_video_stats(self, day: date, items: Sequence[JsonObject]) -> int:
+        """Upserts one day's counters, items [{"publication_id", "views", "likes",
+        "comments"}] (<= 1000, each of a published publication); all or nothing. The count."""
+        return self._scalar("record_video_stats", day, _json(list(items)))
+
+    def store_report(
+        self,
+        dimension_slug: str,
+        week_start: date,
+        metrics: JsonObject,
+        markdown: str,
+        images: Sequence[JsonObject],
+    ) -> int:
+        """Stores (or replaces: revision + 1) the dimension's report of the week starting on
+        `week_start` (a Monday). images: [{"name", "uri", "sha256"}]. The report id."""
+        return self._scalar(
+            "store_report",
+            dimension_slug,
+            week_start,
+            _json(metrics),
+            markdown,
+            _json(list(images)),
+        )
+
+    def get_report(self, dimension_slug: str, week_start: date) -> Report | None:
+        rows = self._select(
+            """SELECT r.id, r.dimension_id, r.week_start, r.metrics, r.markdown, r.images,
+                      r.revision, r.created_at, r.updated_at
+                 FROM mdame.reports r JOIN mdame.dimensions d ON d.id = r.dimension_id
+                WHERE d.slug = %s AND r.week_start = %s""",
+            [dimension_slug, week_start],
+        )
+        return Report(*rows[0]) if rows else None
+
+    def video_stats(self, dimension_id: int, first_day: date, last_day: date) -> list[VideoStat]:
+        """The dimension's counters observed from first_day to last_day (inclusive)."""
+        rows = self._select(
+            """SELECT publication_id, day, dimension_id, video_id, views, likes, comments,
+                      fetched_at
+                 FROM mdame.video_stats
+                WHERE dimension_id = %s AND day BETWEEN %s AND %s
+                ORDER BY day, publication_id""",
+            [dimension_id, first_day, last_day],
+        )
+        return [VideoStat(*row) for row in rows]
+
+    def published_videos(self, dimension_id: int, last_day: date) -> list[PublishedVideo]:
+        """The dimension's published videos made for partition days up to last_day."""
+        rows = self._select(
+            """SELECT p.id, s.dimension_id, p.account_id, a.platform, p.result ->> 'video_id',
+                      coalesce((SELECT max(e.created_at) FROM mdame.events e
+                                 WHERE e.subject_kind = 'publication' AND e.subject_id = p.id
+                                   AND e.to_state = 'published'), p.updated_at),
+                      s.partition_date,
+                      coalesce(ARRAY(SELECT jsonb_array_elements_text(t.payload -> 'keywords')),
+                               '{}')
+                 FROM mdame.publications p
+                 JOIN mdame.scripts s ON s.id = p.script_id
+                 JOIN mdame.topics t ON t.id = s.topic_id
+                 JOIN mdame.dimension_accounts a ON a.id = p.account_id
+                WHERE s.dimension_id = %s AND p.state = 'published'
+                  AND coalesce(p.result ->> 'video_id', '') <> '' AND s.partition_date <= %s
+                ORDER BY p.id""",
+            [dimension_id, last_day],
+        )
+        return [PublishedVideo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7])) for r in rows]
+
+    def auditor_facts(self, dimension_id: int, first_day: date, last_day: date) -> dict[str, Any]:
+        """The raw facts of one dimension's week (partition days first_day..last_day) that the
+        Strategic Auditor's metrics are computed from (mdame_domain.audit), as plain values.
+        Work is attributed to its partition day; spend and quota to the day they were used."""
+        args = {"dim": dimension_id, "first": first_day, "last": last_day}
+        week_scripts = """SELECT id FROM mdame.scripts
+                           WHERE dimension_id = %(dim)s
+                             AND partition_date BETWEEN %(first)s AND %(last)s"""
+        facts: dict[str, Any] = {}
+        facts["scripts"] = [
+            {"id": r[0], "state": r[1], "hook_score": r[2]}
+            for r in self._select(
+                f"""SELECT id, state, (payload -> 'script' ->> 'hook_score')::float8
+                      FROM mdame.scripts WHERE id IN ({week_scripts}) ORDER BY id""",
+                args,
+            )
+        ]
+        facts["transitions"] = [
+            {"script_id": r[0], "from": r[1], "to": r[2], "at": r[3]}
+            for r in self._select(
+                f"""SELECT subject_id, from_state, to_state, created_at FROM mdame.events
+                     WHERE subject_kind = 'script' AND to_state IS NOT NULL
+                       AND subject_id IN ({week_scripts}) ORDER BY id""",
+                args,
+            )
+        ]
+        facts["topics"] = [
+            {"state": r[0], "rejected_by": r[1]}
+            for r in self._select(
+                """SELECT state, result ->> 'rejected_by' FROM mdame.topics
+                    WHERE dimension_id = %(dim)s
+                      AND partition_date BETWEEN %(first)s AND %(last)s""",
+                args,
+            )
+        ]
+        facts["trends"] = self._select(
+            """SELECT count(*) FROM mdame.trends WHERE dimension_id = %(dim)s
+                 AND partition_date BETWEEN %(first)s AND %(last)s""",
+            args,
+        )[0][0]
+        facts["safety"] = [
+            {"verdict": r[0], "rule": r[1], "subject_kind": r[2]}
+            for r in self._select(
+                """SELECT verdict, rule, subject_kind FROM mdame.safety_audit_logs
+                    WHERE dimension_id = %(dim)s AND verdict <> 'allow'
+                      AND created_at >= %(first)s::date
+                      AND created_at < %(last)s::date + 1""",
+                args,
+            )
+        ]
+        spent = self._select(
+            """SELECT coalesce(sum(CASE state WHEN 'settled' THEN actual_micros
+                                             WHEN 'reserved' THEN reserved_micros END), 0)
+                 FROM mdame.budget_ledger l
+                 JOIN mdame.dimensions d ON l.scope = 'dimension:' || d.slug
+                WHERE d.id = %(dim)s AND l.period BETWEEN %(first)s::text AND %(last)s::text""",
+            args,
+        )
+        facts["spent_micros"] = int(spent[0][0])
+        facts["quota"] = {
+            r[0]: int(r[1])
+            for r in self._select(
+                """SELECT l.bucket, sum(l.units) FROM mdame.quota_ledger l
+                     JOIN mdame.dimension_accounts a ON a.id = l.account_id
+                    WHERE a.dimension_id = %(dim)s AND l.state = 'committed'
+                      AND l.day BETWEEN %(first)s AND %(last)s GROUP BY l.bucket""",
+                args,
+            )
+        }
+        facts["scenes"] = [
+            {"state": r[0], "cached": r[1]}
+            for r in self._select(
+                f"""SELECT state, coalesce((result ->> 'cached')::boolean, false)
+                      FROM mdame.scenes WHERE script_id IN ({week_scripts})""",
+                args,
+            )
+        ]
+        gpu = self._select(
+            f"""SELECT coalesce(sum(extract(epoch FROM j.finished_at - j.started_at)), 0)
+                  FROM mdame.jobs j JOIN mdame.scenes s ON s.id = (j.payload ->> 'scene_id')::bigint
+                 WHERE s.script_id IN ({week_scripts}) AND j.state = 'succeeded'
+                   AND j.started_at IS NOT NULL
+                   AND NOT coalesce((j.result ->> 'cache_hit')::boolean, false)""",
+            args,
+        )
+        facts["gpu_seconds"] = float(gpu[0][0])
+        facts["videos"] = [
+            {
+                "publication_id": r[0],
+                "published_on": r[1],
+                "keywords": list(r[2]),
+                "views": r[3],
+                "likes": r[4],
+            }
+            for r in self._select(
+                """SELECT p.id, t.partition_date,
+                          coalesce(ARRAY(SELECT jsonb_array_elements_text(t.payload -> 'keywords')),
+                                   '{}'),
+                          last.views, last.likes
+                     FROM mdame.publications p
+                     JOIN mdame.scripts s ON s.id = p.script_id
+                     JOIN mdame.topics t ON t.id = s.topic_id
+                     LEFT JOIN LATERAL (
+                          SELECT v.views, v.likes FROM mdame.video_stats v
+                           WHERE v.publication_id = p.id AND v.day <= %(last)s
+                           ORDER BY v.day DESC LIMIT 1) last ON true
+                    WHERE s.dimension_id = %(dim)s AND p.state = 'published'
+                      AND s.partition_date <= %(last)s
+                    ORDER BY p.id""",
+                args,
+            )
+        ]
+        # Daily counters from a week before, so the report can draw the trend across weeks.
+        facts["daily"] = [
+            {"day": r[0], "publication_id": r[1], "views": int(r[2]), "likes": int(r[3])}
+            for r in self._select(
+                """SELECT day, publication_id, views, likes FROM mdame.video_stats
+                    WHERE dimension_id = %(dim)s AND day BETWEEN %(first)s::date - 7 AND %(last)s
+                    ORDER BY day, publication_id""",
+                args,
+            )
+        ]
+        return facts
+
+    # -- operator alerts (0015; issue 12, slice "ops-alerts"; not fenced: see the migration) ---
+    def record_alert(
+        self, dimension: str | None, cause: str, day: date, text: str, lease_s: int = 120
+    ) -> AlertRecord:
+        """Counts one occurrence of `cause` for the dimension (None: global) on UTC `day`."""
+        rows = self.call("record_alert", dimension or "", cause, day, text, lease_s)
+        return AlertRecord(*rows[0])
+
+    def mark_alert_delivered(self, alert_id: int) -> bool:
+        return bool(self._scalar("mark_alert_delivered", alert_id))
+
+    def mark_alert_failed(self, alert_id: int, error: str) -> int:
+        return int(self._scalar("mark_alert_failed", alert_id, error))
+
+    def claim_undelivered_alerts(
+        self, limit: int = 20, lease_s: int = 120, max_age_days: int = 7
+    ) -> list[PendingAlert]:
+        rows = self.call("claim_undelivered_alerts", limit, lease_s, max_age_days)
+        return [
+            PendingAlert(alert_id, slug or None, cause, day, text, attempts)
+            for alert_id, slug, cause, day, text, attempts in rows
+        ]
 
     def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:
         rows = self._select(

@@ -5,14 +5,21 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mdame_core.settings import mdame_env, mdame_home
 from mdame_core.state import Account, StateStore
+from mdame_domain.analytics import (
+    VideoCounters,
+    batches,
+    parse_statistics,
+    simulated_counters,
+)
 from mdame_domain.credentials import Envelope, associated_data, load_master_key, open_grant
 from mdame_domain.media_store import sha256_file
 from mdame_domain.outbox import ContentMismatch, OutboxEntry, outbox_video_id, publish_to_outbox
@@ -61,6 +68,19 @@ class PublisherResource(ProviderResource):
         """The video id already published for work_key, if any: reconciles an unknown outcome."""
         raise NotImplementedError
 
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """The channel's counters of `videos` (video id -> the day it was published) as read on
+        `day`; a video the channel no longer has is left out. Issue 12, analytics. `state` is
+        an unfenced client: list calls are charged to the account's quota ledger."""
+        raise NotImplementedError(f"{self.provider_name} has no statistics")
+
 
 class OutboxPublisher(PublisherResource):
     root: str = ""  # empty: $MDAME_HOME/outbox
@@ -90,6 +110,23 @@ class OutboxPublisher(PublisherResource):
         video_id = outbox_video_id(work_key)
         done = (self.folder() / dimension_slug / video_id / "metadata.json").exists()
         return video_id if done else None
+
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """Simulated viewers: a seeded model, deterministic from the video id and the day (no
+        quota: the outbox is not a metered channel)."""
+        return {vid: simulated_counters(vid, published, day) for vid, published in videos.items()}
+
+
+class StatisticsUnavailable(Exception):
+    """The channel did not answer a statistics read (quota exhausted, a refused grant, an API
+    error): this account's counters wait for the next read (issue 12)."""
 
 
 class AccountUnavailable(Exception):
@@ -181,20 +218,23 @@ class YouTubePublisher(PublisherResource):
 
     def _api(self, job: UploadJob) -> Any:
         """The account's API client; its refresh token is decrypted here, in memory only."""
+        return self._account_api(job.state, job.account, job.dimension_slug)
+
+    def _account_api(self, state: StateStore, account: Account, dimension_slug: str) -> Any:
         from mdame_resources.providers.youtube_api import YouTubeApi
 
-        stored = job.state.account_credential(job.account.id)
+        stored = state.account_credential(account.id)
         if stored is None:
             raise AccountUnavailable(
-                f"account {job.account.handle} has no stored grant: run "
-                f"`mdame accounts connect {job.dimension_slug} --account {job.account.handle}`"
+                f"account {account.handle} has no stored grant: run "
+                f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
             )
         master = load_master_key(
             Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
         )
         grant = open_grant(
             master,
-            associated_data(mdame_env(), job.account.platform, job.account.handle),
+            associated_data(mdame_env(), account.platform, account.handle),
             Envelope(*stored),
         )
         client_id, client_secret = self._client()
@@ -443,25 +483,38 @@ class YouTubePublisher(PublisherResource):
         raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
 
     def _metered(self, job: UploadJob, call: Callable[[], Any], units: int = 1) -> Any:
-        """One call (a list call: 1 unit), charged to the account's units bucket: reserved
-        before, committed after (also when no answer came: it may have been charged), released
-        when refused."""
+        """One call (a list call: 1 unit), charged to the account's units bucket."""
+        return _metered_call(job.state, job.account.id, job.work_key, call, units)
+
+    # -- analytics (issue 12) ----------------------------------------------------------------
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """videos.list(part="statistics") in calls of up to 50 ids, 1 unit each, charged to the
+        account's units bucket through the ledger before each call. Raises
+        StatisticsUnavailable (the ledger or the channel refused: quota, grant, API error) or
+        AccountUnavailable (no stored grant)."""
         from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
 
-        key = f"{job.work_key}:units:{uuid.uuid4().hex}"
-        if job.state.reserve_bucket_quota(job.account.id, "units", units, key) is None:
-            raise YouTubeError("quota ledger", 403, "quotaExceeded")
-        try:
-            result = call()
-        except (YouTubeError, GrantRevoked) as exc:
-            refused = isinstance(exc, GrantRevoked) or exc.reason == "quotaExceeded"
-            (job.state.release_quota if refused else job.state.commit_quota)(key)
-            raise
-        except BaseException:
-            job.state.commit_quota(key)
-            raise
-        job.state.commit_quota(key)
-        return result
+        api = self._account_api(state, account, dimension_slug)
+        out: dict[str, VideoCounters] = {}
+        for ids in batches(list(videos)):
+            try:
+                items = _metered_call(
+                    state,
+                    account.id,
+                    f"analytics:{dimension_slug}:{day.isoformat()}",
+                    partial(api.videos, ids, "statistics"),
+                )
+            except (YouTubeError, GrantRevoked) as exc:
+                raise StatisticsUnavailable(f"account {account.handle}: {exc}") from None
+            out.update(parse_statistics(items))
+        return out
 
     def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
         status = "processing"
@@ -475,3 +528,26 @@ class YouTubePublisher(PublisherResource):
         job.state.record_video_processing(job.publication_id, status, {"polls": i + 1})
         if status in ("failed", "terminated"):
             job.log("processing_failed", video_id=video_id, processing=status)
+
+
+def _metered_call(
+    state: StateStore, account_id: int, key_prefix: str, call: Callable[[], Any], units: int = 1
+) -> Any:
+    """One call, charged to the account's units bucket: reserved before, committed after (also
+    when no answer came: it may have been charged), released when refused."""
+    from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
+
+    key = f"{key_prefix}:units:{uuid.uuid4().hex}"
+    if state.reserve_bucket_quota(account_id, "units", units, key) is None:
+        raise YouTubeError("quota ledger", 403, "quotaExceeded")
+    try:
+        result = call()
+    except (YouTubeError, GrantRevoked) as exc:
+        refused = isinstance(exc, GrantRevoked) or exc.reason == "quotaExceeded"
+        (state.release_quota if refused else state.commit_quota)(key)
+        raise
+    except BaseException:
+        state.commit_quota(key)
+        raise
+    state.commit_quota(key)
+    return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import date
 from typing import Any
 
 import psycopg
@@ -80,6 +81,7 @@ def _populate(state: StateStore) -> dict[str, Any]:
     )
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
     state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
+    state.store_report("tech", date(2026, 11, 23), {}, "# week", [])  # 0016, auditor
     return ids
 
 
@@ -522,6 +524,13 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("rollback_param_set", ("tech", ""), InvalidInput),
         ("rollback_param_set", ("nope", "r"), NotFound),
         ("rollback_param_set", ("news", "r"), NotFound),
+        # 0016 (issue 12, auditor): video statistics and weekly reports.
+        ("record_video_stats", (None, Jsonb([])), InvalidInput),
+        ("record_video_stats", (date(2026, 11, 23), E), InvalidInput),
+        ("record_video_stats", (date(2026, 11, 23), Jsonb([{"publication_id": 1}])), InvalidInput),
+        ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([])), InvalidInput),
+        ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([])), InvalidInput),
+        ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([])), NotFound),
     ]
 
 
@@ -556,6 +565,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "publications",
         "upload_sessions",
         "voice_halts",
+        "video_stats",  # 0016: needs a published video
     }
 
     for rpc, args, expected in cases:
