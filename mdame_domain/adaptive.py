@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mdame_domain.audit import category_of
+
 # The engine never sets a hook threshold outside this, whatever a YAML allows.
 HOOK_BOUNDS = (0.70, 0.80)
 DEFAULT_TREND_VOLUME_GATE = 3  # the trends stage's minimum before this slice
 DEFAULT_WEIGHT = 1.0
 MAX_CATEGORIES = 200
 CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,79}$")  # as 0017 checks it
-GENERAL_CATEGORY = "general"
 # Rounding of tuned floats; the database allows this much slack on a weekly step.
 STEP_SLACK = 1e-6
 
@@ -259,14 +260,10 @@ def hook_limits(limits: AdaptiveLimits) -> tuple[float, float]:
 
 
 def topic_category(keywords: Sequence[str]) -> str:
-    """A topic's category: the first of the dimension's keywords its trend matched (in the
-    YAML's order), as a name 0017 accepts; 'general' when it matched none. The Auditor's
-    `category_views` must group by this same function."""
-    for keyword in keywords:
-        name = re.sub(r"[^a-z0-9 _-]+", "-", str(keyword).strip().lower()).strip(" -_")[:80]
-        if CATEGORY_PATTERN.match(name):
-            return name
-    return GENERAL_CATEGORY
+    """A topic's category, exactly as the Strategic Auditor groups `category_views`
+    (mdame_domain.audit.category_of: the first dimension keyword its trend matched, lowercased;
+    'other' when none), so a learned weight applies to the topics it was learned from."""
+    return category_of(keywords)
 
 
 def _clamp(value: float, low: float, high: float) -> float:

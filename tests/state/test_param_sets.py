@@ -182,3 +182,42 @@ def test_the_engine_writes_an_explained_bounded_set_once_a_week(tech: StateStore
     assert stored.explanation == first.markdown
     quiet = run_engine(tech, CONFIG, NEXT, {}, today=date(2026, 12, 6))
     assert quiet.changes == () and quiet.version == 1 and not quiet.created
+
+
+def test_the_asset_reads_the_report_writes_a_set_and_explains_it_everywhere(
+    tech: StateStore, fresh_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weekly asset, materialized by Dagster, on a report seeded through store_report."""
+    import dagster as dg
+
+    from mdame_assets.defs.adaptive.assets import adaptive_engine
+    from mdame_resources.notify import OutboxNotifier, read_outbox
+    from mdame_resources.state import StateStoreResource
+
+    monkeypatch.setenv("ENV", "dev")
+    metrics = {"hook_scores": {"n": 9}, "hook_pass_rate": 0.2, "views_trend": -0.5}
+    tech.store_report("tech", WEEK, metrics, "# Week report", [])
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("dimension", ["tech"])
+    resources = {
+        "state": StateStoreResource(database_url=fresh_db.app),
+        "notifier": OutboxNotifier(root=str(tmp_path)),
+    }
+    key = dg.MultiPartitionKey({"week": WEEK.isoformat(), "dimension": "tech"})
+    for _ in range(2):  # a re-run changes nothing more and sends nothing more
+        result = dg.materialize(
+            [adaptive_engine], partition_key=key, resources=resources, instance=instance
+        )
+        assert result.success
+    (materialization,) = result.asset_materializations_for_node("adaptive_engine")
+    explanation = materialization.metadata["explanation"].value
+    assert "hook threshold 0.720 -> 0.710" in str(explanation)
+    assert "videos per day" not in str(explanation)  # 1 is already the lowest
+    report = tech.get_report("tech", WEEK)
+    assert report is not None and report.markdown.count("### Adaptive Engine: tech") == 1
+    assert report.markdown.startswith("# Week report") and report.metrics == metrics
+    sent = read_outbox(tmp_path, "tech")
+    assert len(sent) == 1 and "hook threshold 0.720 -> 0.710" in sent[0]["text"]
+    current = tech.current_param_set("tech")
+    assert current is not None and current.version == 1
+    assert current.effective_from == max(NEXT, tech.db_now().date() + timedelta(days=1))

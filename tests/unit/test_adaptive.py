@@ -22,7 +22,7 @@ from mdame_domain.adaptive import (
 from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, parse_dimension
 
 TECH = yaml.safe_load((Path(__file__).parents[2] / "dimensions" / "tech.yaml").read_text())
-CATEGORIES = ["ai", "chip", "battery", "robot", "phone", "general", "open source"]
+CATEGORIES = ["ai", "chip", "battery", "robot", "phone", "other", "open source"]
 
 
 def _junk(rng: random.Random) -> Any:
@@ -170,10 +170,17 @@ def test_tuned_params_fall_back_to_the_yaml_and_clamp_to_its_limits() -> None:
     assert ignored.videos_per_day == 1
 
 
-def test_topic_category_is_the_first_matched_keyword_or_general() -> None:
+def test_topic_category_is_the_auditors_category() -> None:
     assert topic_category(["Open Source", "ai"]) == "open source"
-    assert topic_category(["!!", "C++"]) == "c"
-    assert topic_category([]) == "general"
+    assert topic_category([]) == "other"
+    # A name the parameter sets cannot store is never learned, so it keeps weight 1.
+    odd = {
+        "C++": {"videos": 9, "views": 10**6},
+        "ai": {"videos": 4, "views": 4000},
+        "chip": {"videos": 4, "views": 40},
+    }
+    (change,) = propose_changes({"category_views": odd}, TunedParams(0.72, 1, 3), AdaptiveLimits())
+    assert set(change.new) == {"ai", "chip"}
 
 
 def test_the_yaml_block_parses_with_defaults_and_round_trips() -> None:

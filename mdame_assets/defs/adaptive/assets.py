@@ -4,27 +4,23 @@ Runs per dimension and week after the Strategic Auditor, reads that week's metri
 report (mdame.reports, migration 0016 of slice "auditor") and writes the bounded changes as a new
 versioned parameter set (apply_param_set, 0017); the next day's runs read it (Step.params).
 
-WIRING FOR THE LEAD (not done in this slice, the Auditor is built in parallel):
-- AUDITOR_ASSET and weekly_dimension_partitions must be the Auditor's asset key and its
-  partitions definition (import them from the auditor's module once merged);
-- add `adaptive_engine` to mdame_assets/definitions.py and a Sunday schedule (or run it in the
-  Auditor's job after it);
-- `load_week_metrics` reads mdame.reports directly: swap in the auditor's StateStore read when
-  it has one; append `outcome.markdown` to the week's report (an auditor RPC) and send it through
-  the notifier (mdame_resources/notify.py, branch ops-alerts: send_message(dimension, text)).
+Its explanation goes into the asset's Markdown metadata, into the week's report (appended once)
+and to the dimension's chat through the notifier.
+
+WIRING FOR THE LEAD: the Auditor's asset is not on its branch yet. AUDITOR_ASSET and
+weekly_dimension_partitions must become the Auditor's asset key and partitions definition, and
+`adaptive_engine` must be added to mdame_assets/orchestrator.py with a Sunday schedule (after
+the Auditor, e.g. both in one weekly job), since it is not in any Definitions yet.
 """
 
-from __future__ import annotations
-
 from datetime import date
-from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.adaptive.logic import run_engine
+from mdame_assets.defs.adaptive.logic import explain_in_report, run_engine
 from mdame_assets.partitions import DIMENSION_PARTITION, dimension_partitions
-from mdame_core.state import StateStore
 from mdame_domain.dimensions import dimension_from_json
+from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
 
 AUDITOR_ASSET = dg.AssetKey("strategic_auditor")
@@ -37,16 +33,6 @@ weekly_dimension_partitions = dg.MultiPartitionsDefinition(
 )
 
 
-def load_week_metrics(state: StateStore, slug: str, week_start: date) -> dict[str, Any] | None:
-    """The Auditor's metrics of the week (None: no report yet)."""
-    rows = state._select(  # noqa: SLF001 - until the auditor's StateStore read is merged
-        """SELECT r.metrics FROM mdame.reports r JOIN mdame.dimensions d ON d.id = r.dimension_id
-            WHERE d.slug = %s AND r.week_start = %s""",
-        [slug, week_start],
-    )
-    return dict(rows[0][0]) if rows else None
-
-
 @dg.asset(
     partitions_def=weekly_dimension_partitions,
     group_name="operations",
@@ -54,7 +40,7 @@ def load_week_metrics(state: StateStore, slug: str, week_start: date) -> dict[st
     kinds={"postgres"},
 )
 def adaptive_engine(
-    context: dg.AssetExecutionContext, state: StateStoreResource
+    context: dg.AssetExecutionContext, state: StateStoreResource, notifier: NotifierResource
 ) -> dg.MaterializeResult:
     """Bounded weekly changes of the dimension's parameters, each explained."""
     key = context.partition_key
@@ -66,12 +52,15 @@ def adaptive_engine(
     row = client.get_dimension(slug)
     if row is None:
         raise dg.Failure(f"dimension {slug!r} is not in the registry", allow_retries=False)
-    metrics = load_week_metrics(client, slug, week_start)
-    if metrics is None:
+    report = client.get_report(slug, week_start)
+    if report is None:
         raise dg.Failure(f"no Auditor report for {slug!r}, week of {week_start}: run it first")
     outcome = run_engine(
-        client, dimension_from_json(row.config), week_start, metrics, client.db_now().date()
+        client, dimension_from_json(row.config), week_start, report.metrics, client.db_now().date()
     )
+    explain_in_report(client, outcome)
+    if outcome.created:  # once per change: a re-run does not message the chat again
+        notifier.send_message(slug, outcome.markdown)
     return dg.MaterializeResult(
         metadata={
             "explanation": dg.MetadataValue.md(outcome.markdown),

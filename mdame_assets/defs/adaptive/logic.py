@@ -80,10 +80,32 @@ def run_engine(
     return EngineOutcome(slug, week_start, changes, new_version, created, start, text)
 
 
+REPORT_MARKER = "### Adaptive Engine:"
+
+
+def explain_in_report(state: StateStore, outcome: EngineOutcome) -> bool:
+    """Appends the explanation to the week's Auditor report (store_report, 0016; the report keeps
+    its metrics and images). Once: a report that already holds a section of the engine is left
+    alone, so re-runs do not repeat it. False when there is no report of that week."""
+    report = state.get_report(outcome.dimension, outcome.week_start)
+    if report is None:
+        return False
+    if REPORT_MARKER in report.markdown:
+        return True
+    state.store_report(
+        outcome.dimension,
+        outcome.week_start,
+        report.metrics,
+        f"{report.markdown.rstrip()}\n\n{outcome.markdown}\n",
+        report.images,
+    )
+    return True
+
+
 def _markdown(
     slug: str, week_start: date, changes: tuple[Change, ...], version: int, start: date | None
 ) -> str:
-    head = f"### Adaptive Engine: {slug}, week of {week_start}"
+    head = f"{REPORT_MARKER} {slug}, week of {week_start}"
     if not changes:
         return f"{head}\n\nNo change: the week's metrics call for none (parameter set v{version})."
     lines = [head, "", f"Parameter set v{version}, read from {start} on:", ""]
