@@ -27,8 +27,7 @@ def _run(pipeline, day: date) -> dict[str, dict]:
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     return {
         node: {
-            k: v.value
-            for k, v in result.asset_materializations_for_node(node)[0].metadata.items()
+            k: v.value for k, v in result.asset_materializations_for_node(node)[0].metadata.items()
         }
         for node in ("trends", "topics")
     }
