@@ -27,6 +27,7 @@ from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Fence, LeaseLost, StateStore, WorkUnit
+from mdame_domain.adaptive import TunedParams
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 from mdame_domain.media_store import MediaProblem
 from mdame_resources.providers.budget import CallContext
@@ -54,6 +55,10 @@ class Step:
     state: StateStore  # fenced while the step holds the lock; plain for read-only steps
     dimension: DimensionConfig
     dimension_id: int
+    # The tuned parameters this day reads (issue 12, slice "adaptive"): the dimension's current
+    # parameter set as of the partition's day over its YAML values. Stages read the hook
+    # threshold, videos per day, trend volume gate and category weights from here.
+    params: TunedParams
 
     def units(self, kind: str, **filters: Any) -> list[WorkUnit]:
         """This partition's trends, topics or scripts (by day and dimension), oldest first."""
@@ -159,7 +164,9 @@ def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[S
                 state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
 
 
-def _dimension(state: StateStore, partition: PartitionRef) -> tuple[DimensionConfig, int]:
+def _dimension(
+    state: StateStore, partition: PartitionRef
+) -> tuple[DimensionConfig, int, TunedParams]:
     row = state.get_dimension(partition.dimension)
     if row is None:
         raise dg.Failure(
@@ -167,7 +174,11 @@ def _dimension(state: StateStore, partition: PartitionRef) -> tuple[DimensionCon
             f"{partition.dimension}.yaml and let the registry sensor sync it",
             allow_retries=False,
         )
-    return dimension_from_json(row.config), row.id
+    config = dimension_from_json(row.config)
+    current = state.current_param_set(partition.dimension, partition.day)
+    if current is None:
+        return config, row.id, config.tuned(None)
+    return config, row.id, config.tuned(current.params, current.version)
 
 
 @contextmanager
@@ -178,9 +189,9 @@ def pipeline_step(
     asset (scene_clips) in a partitioned run; both know the run and its partition."""
     partition = PartitionRef.of(context)
     execution_id = context.run.run_id
-    dimension, dimension_id = _dimension(state, partition)
+    dimension, dimension_id, params = _dimension(state, partition)
     with held_lock(state, partition.dimension, f"{execution_id}:{stage}") as fenced:
-        step = Step(partition, execution_id, stage, fenced, dimension, dimension_id)
+        step = Step(partition, execution_id, stage, fenced, dimension, dimension_id, params)
         token = fenced.lock_token
         fenced.start_pipeline_run(execution_id, partition.dimension, str(partition.key), token)
         step.log("started", lock_token=token)
@@ -203,7 +214,6 @@ def read_step(
 ) -> Step:
     """A Step for read-only work (asset checks): no lock, no run record."""
     partition = PartitionRef.of(context)
-    dimension, dimension_id = _dimension(state, partition)
-    return Step(
-        partition, context.op_execution_context.run_id, stage, state, dimension, dimension_id
-    )
+    dimension, dimension_id, params = _dimension(state, partition)
+    run_id = context.op_execution_context.run_id
+    return Step(partition, run_id, stage, state, dimension, dimension_id, params)

@@ -16,6 +16,8 @@
     mdame models pull [--engine E | --model ID | --all]
                                      download diffusers weights into MDAME_MODEL_DIR (online)
     mdame models check               models present, their size, which dimensions need them
+    mdame params show DIMENSION      the Adaptive Engine's current parameter set and history
+    mdame params rollback DIMENSION  restore the previous set (exit 3: nothing to roll back)
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
@@ -37,6 +39,7 @@ from psycopg import sql
 from mdame_cli.accounts import add_parsers as add_account_parsers
 from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
 from mdame_cli.models import add_parsers as add_model_parsers
+from mdame_cli.params import add_parsers as add_params_parsers
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -155,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     add_celery_worker_parser(groups)
     add_account_parsers(groups)
     add_model_parsers(groups)
+    add_params_parsers(groups)
     return parser
 
 

@@ -378,6 +378,24 @@ class LockInfo:
 
 
 @dataclass(frozen=True)
+class ParamSet:
+    """One version of a dimension's tuned parameters (0017, slice "adaptive")."""
+
+    dimension: str
+    version: int
+    parent_version: int | None
+    week_start: date
+    effective_from: date
+    params: dict[str, Any]
+    limits: dict[str, Any]
+    changes: list[Any]
+    explanation: str
+    created_at: datetime
+    rolled_back_at: datetime | None
+    rollback_reason: str | None
+
+
+@dataclass(frozen=True)
 class VideoStat:
     """One publication's channel counters as read on one day (0016, issue 12 analytics)."""
 
@@ -1858,6 +1876,63 @@ class StateStore:
             [subject_kind, subject_key],
         )
         return rows[0][0] if rows else None
+
+    # -- versioned parameter sets (0017, issue 12 slice "adaptive") ----------------------------
+    def apply_param_set(
+        self,
+        dimension_slug: str,
+        week_start: date,
+        effective_from: date,
+        params: JsonObject,
+        limits: JsonObject,
+        changes: Sequence[JsonObject],
+        explanation: str,
+    ) -> tuple[int, bool]:
+        """(version, created): a new version for the week, or the week's existing one when the
+        same params are proposed again. InvalidInput for a value outside `limits`, a move over
+        the weekly step or an unknown parameter; StateConflict for a second change in a week."""
+        rows = self.call(
+            "apply_param_set",
+            dimension_slug,
+            week_start,
+            effective_from,
+            _json(params),
+            _json(limits),
+            _json(list(changes)),
+            explanation,
+        )
+        return int(rows[0][0]), bool(rows[0][1])
+
+    def rollback_param_set(self, dimension_slug: str, reason: str) -> tuple[int, int]:
+        """(rolled-back version, version now current; 0: the YAML's values). NotFound when the
+        dimension is unknown or has no set left to roll back."""
+        rows = self.call("rollback_param_set", dimension_slug, reason)
+        return int(rows[0][0]), int(rows[0][1])
+
+    _PARAM_COLUMNS = """d.slug, s.version, s.parent_version, s.week_start, s.effective_from,
+        s.params, s.limits, s.changes, s.explanation, s.created_at, s.rolled_back_at,
+        s.rollback_reason
+        FROM mdame.param_sets s JOIN mdame.dimensions d ON d.id = s.dimension_id"""
+
+    def param_sets(self, dimension_slug: str) -> list[ParamSet]:
+        """Every version of the dimension's parameter set, oldest first (rolled back too)."""
+        rows = self._select(
+            f"SELECT {self._PARAM_COLUMNS} WHERE d.slug = %s ORDER BY s.version", [dimension_slug]
+        )
+        return [ParamSet(*row) for row in rows]
+
+    def current_param_set(self, dimension_slug: str, day: date | None = None) -> ParamSet | None:
+        """The set in force: the highest version not rolled back (None: the YAML's values).
+        With `day`, the one a run of that day reads (effective_from <= day), so a day's re-runs
+        read the same set."""
+        rows = self._select(
+            f"""SELECT {self._PARAM_COLUMNS}
+                 WHERE d.slug = %s AND s.rolled_back_at IS NULL
+                   AND (%s::date IS NULL OR s.effective_from <= %s::date)
+                 ORDER BY s.version DESC LIMIT 1""",
+            [dimension_slug, day, day],
+        )
+        return ParamSet(*rows[0]) if rows else None
 
 
 def _uuid(value: UUID | str | None) -> UUID | None:

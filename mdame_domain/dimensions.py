@@ -15,6 +15,14 @@ from typing import Any
 
 import yaml
 
+from mdame_domain.adaptive import (
+    DEFAULT_TREND_VOLUME_GATE,
+    AdaptiveConfigError,
+    AdaptiveLimits,
+    TunedParams,
+    parse_adaptive,
+    tuned_params,
+)
 from mdame_domain.audio_mix import DEFAULT_MUSIC_VOLUME_DB, MUSIC_VOLUME_RANGE_DB
 from mdame_domain.captions import CAPTION_FONTS, CaptionStyle
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES
@@ -346,11 +354,28 @@ class DimensionConfig:
     # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
     duration_range_s: tuple[float, float] = (15.0, 180.0)
     # --- end of slice "probe"
+    # --- Adaptive Engine (issue 12, slice "adaptive"): the trends stage's minimum number of
+    # trends a day (YAML: trend_volume_gate), and the hard limits and weekly steps within which
+    # the engine tunes the dimension (YAML: adaptive: {...}; see mdame_domain/adaptive.py).
+    trend_volume_gate: int = DEFAULT_TREND_VOLUME_GATE
+    adaptive: AdaptiveLimits = field(default_factory=AdaptiveLimits)
+    # --- end of slice "adaptive"
     alerts: AlertSettings = field(default_factory=AlertSettings)  # issue 12, slice "ops-alerts"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def tuned(self, stored: Mapping[str, Any] | None, version: int = 0) -> TunedParams:
+        """The parameters a day's run reads (slice "adaptive"): a stored set over these values."""
+        return tuned_params(
+            self.hook_threshold,
+            self.videos_per_day,
+            self.trend_volume_gate,
+            self.adaptive,
+            stored,
+            version,
+        )
 
     def trend_sources(self) -> tuple[FeedSource, ...]:
         """Every trend source: the `feeds:` entries first (files or URLs), then `sources:`."""
@@ -451,9 +476,22 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         visuals=_visuals_settings(r),
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
+        **_adaptive_fields(r, videos),
         alerts=_alert_settings(r),  # issue 12, slice "ops-alerts"
         source=source,
     )
+
+
+def _adaptive_fields(r: _Reader, videos_per_day: int) -> dict[str, Any]:
+    """trend_volume_gate and the adaptive: block (slice "adaptive"), validated."""
+    gate = r.get("trend_volume_gate", int, DEFAULT_TREND_VOLUME_GATE)
+    if not 0 <= gate <= 50:
+        raise r.fail("trend_volume_gate", "must be between 0 and 50")
+    try:
+        limits = parse_adaptive(r.get("adaptive", Mapping, {}), videos_per_day, gate)
+    except AdaptiveConfigError as exc:
+        raise r.fail(exc.field, exc.reason) from exc
+    return {"trend_volume_gate": gate, "adaptive": limits}
 
 
 def _duration_range(r: _Reader) -> tuple[float, float]:
@@ -624,6 +662,11 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     if "captions" in fields:  # issue 11; configs stored before it keep the default
         fields["captions"] = CaptionStyle(**fields["captions"])
+    if "adaptive" in fields:  # issue 12; configs stored before it keep the default
+        limits: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()
+        }
+        fields["adaptive"] = AdaptiveLimits(**limits)
     if "alerts" in fields:  # issue 12, slice "ops-alerts"; older configs keep the default
         fields["alerts"] = AlertSettings(**fields["alerts"])
     return DimensionConfig(**fields)

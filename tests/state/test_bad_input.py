@@ -26,6 +26,15 @@ from mdame_core.state import (
 SHA = "c" * 64
 BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
 E = Jsonb({})
+PARAM_LIMITS = Jsonb(
+    {
+        "hook_threshold": {"min": 0.7, "max": 0.8},
+        "videos_per_day": {"min": 1, "max": 3},
+        "trend_volume_gate": {"min": 1, "max": 10},
+        "category_weight": {"min": 0.5, "max": 2.0},
+        "weekly_step": {"videos_per_day": 1},
+    }
+)
 
 
 def _populate(state: StateStore) -> dict[str, Any]:
@@ -59,6 +68,17 @@ def _populate(state: StateStore) -> dict[str, Any]:
     ids["attempt_done"] = w.record_attempt("done", "gemini", "h1", "succeeded")
     w.record_review(ids["render"], SHA, "technical", "approved")
     state.put_scene_cache("scene-hash", "media://a", SHA, 600)
+    # Slice "adaptive" (0017): a parameter set, so its table is covered by 'changes nothing'.
+    state.call(
+        "apply_param_set",
+        "tech",
+        "2025-06-02",
+        "2025-06-09",
+        Jsonb({"videos_per_day": 1}),
+        PARAM_LIMITS,
+        Jsonb([]),
+        "seed",
+    )
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
     state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
     # 0015 (alerts): one delivered alert.
@@ -404,6 +424,124 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("claim_undelivered_alerts", (0, 120, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 0, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 120, 0), InvalidInput),
+        # Slice "adaptive" (0017): parameter sets.
+        (
+            "apply_param_set",
+            (
+                "nope",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"videos_per_day": 1}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            NotFound,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                None,
+                "2025-06-16",
+                Jsonb({"videos_per_day": 1}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"videos_per_day": 3}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"videos_per_day": 9}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"hook_threshold": 0.9}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            ("tech", "2025-06-09", "2025-06-16", Jsonb({"x": 1}), PARAM_LIMITS, Jsonb([]), "x"),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            ("tech", "2025-06-09", "2025-06-16", Jsonb({"videos_per_day": 1}), E, Jsonb([]), "x"),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"videos_per_day": 1}),
+                PARAM_LIMITS,
+                E,
+                "x",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-09",
+                "2025-06-16",
+                Jsonb({"videos_per_day": 1}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "",
+            ),
+            InvalidInput,
+        ),
+        (
+            "apply_param_set",
+            (
+                "tech",
+                "2025-06-02",
+                "2025-06-09",
+                Jsonb({"videos_per_day": 2}),
+                PARAM_LIMITS,
+                Jsonb([]),
+                "x",
+            ),
+            StateConflict,
+        ),
+        ("rollback_param_set", ("tech", ""), InvalidInput),
+        ("rollback_param_set", ("nope", "r"), NotFound),
+        ("rollback_param_set", ("news", "r"), NotFound),
         # 0016 (issue 12, auditor): video statistics and weekly reports.
         ("record_video_stats", (None, Jsonb([])), InvalidInput),
         ("record_video_stats", (date(2026, 11, 23), E), InvalidInput),

@@ -33,7 +33,7 @@ def _write(step: Step, writer: ScriptWriterResource, topic: WorkUnit) -> WriteOu
         dimension_title=step.dimension.title,
         language=step.dimension.language,
     )
-    return writer.write_topic(brief, step.dimension.hook_threshold, step.paid_context())
+    return writer.write_topic(brief, step.params.hook_threshold, step.paid_context())
 
 
 def _script_for(

@@ -14,7 +14,7 @@ def hook_score(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "hook_score")
-    threshold, problems, scores = step.dimension.hook_threshold, [], []
+    threshold, problems, scores = step.params.hook_threshold, [], []
     for unit in step.units("script"):
         if unit.state == "rejected":
             continue

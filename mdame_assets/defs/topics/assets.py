@@ -8,6 +8,7 @@ from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
+from mdame_domain.adaptive import topic_category
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.topics import repeat_of
 from mdame_resources.providers.budget import BudgetExhausted
@@ -74,11 +75,16 @@ def topics(
 ) -> dg.MaterializeResult:
     """Approved topics for the day; rejected ones keep an audit row with the rule that fired."""
     with pipeline_step(context, state.get_client(), "topics") as step:
+        # Category weights (slice "adaptive", 1.0 unless tuned) scale each trend's score.
+        weights = step.params
         ranked = sorted(
             step.units("trend"),
-            key=lambda t: (-t.payload["score"], t.id),
+            key=lambda t: (
+                -t.payload["score"] * weights.weight(topic_category(t.payload["keywords"])),
+                t.id,
+            ),
         )
-        wanted = step.dimension.videos_per_day
+        wanted = step.params.videos_per_day
         covered = step.state.covered_topic_titles(
             step.dimension_id, step.partition.day, step.dimension.topic_lookback_days
         )
@@ -110,5 +116,7 @@ def topics(
             "rejected_titles": rejected,
             "skipped_repeats": repeats,
             "budget_exhausted": exhausted,
+            "videos_per_day": wanted,
+            "params_version": step.params.version,
         }
     )

@@ -18,7 +18,8 @@ from mdame_resources.providers.publisher import PublisherResource
 from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
-MIN_TRENDS = 3
+# The minimum a day needs is the dimension's trend_volume_gate (tuned weekly, slice "adaptive").
+MIN_TRENDS = 3  # its default: mdame_domain.adaptive.DEFAULT_TREND_VOLUME_GATE
 MAX_TRENDS = 20
 
 
@@ -75,7 +76,9 @@ def trends(
             step.log("feed_item_skipped", source=item.source, guid=item.guid, reason=item.reason)
         scored = dedupe_trends(score_trends(items, step.dimension.keywords, step.partition.as_of))
         try:
-            kept = volume_gate(scored, MIN_TRENDS, MAX_TRENDS)
+            # The minimum is tuned weekly (slice "adaptive"); YAML trend_volume_gate, default 3.
+            gate = min(step.params.trend_volume_gate, MAX_TRENDS)
+            kept = volume_gate(scored, gate, MAX_TRENDS)
         except VolumeGateError as exc:
             raise dg.Failure(f"dimension {step.partition.dimension!r}: {exc}") from exc
         ids = step.state.record_trends(
@@ -111,6 +114,8 @@ def trends(
             "top_score": kept[0].score if kept else 0.0,
             "top_title": kept[0].item.title if kept else "",
             "recovered": recovered,
+            "trend_volume_gate": gate,
+            "params_version": step.params.version,
             "sources": dg.MetadataValue.json([r.summary() for r in results]),
             "skipped_sources": dg.MetadataValue.json(
                 [{"source": key, "reason": reason} for key, reason in failed]
