@@ -25,6 +25,8 @@ from mdame_core.state import (
 SHA = "c" * 64
 BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
 E = Jsonb({})
+RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
+CLIP_URI = "media://sha256/" + "a" * 64 + ".mp4"
 
 
 def _populate(state: StateStore) -> dict[str, Any]:
@@ -384,6 +386,16 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("record_feed_failure", ("https://h/f", "", None), InvalidInput),
         ("record_feed_failure", ("https://h/f", None, None), InvalidInput),
         ("record_feed_failure", ("https://h/v?key=secret", "r", None), InvalidInput),
+        # 0018 (retention): what stored media may be collected, and collecting it.
+        ("collectable_media", (E, 10), InvalidInput),
+        ("collectable_media", (RETAIN, 0), InvalidInput),
+        ("collectable_media", (Jsonb({"render_days": -1, "voice_days": 7}), 10), InvalidInput),
+        ("begin_media_collection", ("media://x", RETAIN, "h"), InvalidInput),
+        ("begin_media_collection", (CLIP_URI, RETAIN, ""), InvalidInput),
+        ("begin_media_collection", (CLIP_URI, Jsonb([]), "h"), InvalidInput),
+        ("finish_media_collection", (CLIP_URI, -1), InvalidInput),
+        ("finish_media_collection", (CLIP_URI, 1), NotFound),
+        ("abandon_media_collection", ("",), InvalidInput),
     ]
 
 
@@ -418,6 +430,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "publications",
         "upload_sessions",
         "voice_halts",
+        "media_collections",  # 0018: filled by housekeeping only
     }
 
     for rpc, args, expected in cases:
