@@ -5,6 +5,11 @@ from __future__ import annotations
 import dagster as dg
 
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
+from mdame_assets.defs.housekeeping.assets import (
+    housekeeping,
+    housekeeping_job,
+    housekeeping_schedule,
+)
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.renders.assets import renders
@@ -46,5 +51,9 @@ defs = dg.Definitions.merge(
         sensors=[publishing_sensor],
     ),
     dg.Definitions(sensors=RUN_SENSORS),
+    # Issue 12, slice "retention": the daily housekeeping pass.
+    dg.Definitions(
+        assets=[housekeeping], jobs=[housekeeping_job], schedules=[housekeeping_schedule]
+    ),
     dg.Definitions(resources=shared_resources()),
 )

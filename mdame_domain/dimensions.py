@@ -26,6 +26,7 @@ from mdame_domain.feed_sources import (
     source_from_json,
 )
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
+from mdame_domain.retention import MAX_DAYS, RetentionSettings, check_days
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -316,6 +317,10 @@ class DimensionConfig:
     # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
     duration_range_s: tuple[float, float] = (15.0, 180.0)
     # --- end of slice "probe"
+    # --- media retention (issue 12, slice "retention"): YAML `retention: {render_days: 30,
+    # voice_days: 7}`; an absent value takes the global default (mdame_domain/retention.py).
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    # --- end of slice "retention"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -420,8 +425,30 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         visuals=_visuals_settings(r),
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
+        retention=_retention(r),  # issue 12, slice "retention"
         source=source,
     )
+
+
+# --- media retention (issue 12, slice "retention") --------------------------------------------
+def _retention(r: _Reader) -> RetentionSettings:
+    raw = r.get("retention", Mapping, {})
+    unknown = set(raw) - {"render_days", "voice_days"}
+    if unknown:
+        raise r.fail(f"retention.{sorted(unknown)[0]}", "is not a retention setting")
+    values: dict[str, int] = {}
+    for name in ("render_days", "voice_days"):
+        if name in raw:
+            try:
+                values[name] = check_days(name, raw[name])
+            except ValueError:
+                raise r.fail(
+                    f"retention.{name}", f"expected a whole number of days from 0 to {MAX_DAYS}"
+                ) from None
+    return RetentionSettings(**values)
+
+
+# --- end of slice "retention" -----------------------------------------------------------------
 
 
 def _duration_range(r: _Reader) -> tuple[float, float]:
@@ -592,4 +619,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     if "captions" in fields:  # issue 11; configs stored before it keep the default
         fields["captions"] = CaptionStyle(**fields["captions"])
+    if "retention" in fields:  # issue 12; configs stored before it keep the default
+        fields["retention"] = RetentionSettings(**fields["retention"])
     return DimensionConfig(**fields)
