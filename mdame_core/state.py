@@ -207,6 +207,28 @@ class CollectionStart:
 
 
 @dataclass(frozen=True)
+class AlertRecord:
+    """record_alert's answer (issue 12, alerts): `deliver` says the caller holds the alert's
+    delivery claim and must send it, then mark it delivered or failed."""
+
+    alert_id: int
+    fresh: bool  # the first occurrence of this dimension, cause and day
+    deliver: bool
+
+
+@dataclass(frozen=True)
+class PendingAlert:
+    """An undelivered alert the sweep claimed (claim_undelivered_alerts)."""
+
+    alert_id: int
+    dimension: str | None  # None: the global chat
+    cause: str
+    day: date
+    text: str
+    attempts: int
+
+
+@dataclass(frozen=True)
 class FeedCacheEntry:
     """A trend source's last full response: its validators and items (issue 8, feeds)."""
 
@@ -1612,6 +1634,29 @@ class StateStore:
     ) -> int:
         """Counts a failed fetch on the source and records a `fetch_failed` event."""
         return self._scalar("record_feed_failure", source_url, reason, execution_id)
+
+    # -- operator alerts (0015; issue 12, slice "ops-alerts"; not fenced: see the migration) ---
+    def record_alert(
+        self, dimension: str | None, cause: str, day: date, text: str, lease_s: int = 120
+    ) -> AlertRecord:
+        """Counts one occurrence of `cause` for the dimension (None: global) on UTC `day`."""
+        rows = self.call("record_alert", dimension or "", cause, day, text, lease_s)
+        return AlertRecord(*rows[0])
+
+    def mark_alert_delivered(self, alert_id: int) -> bool:
+        return bool(self._scalar("mark_alert_delivered", alert_id))
+
+    def mark_alert_failed(self, alert_id: int, error: str) -> int:
+        return int(self._scalar("mark_alert_failed", alert_id, error))
+
+    def claim_undelivered_alerts(
+        self, limit: int = 20, lease_s: int = 120, max_age_days: int = 7
+    ) -> list[PendingAlert]:
+        rows = self.call("claim_undelivered_alerts", limit, lease_s, max_age_days)
+        return [
+            PendingAlert(alert_id, slug or None, cause, day, text, attempts)
+            for alert_id, slug, cause, day, text, attempts in rows
+        ]
 
     def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:
         rows = self._select(

@@ -267,6 +267,36 @@ def _youtube(r: _Reader) -> YouTubeSettings:
     return YouTubeSettings(category, privacy, notify, hashtags, tags)
 
 
+# --- alerts (issue 12, slice "ops-alerts"): the `alerts:` mapping of a dimension file ----------
+# telegram_chat: the Telegram chat this dimension's alerts and reports go to (a numeric chat id,
+# negative for groups and channels, or "@channelusername"); empty: MDAME_TELEGRAM_CHAT_ID.
+TELEGRAM_CHAT_PATTERN = re.compile(r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$")
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    telegram_chat: str = ""
+
+
+def _alert_settings(r: _Reader) -> AlertSettings:
+    raw = r.get("alerts", Mapping, {})
+    unknown = set(raw) - {"telegram_chat"}
+    if unknown:
+        raise r.fail(f"alerts.{sorted(unknown)[0]}", "is not an alerts setting")
+    chat = raw.get("telegram_chat", "")
+    if isinstance(chat, int) and not isinstance(chat, bool):
+        chat = str(chat)
+    if not isinstance(chat, str) or (chat and not TELEGRAM_CHAT_PATTERN.match(chat)):
+        raise r.fail(
+            "alerts.telegram_chat",
+            "expected a Telegram chat id like -1001234567890 or a channel like '@mdame_alerts'",
+        )
+    return AlertSettings(chat)
+
+
+# --- end of slice "ops-alerts"
+
+
 @dataclass(frozen=True)
 class DimensionConfig:
     slug: str
@@ -321,6 +351,7 @@ class DimensionConfig:
     # voice_days: 7}`; an absent value takes the global default (mdame_domain/retention.py).
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     # --- end of slice "retention"
+    alerts: AlertSettings = field(default_factory=AlertSettings)  # issue 12, slice "ops-alerts"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -426,6 +457,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
         retention=_retention(r),  # issue 12, slice "retention"
+        alerts=_alert_settings(r),  # issue 12, slice "ops-alerts"
         source=source,
     )
 
@@ -621,4 +653,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["captions"] = CaptionStyle(**fields["captions"])
     if "retention" in fields:  # issue 12; configs stored before it keep the default
         fields["retention"] = RetentionSettings(**fields["retention"])
+    if "alerts" in fields:  # issue 12, slice "ops-alerts"; older configs keep the default
+        fields["alerts"] = AlertSettings(**fields["alerts"])
     return DimensionConfig(**fields)

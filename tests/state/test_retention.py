@@ -21,6 +21,7 @@ from mdame_core.state import InvalidInput, NotFound, StateConflict, set_commit_o
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.retention import RetentionPolicy, RetentionSettings
 from mdame_resources.media import MediaStoreResource
+from mdame_resources.notify import OutboxNotifier
 from mdame_resources.state import StateStoreResource, close_clients
 
 POLICY = RetentionPolicy(render_days=30, voice_days=7)
@@ -396,6 +397,7 @@ def test_housekeeping_asset_collects_frees_bytes_and_alerts_low_disk(
     resources = {
         "state": StateStoreResource(database_url=fresh_db.app),
         "media": MediaStoreResource(),
+        "notifier": OutboxNotifier(),
     }
     try:
         first = dg.materialize([housekeeping], resources=resources)
@@ -406,6 +408,14 @@ def test_housekeeping_asset_collects_frees_bytes_and_alerts_low_disk(
     assert meta["collected"].value == len(seeded.collectable)
     assert meta["freed_bytes"].value == sum(seeded.sizes[n] for n in seeded.collectable)
     assert "GiB free" in meta["disk_low"].value
+    # The alert went through the alerts slice: once (the second run's is today's duplicate).
+    assert meta["disk_low_alert"].value == "sent"
+    assert (
+        second.asset_materializations_for_node("housekeeping")[0].metadata["disk_low_alert"].value
+        == "duplicate"
+    )
+    [line] = (home / "outbox" / "telegram" / "_global.jsonl").read_text().splitlines()
+    assert "disk space low" in json.loads(line)["text"]
     usage = meta["disk_bytes"].value
     assert usage["media_clips"] > 0 and usage["free"] > 0
     for name, uri in seeded.uris.items():

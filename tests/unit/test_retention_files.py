@@ -89,6 +89,38 @@ def test_a_killed_steps_scratch_is_swept_and_a_live_ones_kept(tmp_path: Path) ->
     assert sweep_scratch(root)[0] == [live_dir]
 
 
+# A voice step's process as the pipeline runs it: scratch through the media resource.
+STEP = textwrap.dedent(
+    """
+    import time
+    from mdame_resources.media import MediaStoreResource
+    wav = MediaStoreResource().scratch_dir("voice") / "script-1.wav"
+    wav.write_bytes(b"w" * 1000)
+    print(wav, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_the_next_step_sweeps_what_a_sigkilled_step_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDAME_HOME", str(tmp_path / "home"))
+    child = subprocess.Popen(
+        [sys.executable, "-c", STEP], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    assert child.stdout is not None
+    wav = Path(child.stdout.readline().strip())
+    assert wav.exists()
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    assert wav.exists()  # a SIGKILL runs no cleanup
+    # The next step to ask for scratch space (any step, any name) sweeps it first.
+    with MediaStoreResource().scratch_space("render") as work:
+        assert work.is_dir()
+    assert not wav.parent.exists()
+
+
 def test_scratch_space_is_removed_on_success_and_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

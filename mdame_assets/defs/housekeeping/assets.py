@@ -13,29 +13,35 @@ import dagster as dg
 from mdame_assets.defs.housekeeping.logic import collect_media, policy_from_registry
 from mdame_core.logs import log_event
 from mdame_core.settings import mdame_home
+from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_domain.retention import disk_low, disk_threshold, disk_usage_by_kind
 from mdame_domain.scratch import sweep_scratch
+from mdame_resources.alerts import raise_alert
 from mdame_resources.media import MediaStoreResource, scratch_root
+from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
 
 HOUSEKEEPING_GROUP = "housekeeping"
 DISK_LOW_CAUSE = "disk_low"
 
 
-def alert_disk_low(state: Any, text: str, execution_id: str) -> None:
-    """Raises the `disk_low` alert (global: no dimension).
-
-    LEAD: wire the alerts slice here once branch `ops-alerts` has its entry point, e.g.
-    `raise_alert(state, notifier, dimension=None, cause=DISK_LOW_CAUSE, text=text)` (deduped
-    per cause and day by its RPC, migration 0015). Until then the alert is a structured log
-    line with status `alert`, which the run's metadata also carries."""
-    log_event(execution_id, "", "housekeeping", "alert", cause=DISK_LOW_CAUSE, text=text)
+def alert_disk_low(
+    state: StateStore, notifier: NotifierResource | None, reason: str, execution_id: str
+) -> str:
+    """Raises the global `disk_low` alert through the alerts slice (deduplicated per day by
+    mdame.record_alert); returns raise_alert's outcome. Never raises: housekeeping goes on."""
+    outcome = raise_alert(state, notifier, None, DISK_LOW_CAUSE, reason)
+    log_event(execution_id, "", "housekeeping", "alert", cause=DISK_LOW_CAUSE, outcome=outcome)
+    return outcome
 
 
 @dg.asset(group_name=HOUSEKEEPING_GROUP, kinds={"postgres"})
 def housekeeping(
-    context: dg.AssetExecutionContext, state: StateStoreResource, media: MediaStoreResource
+    context: dg.AssetExecutionContext,
+    state: StateStoreResource,
+    media: MediaStoreResource,
+    notifier: NotifierResource,
 ) -> dg.MaterializeResult:
     """Deletes what the retention policy lets go and nothing a row still needs; measures the
     disk and alerts when it runs low."""
@@ -52,8 +58,7 @@ def housekeeping(
     media_root = store.root if isinstance(store, LocalMediaStore) else None
     usage = disk_usage_by_kind(home, media_root)
     low = disk_low(home, disk_threshold())
-    if low is not None:
-        alert_disk_low(client, f"MD-AME disk space low under {home}: {low}", run_id)
+    alerted = alert_disk_low(client, notifier, f"under {home}: {low}", run_id) if low else ""
     log(
         "succeeded",
         collected=len(report.collected),
@@ -73,6 +78,7 @@ def housekeeping(
             "policy": policy.to_json(),
             "disk_bytes": usage,
             "disk_low": low or "",
+            "disk_low_alert": alerted,
         }
     )
 
