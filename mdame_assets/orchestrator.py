@@ -10,6 +10,11 @@ from mdame_assets.defs.analytics.schedules import analytics_job, daily_analytics
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.defs.auditor.schedules import weekly_audit_schedule, weekly_operations_job
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
+from mdame_assets.defs.housekeeping.assets import (
+    housekeeping,
+    housekeeping_job,
+    housekeeping_schedule,
+)
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.renders.assets import renders
@@ -57,6 +62,10 @@ defs = dg.Definitions.merge(
         assets=[video_stats, strategic_audit],
         jobs=[analytics_job, weekly_operations_job],
         schedules=[daily_analytics_schedule, weekly_audit_schedule],
+    ),
+    # Issue 12, slice "retention": the daily housekeeping pass.
+    dg.Definitions(
+        assets=[housekeeping], jobs=[housekeeping_job], schedules=[housekeeping_schedule]
     ),
     dg.Definitions(resources=shared_resources()),
 )

@@ -187,6 +187,26 @@ class CacheEntry:
 
 
 @dataclass(frozen=True)
+class CollectableMedia:
+    """Stored media the retention policy lets go (issue 12, retention; 0018): state is
+    'collectable', or 'collecting' for one a stopped run began and the next must finish."""
+
+    uri: str
+    kind: str  # clip, voice, render or thumbnail
+    reason: str
+    state: str
+
+
+@dataclass(frozen=True)
+class CollectionStart:
+    """begin_media_collection's answer: whether to delete the bytes now, and why (or not)."""
+
+    collect: bool
+    kind: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class AlertRecord:
     """record_alert's answer (issue 12, alerts): `deliver` says the caller holds the alert's
     delivery claim and must send it, then mark it delivered or failed."""
@@ -881,6 +901,28 @@ class StateStore:
     def invalidate_scene_cache(self, scene_hash: str, uri: str, reason: str) -> bool:
         """Drops the entry naming `uri` (its file is missing or corrupt); True if dropped."""
         return self._scalar("invalidate_scene_cache", scene_hash, uri, reason)
+
+    # -- media retention (issue 12, slice "retention"; 0018) -------------------------------
+    def collectable_media(self, policy: JsonObject, limit: int = 10_000) -> list[CollectableMedia]:
+        """Media nothing needs under `policy` (RetentionPolicy.to_json()); ones left
+        'collecting' by a stopped run first. Read-only: begin_media_collection decides."""
+        rows = self.call("collectable_media", _json(dict(policy)), limit)
+        return [CollectableMedia(*row) for row in rows]
+
+    def begin_media_collection(self, uri: str, policy: JsonObject, holder: str) -> CollectionStart:
+        """Marks `uri` 'collecting' if nothing needs it now (no row can start naming it until
+        it is finished or abandoned)."""
+        rows = self.call("begin_media_collection", uri, _json(dict(policy)), holder)
+        return CollectionStart(*rows[0])
+
+    def finish_media_collection(self, uri: str, freed_bytes: int) -> bool:
+        """The bytes are gone: 'collected', and the expired cache entries naming it dropped.
+        False when it was already collected; NotFound when it was never begun."""
+        return bool(self._scalar("finish_media_collection", uri, freed_bytes))
+
+    def abandon_media_collection(self, uri: str) -> bool:
+        """The bytes could not be deleted and are still there: the mark goes."""
+        return bool(self._scalar("abandon_media_collection", uri))
 
     # -- budgets and quotas --------------------------------------------------------------
     def set_budget_cap(self, scope: str, period: str, cap_micros: int) -> int:

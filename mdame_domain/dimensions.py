@@ -34,6 +34,7 @@ from mdame_domain.feed_sources import (
     source_from_json,
 )
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
+from mdame_domain.retention import MAX_DAYS, RetentionSettings, check_days
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -360,6 +361,10 @@ class DimensionConfig:
     trend_volume_gate: int = DEFAULT_TREND_VOLUME_GATE
     adaptive: AdaptiveLimits = field(default_factory=AdaptiveLimits)
     # --- end of slice "adaptive"
+    # --- media retention (issue 12, slice "retention"): YAML `retention: {render_days: 30,
+    # voice_days: 7}`; an absent value takes the global default (mdame_domain/retention.py).
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    # --- end of slice "retention"
     alerts: AlertSettings = field(default_factory=AlertSettings)  # issue 12, slice "ops-alerts"
     source: str = field(default="", compare=False)
 
@@ -477,6 +482,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
         **_adaptive_fields(r, videos),
+        retention=_retention(r),  # issue 12, slice "retention"
         alerts=_alert_settings(r),  # issue 12, slice "ops-alerts"
         source=source,
     )
@@ -492,6 +498,27 @@ def _adaptive_fields(r: _Reader, videos_per_day: int) -> dict[str, Any]:
     except AdaptiveConfigError as exc:
         raise r.fail(exc.field, exc.reason) from exc
     return {"trend_volume_gate": gate, "adaptive": limits}
+
+
+# --- media retention (issue 12, slice "retention") --------------------------------------------
+def _retention(r: _Reader) -> RetentionSettings:
+    raw = r.get("retention", Mapping, {})
+    unknown = set(raw) - {"render_days", "voice_days"}
+    if unknown:
+        raise r.fail(f"retention.{sorted(unknown)[0]}", "is not a retention setting")
+    values: dict[str, int] = {}
+    for name in ("render_days", "voice_days"):
+        if name in raw:
+            try:
+                values[name] = check_days(name, raw[name])
+            except ValueError:
+                raise r.fail(
+                    f"retention.{name}", f"expected a whole number of days from 0 to {MAX_DAYS}"
+                ) from None
+    return RetentionSettings(**values)
+
+
+# --- end of slice "retention" -----------------------------------------------------------------
 
 
 def _duration_range(r: _Reader) -> tuple[float, float]:
@@ -667,6 +694,8 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
             k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()
         }
         fields["adaptive"] = AdaptiveLimits(**limits)
+    if "retention" in fields:  # issue 12; configs stored before it keep the default
+        fields["retention"] = RetentionSettings(**fields["retention"])
     if "alerts" in fields:  # issue 12, slice "ops-alerts"; older configs keep the default
         fields["alerts"] = AlertSettings(**fields["alerts"])
     return DimensionConfig(**fields)

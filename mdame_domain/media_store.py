@@ -111,6 +111,11 @@ class MediaStore(Protocol):
         """Record that `stored` is the output of `kind` for these inputs."""
         ...
 
+    def delete(self, uri: str) -> int | None:
+        """Removes the object (retention: only once the database agreed nothing needs it).
+        Returns the bytes it held, or None when it was already gone (deleting twice is fine)."""
+        ...
+
 
 class LocalMediaStore:
     """Content-addressed files under one root directory (the embedded default MediaStore)."""
@@ -181,6 +186,15 @@ class LocalMediaStore:
         _check_sha(sha256)
         folder = self.root / sha256[:2]
         return folder.is_dir() and any(folder.glob(f"{sha256}*"))
+
+    def delete(self, uri: str) -> int | None:
+        path = self.path_for(uri)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return None
+        return size
 
     # -- derived outputs -------------------------------------------------------------------
     # A deterministic step (a render) whose output is already stored for the same inputs need

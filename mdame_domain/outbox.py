@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -84,10 +85,38 @@ def _resolve_existing(folder: Path, sha256: str) -> OutboxEntry:
     return _entry(folder)
 
 
+def link_or_copy(source: Path, target: Path) -> bool:
+    """`target` becomes a hard link of `source` (no second copy of the bytes on disk); across
+    filesystems, or where links are refused, a byte copy, with a warning once per process.
+    True when linked. Safe for the store's files: the store never writes a file in place (it
+    replaces or deletes), and every reader re-hashes what it is about to publish."""
+    try:
+        os.link(source, target)
+        return True
+    except OSError as exc:
+        if not _warned_copy:
+            _warned_copy.append(True)
+            _log.warning(
+                "outbox: cannot hard-link %s into %s (%s); copying bytes instead, which uses "
+                "the space twice: keep the outbox and the media store on one filesystem",
+                source,
+                target.parent,
+                exc.strerror or type(exc).__name__,
+            )
+    shutil.copyfile(source, target)
+    return False
+
+
+_log = logging.getLogger(__name__)
+_warned_copy: list[bool] = []
+
+
 def _write_entry(
     staging: Path, video_path: Path, document: dict[str, Any], thumbnail: Path | None = None
 ) -> None:
-    shutil.copyfile(video_path, staging / VIDEO_NAME)
+    # A hard link of the render (issue 12, retention): the outbox held a byte copy of every
+    # render. The staged file is hashed below either way.
+    link_or_copy(video_path, staging / VIDEO_NAME)
     # The staged copy is what gets published: its bytes must be the ones hashed and approved.
     if (staged := sha256_file(staging / VIDEO_NAME)) != document["sha256"]:
         raise ContentMismatch(
@@ -96,7 +125,7 @@ def _write_entry(
         )
     names = [VIDEO_NAME, METADATA_NAME]
     if thumbnail is not None:  # issue 11: the channel's thumbnail, next to the video
-        shutil.copyfile(thumbnail, staging / THUMBNAIL_NAME)
+        link_or_copy(thumbnail, staging / THUMBNAIL_NAME)
         document = {**document, "thumbnail_sha256": sha256_file(staging / THUMBNAIL_NAME)}
         names.append(THUMBNAIL_NAME)
     metadata = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -11,6 +14,7 @@ from mdame_core.settings import mdame_home
 from mdame_domain.media_cache import DEFAULT_CACHE_BYTES
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.media_url import MEDIA_URL_ENV, LocalMediaUrl, parse_media_url
+from mdame_domain.scratch import owned_dir, scratch_space, sweep_scratch
 
 
 class MediaStoreResource(dg.ConfigurableResource):
@@ -30,10 +34,38 @@ class MediaStoreResource(dg.ConfigurableResource):
         return s3_media_store(parsed, media_cache_dir(), media_cache_bytes())
 
     def scratch_dir(self, name: str) -> Path:
-        """A per-step work folder for intermediate files (never a source of truth)."""
-        path = mdame_home() / "scratch" / name
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """This process's work folder for step `name` (intermediate files, never a source of
+        truth): $MDAME_HOME/scratch/<name>/<host>~<pid>~<start>. What a killed process left
+        there is swept when a step next asks for scratch space (mdame_domain/scratch.py)."""
+        _sweep_now_and_then()
+        return owned_dir(scratch_root(), name)
+
+    @contextlib.contextmanager
+    def scratch_space(self, name: str) -> Iterator[Path]:
+        """A fresh folder under this process's scratch for step `name`, removed on success
+        and on failure."""
+        _sweep_now_and_then()
+        with scratch_space(scratch_root(), name) as path:
+            yield path
+
+
+def scratch_root() -> Path:
+    return mdame_home() / "scratch"
+
+
+# One sweep per process a minute at most: a step asking for scratch space many times (a clip
+# per scene) need not list the folders each time.
+SWEEP_EVERY_S = 60.0
+_last_sweep: dict[str, float] = {}
+
+
+def _sweep_now_and_then() -> None:
+    root = scratch_root()
+    now = time.monotonic()
+    if now - _last_sweep.get(str(root), -SWEEP_EVERY_S) < SWEEP_EVERY_S:
+        return
+    _last_sweep[str(root)] = now
+    sweep_scratch(root)
 
 
 MEDIA_ROOT_ENV = "MDAME_MEDIA_ROOT"

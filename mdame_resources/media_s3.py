@@ -201,6 +201,21 @@ class S3MediaStore:
             raise MediaProblem(f"{uri} is corrupt: its bytes hash to {actual[:12]}")
         return self.cache.path(expected, suffix)
 
+    def delete(self, uri: str) -> int | None:
+        """Deletes the object and this host's cache copy; the bytes it held, or None when it
+        was gone already. Other hosts' cache copies are not trusted without a HEAD
+        (find_derived asks the server first), so they cannot bring it back."""
+        sha256, suffix = parse_media_uri(uri)
+        key = self._key(sha256, suffix)
+        size = self._head_size(key)
+        if size is not None:
+            try:
+                self.client.delete_object(Bucket=self.url.bucket, Key=key)
+            except Exception as exc:
+                raise self._unavailable("DELETE", key, exc) from None
+        self.cache.discard(sha256, suffix)
+        return size
+
     def exists(self, sha256: str) -> bool:
         _check_sha(sha256)
         prefix = self.url.key(sha256[:2], sha256)
@@ -231,6 +246,10 @@ class S3MediaStore:
             raise self._unavailable("GET", key, exc) from None
         try:
             sha256, _ = parse_media_uri(text)
+            # problem() asks the server (one HEAD) before trusting this host's cache copy: an
+            # output that retention collected must not come back from a stale cache copy.
+            if self.problem(text) is not None:
+                return None
             path = self.verified_path(text)
         except (ValueError, MediaProblem):  # a garbled memo, or its output vanished or rotted
             return None

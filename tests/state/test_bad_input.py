@@ -35,6 +35,8 @@ PARAM_LIMITS = Jsonb(
         "weekly_step": {"videos_per_day": 1},
     }
 )
+RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
+CLIP_URI = "media://sha256/" + "a" * 64 + ".mp4"
 
 
 def _populate(state: StateStore) -> dict[str, Any]:
@@ -549,6 +551,16 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([])), InvalidInput),
         ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([])), InvalidInput),
         ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([])), NotFound),
+        # 0018 (retention): what stored media may be collected, and collecting it.
+        ("collectable_media", (E, 10), InvalidInput),
+        ("collectable_media", (RETAIN, 0), InvalidInput),
+        ("collectable_media", (Jsonb({"render_days": -1, "voice_days": 7}), 10), InvalidInput),
+        ("begin_media_collection", ("media://x", RETAIN, "h"), InvalidInput),
+        ("begin_media_collection", (CLIP_URI, RETAIN, ""), InvalidInput),
+        ("begin_media_collection", (CLIP_URI, Jsonb([]), "h"), InvalidInput),
+        ("finish_media_collection", (CLIP_URI, -1), InvalidInput),
+        ("finish_media_collection", (CLIP_URI, 1), NotFound),
+        ("abandon_media_collection", ("",), InvalidInput),
     ]
 
 
@@ -584,6 +596,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "upload_sessions",
         "voice_halts",
         "video_stats",  # 0016: needs a published video
+        "media_collections",  # 0018: filled by housekeeping only
     }
 
     for rpc, args, expected in cases:

@@ -170,16 +170,18 @@ def _process(
     cached = cached_clip(state, media, scene_hash)
     if cached is None:
         out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
-        visuals.generate(
-            scene_hash,
-            payload["prompt"],
-            payload["palette"],
-            float(payload["duration_s"]),
-            out,
-            engine=payload.get("engine"),
-        )
-        stored = media.put_file(out, ".mp4")
-        out.unlink(missing_ok=True)
+        try:
+            visuals.generate(
+                scene_hash,
+                payload["prompt"],
+                payload["palette"],
+                float(payload["duration_s"]),
+                out,
+                engine=payload.get("engine"),
+            )
+            stored = media.put_file(out, ".mp4")
+        finally:  # a failed or stopped generation leaves no partial clip behind
+            out.unlink(missing_ok=True)
         uri, sha256 = stored.uri, stored.sha256
     else:
         uri, sha256 = cached.uri, cached.content_sha256

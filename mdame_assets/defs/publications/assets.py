@@ -23,7 +23,7 @@ from mdame_assets.work import advance
 from mdame_core.state import Account, StateStore, UploadStart, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
-from mdame_domain.outbox import ContentMismatch
+from mdame_domain.outbox import ContentMismatch, link_or_copy
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.media import MediaStoreResource
@@ -38,8 +38,12 @@ def _private_copy(media: MediaStoreResource, render: WorkUnit) -> Iterator[tuple
     store = media.store()
     source = store.verified_path(render.payload["uri"], render.payload["sha256"])
     copy = media.scratch_dir("publish") / f"{render.payload['sha256']}.{render.id}.mp4"
-    copy.write_bytes(source.read_bytes())
+    copy.unlink(missing_ok=True)  # a stopped attempt's copy: made again below
     try:
+        # A hard link where it can (issue 12, retention: the outbox then links the same
+        # bytes): the store replaces files or deletes them, never writes into them, so the
+        # link keeps the hashed bytes; rot would change both, and the hash below sees it.
+        link_or_copy(source, copy)
         sha256 = sha256_file(copy)
         if sha256 != render.payload["sha256"]:
             raise MediaProblem(f"render {render.id} changed while it was copied for upload")

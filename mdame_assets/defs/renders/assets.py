@@ -123,25 +123,28 @@ def _rendered_file(
 ) -> RenderedFile:
     """The stored MP4 and thumbnail for this script: reused when the same inputs were
     rendered before."""
-    work = media.scratch_dir(f"render-{key[:16]}")
-    inputs, digest, bed, boxes = _render_inputs(step, script, media, work)
-    store = media.store()
-    stored = store.find_derived("render", digest)
-    if stored is None:
-        stored = store.put_file(render_video(inputs), ".mp4")
-        store.remember_derived("render", digest, stored)
-    title = script.payload["script"]["hook"]
-    thumb_digest = hashlib.sha256(
-        json.dumps([THUMBNAIL_RECIPE_VERSION, stored.sha256, title]).encode()
-    ).hexdigest()
-    thumbnail = store.find_derived("thumbnail", thumb_digest)
-    if thumbnail is None:
-        # The first scene's own picture, before captions are burned in: the title is then
-        # the only text on the thumbnail (the render's frame already shows hook and captions).
-        at_s = min(THUMBNAIL_AT_S, inputs.scene_durations_s[0] / 2)
-        jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
-        thumbnail = store.put_file(jpeg, ".jpg")
-        store.remember_derived("thumbnail", thumb_digest, thumbnail)
+    # The captions, the generated bed, ffmpeg's output and the thumbnail are scratch: the
+    # stored copies are what later steps read, so the folder goes whatever happens.
+    with media.scratch_space(f"render-{key[:16]}") as work:
+        inputs, digest, bed, boxes = _render_inputs(step, script, media, work)
+        store = media.store()
+        stored = store.find_derived("render", digest)
+        if stored is None:
+            stored = store.put_file(render_video(inputs), ".mp4")
+            store.remember_derived("render", digest, stored)
+        title = script.payload["script"]["hook"]
+        thumb_digest = hashlib.sha256(
+            json.dumps([THUMBNAIL_RECIPE_VERSION, stored.sha256, title]).encode()
+        ).hexdigest()
+        thumbnail = store.find_derived("thumbnail", thumb_digest)
+        if thumbnail is None:
+            # The first scene's own picture, before captions are burned in: the title is then
+            # the only text on the thumbnail (the render's frame already shows hook and
+            # captions).
+            at_s = min(THUMBNAIL_AT_S, inputs.scene_durations_s[0] / 2)
+            jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
+            thumbnail = store.put_file(jpeg, ".jpg")
+            store.remember_derived("thumbnail", thumb_digest, thumbnail)
     return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes)
 
 

@@ -65,6 +65,7 @@ def _voice_for(
             step.paid_context(),
         )
     except VoiceSynthesisError as exc:
+        wav.unlink(missing_ok=True)  # a partial file is scratch, not evidence
         # Quality over availability: nothing degraded is published. The halt, its reason, its
         # backoff and the alert event commit together.
         reason = str(exc)[:500]
@@ -83,8 +84,10 @@ def _voice_for(
             provider=track.provider,
             reason=track.fallback_from[:500],
         )
-    stored = media.store().put_file(wav, ".wav")
-    wav.unlink(missing_ok=True)
+    try:
+        stored = media.store().put_file(wav, ".wav")
+    finally:
+        wav.unlink(missing_ok=True)
     payload = {
         "script_id": script.id,
         "uri": stored.uri,

@@ -1,0 +1,240 @@
+"""Retention (issue 12): how long made media is kept, how the home's disk is used, and when it
+runs low. Plain functions: the housekeeping asset (mdame_assets/defs/housekeeping) and the
+Auditor's report call them; the database decides what is collectable (0018_retention.sql).
+
+Policy, per dimension (YAML `retention:`) over global defaults (environment):
+  render_days  renders and thumbnails kept this many days after their script finished
+               (published, rejected or failed); $MDAME_RETENTION_RENDER_DAYS, default 30
+  voice_days   voice tracks, likewise; $MDAME_RETENTION_VOICE_DAYS, default 7
+Clips are kept while a live scene-cache entry names them (the cache TTL) and while an
+unfinished script needs them.
+
+Low disk: free space under the home below $MDAME_DISK_LOW_BYTES (default 5 GiB) or below
+$MDAME_DISK_LOW_PERCENT of the filesystem (default 10).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RENDER_DAYS_ENV = "MDAME_RETENTION_RENDER_DAYS"
+VOICE_DAYS_ENV = "MDAME_RETENTION_VOICE_DAYS"
+DISK_LOW_BYTES_ENV = "MDAME_DISK_LOW_BYTES"
+DISK_LOW_PERCENT_ENV = "MDAME_DISK_LOW_PERCENT"
+DEFAULT_RENDER_DAYS = 30
+DEFAULT_VOICE_DAYS = 7
+DEFAULT_DISK_LOW_BYTES = 5 * 1024**3
+DEFAULT_DISK_LOW_PERCENT = 10.0
+MAX_DAYS = 3650  # as the database checks (mdame._retention_days)
+
+# disk_usage_by_kind's keys, in report order.
+MEDIA_KINDS = ("clips", "voice", "renders", "thumbnails", "other")
+USAGE_KEYS = (
+    *(f"media_{kind}" for kind in MEDIA_KINDS),
+    "media_cache",
+    "outbox",
+    "scratch",
+    "dagster_storage",
+    "free",
+)
+
+
+class RetentionConfigError(ValueError):
+    """A retention setting (environment variable) is not usable; names the variable."""
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """A dimension's `retention:` block; None: the global default ($MDAME_RETENTION_*)."""
+
+    render_days: int | None = None
+    voice_days: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            name: value
+            for name, value in (("render_days", self.render_days), ("voice_days", self.voice_days))
+            if value is not None
+        }
+
+
+def check_days(name: str, value: Any) -> int:
+    """A whole number of days from 0 to MAX_DAYS; ValueError naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DAYS:
+        raise ValueError(f"{name} must be a whole number of days from 0 to {MAX_DAYS}: {value!r}")
+    return value
+
+
+def _env_int(name: str, default: int, env: Mapping[str, str]) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return check_days(name, int(raw))
+    except ValueError as exc:
+        raise RetentionConfigError(
+            f"{name} must be a whole number of days from 0 to {MAX_DAYS}: {raw!r}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """The policy the database applies: defaults plus per-dimension overrides."""
+
+    render_days: int = DEFAULT_RENDER_DAYS
+    voice_days: int = DEFAULT_VOICE_DAYS
+    dimensions: Mapping[str, RetentionSettings] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `p_policy` argument of mdame.collectable_media / begin_media_collection."""
+        return {
+            "render_days": self.render_days,
+            "voice_days": self.voice_days,
+            "dimensions": {
+                slug: settings.to_json()
+                for slug, settings in sorted(self.dimensions.items())
+                if settings.to_json()
+            },
+        }
+
+
+def retention_policy(
+    dimensions: Iterable[tuple[str, RetentionSettings]], env: Mapping[str, str] | None = None
+) -> RetentionPolicy:
+    """The policy from the environment's defaults and each dimension's `retention:` block."""
+    env = os.environ if env is None else env
+    return RetentionPolicy(
+        render_days=_env_int(RENDER_DAYS_ENV, DEFAULT_RENDER_DAYS, env),
+        voice_days=_env_int(VOICE_DAYS_ENV, DEFAULT_VOICE_DAYS, env),
+        dimensions=dict(dimensions),
+    )
+
+
+# -- disk ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DiskThreshold:
+    low_bytes: int = DEFAULT_DISK_LOW_BYTES
+    low_percent: float = DEFAULT_DISK_LOW_PERCENT
+
+    def problem(self, free: int, total: int) -> str | None:
+        """Why `free` of `total` bytes is too little, or None."""
+        percent = 100.0 * free / total if total else 100.0
+        if free < self.low_bytes or percent < self.low_percent:
+            return (
+                f"{free / 1024**3:.1f} GiB free ({percent:.1f} % of {total / 1024**3:.1f} GiB); "
+                f"alert below {self.low_bytes / 1024**3:.1f} GiB or {self.low_percent:g} %"
+            )
+        return None
+
+
+def disk_threshold(env: Mapping[str, str] | None = None) -> DiskThreshold:
+    env = os.environ if env is None else env
+    low_bytes, low_percent = DEFAULT_DISK_LOW_BYTES, DEFAULT_DISK_LOW_PERCENT
+    raw = env.get(DISK_LOW_BYTES_ENV, "").strip()
+    if raw:
+        try:
+            low_bytes = int(raw)
+        except ValueError:
+            low_bytes = -1
+        if low_bytes < 0:
+            raise RetentionConfigError(f"{DISK_LOW_BYTES_ENV} must be bytes (>= 0): {raw!r}")
+    raw = env.get(DISK_LOW_PERCENT_ENV, "").strip()
+    if raw:
+        try:
+            low_percent = float(raw)
+        except ValueError:
+            low_percent = -1.0
+        if not 0 <= low_percent <= 100:
+            raise RetentionConfigError(f"{DISK_LOW_PERCENT_ENV} must be 0-100: {raw!r}")
+    return DiskThreshold(low_bytes, low_percent)
+
+
+def disk_low(home: Path, threshold: DiskThreshold | None = None) -> str | None:
+    """Why free space under `home` is too low, or None."""
+    usage = shutil.disk_usage(_existing(Path(home)))
+    return (threshold or disk_threshold()).problem(usage.free, usage.total)
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _walk_files(root: Path) -> Iterable[tuple[Path, os.stat_result]]:
+    if not root.is_dir():
+        return
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            try:
+                yield path, path.lstat()
+            except OSError:  # removed while we walked
+                continue
+
+
+def _derived_names(media_root: Path, kind: str) -> set[str]:
+    """File names (<sha><suffix>) of stored outputs that derived-output memos of `kind` name."""
+    names: set[str] = set()
+    for path, _ in _walk_files(media_root / "derived" / kind):
+        try:
+            uri = path.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        names.add(uri.rsplit("/", 1)[-1])
+    return names
+
+
+def disk_usage_by_kind(home: Path, media_root: Path | None = None) -> dict[str, int]:
+    """Bytes on disk under an MD-AME home, by kind (keys: USAGE_KEYS):
+
+    media_clips / media_voice / media_renders / media_thumbnails / media_other: the local media
+    store (`media_root`, default home/media). The store is content-addressed, so the kind is
+    read from the name: renders and thumbnails are what their derived-output memos name,
+    voice tracks are .wav, other .mp4 are clips, everything else (memos, partial files) other.
+    media_cache: a remote store's local copies (home/media-cache). outbox: home/outbox,
+    counting only bytes not already counted (its videos are hard links to the store's files).
+    scratch: home/scratch. dagster_storage: home/dagster. free: free bytes on the home's
+    filesystem (for people and for the low-disk alert)."""
+    home = Path(home)
+    media_root = Path(media_root) if media_root is not None else home / "media"
+    usage = dict.fromkeys(USAGE_KEYS, 0)
+    seen: set[tuple[int, int]] = set()  # (device, inode): a hard-linked file counts once
+
+    def add(key: str, stat: os.stat_result) -> None:
+        ident = (stat.st_dev, stat.st_ino)
+        if ident in seen:
+            return
+        seen.add(ident)
+        usage[key] += stat.st_size
+
+    renders = _derived_names(media_root, "render")
+    thumbnails = _derived_names(media_root, "thumbnail")
+    for path, stat in _walk_files(media_root):
+        name = path.name
+        if name in renders:
+            kind = "renders"
+        elif name in thumbnails:
+            kind = "thumbnails"
+        elif name.endswith(".wav") and not name.startswith("."):
+            kind = "voice"
+        elif name.endswith(".mp4") and not name.startswith("."):
+            kind = "clips"
+        else:
+            kind = "other"
+        add(f"media_{kind}", stat)
+    for key, folder in (
+        ("media_cache", home / "media-cache"),
+        ("outbox", home / "outbox"),
+        ("scratch", home / "scratch"),
+        ("dagster_storage", home / "dagster"),
+    ):
+        for _, stat in _walk_files(folder):
+            add(key, stat)
+    usage["free"] = shutil.disk_usage(_existing(home)).free
+    return usage
