@@ -15,6 +15,8 @@
     mdame models pull [--engine E | --model ID | --all]
                                      download diffusers weights into MDAME_MODEL_DIR (online)
     mdame models check               models present, their size, which dimensions need them
+    mdame doctor [--only GROUPS]     check a deployment before the first real run (a table;
+                                     exit 1 on any FAIL): mdame_cli/doctor.py
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
@@ -35,6 +37,7 @@ from psycopg import sql
 
 from mdame_cli.accounts import add_parsers as add_account_parsers
 from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
+from mdame_cli.doctor import add_parser as add_doctor_parser
 from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
@@ -141,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     add_celery_worker_parser(groups)
     add_account_parsers(groups)
     add_model_parsers(groups)
+    add_doctor_parser(groups)
     return parser
 
 
