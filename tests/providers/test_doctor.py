@@ -371,6 +371,22 @@ def test_env_and_offline_providers(deployment: Deployment) -> None:
     assert checks["redis"].status is Status.SKIP
     assert checks["gpu"].status is Status.SKIP
     assert checks["database"].status is Status.OK and checks["object_store"].status is Status.OK
+    # A GPU worker host without CUDA (this CPU host, told a GPU is required).
+    checks = deployment.run(only=frozenset({"gpu"}), gpu="required")
+    assert checks["gpu"].status is Status.FAIL
+    assert "torch.cuda.is_available() is False" in checks["gpu"].detail
+    # A local media folder that cannot be written; a database that is not there.
+    deployment.setenv(
+        MDAME_MEDIA_URL="file:///proc/mdame-doctor-media",
+        MDAME_APP_DATABASE_URL=f"postgresql://mdame_app@127.0.0.1:{free_port()}/mdame",
+    )
+    checks = deployment.run(only=frozenset({"object_store", "database", "youtube"}))
+    assert checks["object_store"].status is Status.FAIL
+    assert "/proc/mdame-doctor-media not writable" in checks["object_store"].detail
+    assert checks["database"].status is Status.FAIL
+    assert "cannot connect" in checks["database"].detail
+    assert checks["youtube"].status is Status.SKIP  # offline providers
     deployment.setenv(ENV="prod")
     checks = deployment.run(only=frozenset({"env"}))
     assert checks["env"].status is Status.FAIL
+    assert "ENV=prod accepts only the production providers" in checks["env"].detail
