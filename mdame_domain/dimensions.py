@@ -266,6 +266,36 @@ def _youtube(r: _Reader) -> YouTubeSettings:
     return YouTubeSettings(category, privacy, notify, hashtags, tags)
 
 
+# --- alerts (issue 12, slice "ops-alerts"): the `alerts:` mapping of a dimension file ----------
+# telegram_chat: the Telegram chat this dimension's alerts and reports go to (a numeric chat id,
+# negative for groups and channels, or "@channelusername"); empty: MDAME_TELEGRAM_CHAT_ID.
+TELEGRAM_CHAT_PATTERN = re.compile(r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$")
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    telegram_chat: str = ""
+
+
+def _alert_settings(r: _Reader) -> AlertSettings:
+    raw = r.get("alerts", Mapping, {})
+    unknown = set(raw) - {"telegram_chat"}
+    if unknown:
+        raise r.fail(f"alerts.{sorted(unknown)[0]}", "is not an alerts setting")
+    chat = raw.get("telegram_chat", "")
+    if isinstance(chat, int) and not isinstance(chat, bool):
+        chat = str(chat)
+    if not isinstance(chat, str) or (chat and not TELEGRAM_CHAT_PATTERN.match(chat)):
+        raise r.fail(
+            "alerts.telegram_chat",
+            "expected a Telegram chat id like -1001234567890 or a channel like '@mdame_alerts'",
+        )
+    return AlertSettings(chat)
+
+
+# --- end of slice "ops-alerts"
+
+
 @dataclass(frozen=True)
 class DimensionConfig:
     slug: str
@@ -316,6 +346,7 @@ class DimensionConfig:
     # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
     duration_range_s: tuple[float, float] = (15.0, 180.0)
     # --- end of slice "probe"
+    alerts: AlertSettings = field(default_factory=AlertSettings)  # issue 12, slice "ops-alerts"
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -420,6 +451,7 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         visuals=_visuals_settings(r),
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
+        alerts=_alert_settings(r),  # issue 12, slice "ops-alerts"
         source=source,
     )
 
@@ -592,4 +624,6 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
     if "captions" in fields:  # issue 11; configs stored before it keep the default
         fields["captions"] = CaptionStyle(**fields["captions"])
+    if "alerts" in fields:  # issue 12, slice "ops-alerts"; older configs keep the default
+        fields["alerts"] = AlertSettings(**fields["alerts"])
     return DimensionConfig(**fields)

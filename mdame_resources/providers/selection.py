@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_core.settings import SettingsError, mdame_env
+from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
 from mdame_resources.providers.safety import GeminiSafetyClassifier, RuleSafetyClassifier
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
@@ -24,6 +25,7 @@ def offline_providers() -> dict[str, Any]:
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
         "publisher": OutboxPublisher(),
+        "notifier": OutboxNotifier(),  # issue 12, slice "ops-alerts": alerts to the outbox
     }
 
 
@@ -49,6 +51,9 @@ def production_providers() -> dict[str, Any]:
         "publisher": YouTubePublisher(
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS")
         ),
+        # Issue 12, slice "ops-alerts": the Bot API at MDAME_TELEGRAM_API_URL (default
+        # api.telegram.org); chats from the dimension YAMLs, else MDAME_TELEGRAM_CHAT_ID.
+        "notifier": TelegramNotifier(bot_token=dg.EnvVar("MDAME_TELEGRAM_BOT_TOKEN")),
     }
 
 
