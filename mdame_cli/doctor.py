@@ -105,10 +105,8 @@ URL_VARS = (
     "MDAME_CELERY_BROKER_URL",
     "MDAME_CELERY_BACKEND_URL",
 )
-TELEGRAM_URL_VAR = "MDAME_TELEGRAM_API_URL"
 TELEGRAM_TOKEN_VAR = "MDAME_TELEGRAM_BOT_TOKEN"
 TELEGRAM_CHAT_VAR = "MDAME_TELEGRAM_CHAT_ID"
-TELEGRAM_DEFAULT_URL = "https://api.telegram.org"
 MIN_FREE_VAR = "MDAME_DOCTOR_MIN_FREE_GB"
 DEFAULT_MIN_FREE_GB = 10.0
 # Below this much free VRAM a diffusers engine at fp16 is unlikely to fit (SVD's 14 frames).
@@ -578,9 +576,16 @@ class Doctor:
 
     # -- Telegram ------------------------------------------------------------------------------
     def check_telegram(self) -> None:
+        """getMe through the alerts' own client (mdame_resources.notify.TelegramNotifier, slice
+        "ops-alerts"), then a chat for every active dimension and for global alerts."""
         if self._provider_skip("telegram"):
             return
-        import httpx
+        from mdame_resources.notify import (
+            NotifyConfigError,
+            TelegramError,
+            TelegramNotifier,
+            TelegramUnauthorized,
+        )
 
         token = os.environ.get(TELEGRAM_TOKEN_VAR, "")
         if not token:
@@ -591,48 +596,54 @@ class Doctor:
             )
             return
         self.redact.add(token)
-        base = (os.environ.get(TELEGRAM_URL_VAR) or TELEGRAM_DEFAULT_URL).rstrip("/")
-        where = display_url(base)
+        # One try: a doctor reports an outage, it does not wait one out.
+        notifier = TelegramNotifier(
+            timeout_s=self.options.timeout_s, server_retries=0, max_wait_s=0
+        )
+        where = display_url(notifier.base_url())
         try:
-            resp = httpx.get(f"{base}/bot{token}/getMe", timeout=self.options.timeout_s)
-        except httpx.TimeoutException:
-            self.add(
-                "telegram", Status.FAIL, f"{where}: no answer within {self.options.timeout_s}s"
-            )
-            return
-        except httpx.TransportError as exc:
-            self.add("telegram", Status.FAIL, f"{where} not reachable ({type(exc).__name__})")
-            return
-        try:
-            body = resp.json()
-        except ValueError:
-            body = {}
-        if resp.status_code != 200 or not body.get("ok"):
-            what = body.get("description") or resp.reason_phrase
-            hint = " (the bot token was refused)" if resp.status_code in (401, 404) else ""
+            bot = notifier.get_me()
+        except TelegramUnauthorized:
             self.add(
                 "telegram",
                 Status.FAIL,
-                f"getMe at {where} answered HTTP {resp.status_code} {what}{hint}",
+                f"getMe at {where} answered HTTP 401 Unauthorized (the bot token was refused)",
             )
             return
-        bot = body.get("result") or {}
-        fallback = os.environ.get(TELEGRAM_CHAT_VAR, "")
-        unrouted = [
-            row.slug
-            for row in self.dimension_rows
-            if not ((row.config.get("alerts") or {}).get("telegram_chat") or fallback)
-        ]
-        if unrouted or (not self.dimension_rows and not fallback):
-            who = ", ".join(unrouted) or "the global alerts"
+        except TelegramError as exc:
+            what = (
+                f"not reachable ({exc.description})"
+                if exc.status == 0
+                else f"answered HTTP {exc.status} {exc.description}"
+            )
+            self.add("telegram", Status.FAIL, f"getMe at {where} {what}")
+            return
+        unrouted = []
+        for row in self.dimension_rows:
+            try:
+                notifier.chat_for(row.slug)
+            except NotifyConfigError:
+                unrouted.append(row.slug)
+        name = f"bot @{bot.get('username')} at {where}"
+        if unrouted:
             self.add(
                 "telegram",
                 Status.FAIL,
-                f"bot @{bot.get('username')} answers, but no chat for {who}: set "
-                f"{TELEGRAM_CHAT_VAR} or the dimension's alerts.telegram_chat",
+                f"{name}, but no chat for {', '.join(unrouted)}: set {TELEGRAM_CHAT_VAR} or "
+                "the dimension's alerts.telegram_chat",
             )
             return
-        self.add("telegram", Status.OK, f"bot @{bot.get('username')} at {where}")
+        try:
+            notifier.chat_for(None)
+        except NotifyConfigError:
+            self.add(
+                "telegram",
+                Status.WARN,
+                f"{name}; no global chat ({TELEGRAM_CHAT_VAR}): alerts of no dimension are "
+                "not delivered",
+            )
+            return
+        self.add("telegram", Status.OK, name)
 
     # -- Redis ---------------------------------------------------------------------------------
     def check_redis(self) -> None:
@@ -785,8 +796,12 @@ class Doctor:
             return
         needed, why = self._gpu_needed()
         device = Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") is not None
-        if not needed and not device:
-            self.add("gpu", Status.SKIP, f"no NVIDIA device on this host, none needed ({why})")
+        if not device:
+            if needed:
+                # No driver device node and no nvidia-smi: torch could not see a GPU either.
+                self.add("gpu", Status.FAIL, f"no NVIDIA device on this host; needed: {why}")
+            else:
+                self.add("gpu", Status.SKIP, f"no NVIDIA device on this host, none needed ({why})")
             return
         try:
             import torch

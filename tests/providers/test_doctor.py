@@ -12,11 +12,9 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from fakes import gemini as fake_gemini
 from fakes import youtube as fake_youtube
 from fakes.edge_tts import EdgeTtsServer
 from fakes.edge_tts import running as edge_running
+from fakes.telegram import TelegramServer
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_cli.doctor import Options, run_doctor
 from mdame_cli.main import main as mdame_main
@@ -35,9 +34,10 @@ from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from mdame_domain.doctor import Check, Status, render_table
 from tests.scratch_db import DbUrls
+from tests.telegramkit import TOKEN as BOT_TOKEN
+from tests.telegramkit import telegram_server  # noqa: F401 - a fixture
 
 GEMINI_KEY = "test-key-not-secret-gemini-0123456789"
-BOT_TOKEN = "123456:test-token-not-secret-telegram"
 REFRESH_TOKEN = "1//rt-doctor-not-secret-" + "d" * 20
 CLIENT_SECRET = "cs-doctor-not-secret-0123"
 REDIS_PASSWORD = "redis-pw-not-secret-42"
@@ -51,43 +51,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# -- a Telegram Bot API getMe ------------------------------------------------------------------
-
-
-class _BotApi(BaseHTTPRequestHandler):
-    """getMe as the Bot API answers it: the bot for the right token, 401 Unauthorized else."""
-
-    token = BOT_TOKEN
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib's name
-        if self.path == f"/bot{self.token}/getMe":
-            code, body = 200, {"ok": True, "result": {"id": 1, "is_bot": True,
-                                                      "username": "mdame_test_bot"}}  # fmt: skip
-        else:
-            code, body = 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-@pytest.fixture(scope="module")
-def bot_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BotApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # -- the servers -------------------------------------------------------------------------------
@@ -141,6 +104,7 @@ class Deployment:
     youtube: fake_youtube.FakeYouTube
     gemini: fake_gemini.FakeGemini
     edge: EdgeTtsServer
+    telegram: TelegramServer
     env: dict[str, str]
     media_url: str
     monkeypatch: pytest.MonkeyPatch
@@ -163,7 +127,7 @@ def deployment(
     state: StateStore,
     gemini: fake_gemini.FakeGemini,
     edge: EdgeTtsServer,
-    bot_api: str,
+    telegram_server: TelegramServer,  # noqa: F811 - the fixture
     redis_url: str,
     s3_bucket: Any,
     tmp_path: Path,
@@ -219,7 +183,7 @@ def deployment(
             "MDAME_GOOGLE_TOKEN_URI": yt.token_uri,
             "MDAME_YOUTUBE_CLIENT_SECRETS": str(client),
             "MDAME_MASTER_KEY": master.encoded(),
-            "MDAME_TELEGRAM_API_URL": bot_api,
+            "MDAME_TELEGRAM_API_URL": telegram_server.base_url,
             "MDAME_TELEGRAM_BOT_TOKEN": BOT_TOKEN,
             "MDAME_TELEGRAM_CHAT_ID": "-100123",
             "MDAME_GPU_EXECUTOR": "celery",
@@ -229,7 +193,9 @@ def deployment(
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         s3_bucket.apply(monkeypatch)
-        yield Deployment(fresh_db, state, yt, gemini, edge, env, s3_bucket.url, monkeypatch)
+        yield Deployment(
+            fresh_db, state, yt, gemini, edge, telegram_server, env, s3_bucket.url, monkeypatch
+        )
 
 
 def failed(checks: dict[str, Check]) -> dict[str, str]:
@@ -253,7 +219,7 @@ def test_healthy_deployment_passes_every_check(
                    "ffmpeg:libx264", "disk:home"]  # fmt: skip
     assert {name: rows.get(name) for name in expected_ok} == dict.fromkeys(expected_ok, "OK"), out
     assert rows["gpu"] == "SKIP"  # fakes: procedural clips, and no NVIDIA device here
-    assert "channels.list answers" in out and "bot @mdame_test_bot" in out
+    assert "channels.list answers" in out and "bot @mdame_local_bot" in out
     # One cheap call each: the model list (no generateContent), a token refresh + channels.list.
     assert deployment.gemini.request_count == 0
     assert any("channels" in r for r in deployment.youtube.requests())
@@ -320,6 +286,15 @@ def test_missing_grant_and_settings(deployment: Deployment) -> None:
         "telegram": "MDAME_TELEGRAM_BOT_TOKEN is not set: alerts and reports cannot reach Telegram",
         "redis": "MDAME_GPU_EXECUTOR=celery, but MDAME_CELERY_BROKER_URL is unset",
     }
+    # Telegram: no chat for the dimension; then the Bot API in an outage.
+    deployment.setenv(MDAME_TELEGRAM_BOT_TOKEN=BOT_TOKEN)
+    deployment.monkeypatch.delenv("MDAME_TELEGRAM_CHAT_ID")
+    fails = failed(deployment.run(only=frozenset({"telegram"})))
+    assert "no chat for tech: set MDAME_TELEGRAM_CHAT_ID" in fails["telegram"]
+    deployment.setenv(MDAME_TELEGRAM_CHAT_ID="-100123")
+    deployment.telegram.set_down(503)
+    fails = failed(deployment.run(only=frozenset({"telegram"})))
+    assert "getMe at http://127.0.0.1" in fails["telegram"] and "HTTP 503" in fails["telegram"]
 
 
 def test_database_not_migrated_and_roles_wrong(
@@ -371,10 +346,15 @@ def test_env_and_offline_providers(deployment: Deployment) -> None:
     assert checks["redis"].status is Status.SKIP
     assert checks["gpu"].status is Status.SKIP
     assert checks["database"].status is Status.OK and checks["object_store"].status is Status.OK
-    # A GPU worker host without CUDA (this CPU host, told a GPU is required).
+    # A GPU worker host without a GPU (this CPU host, told one is required); and production
+    # visuals generating in process need one too.
     checks = deployment.run(only=frozenset({"gpu"}), gpu="required")
     assert checks["gpu"].status is Status.FAIL
-    assert "torch.cuda.is_available() is False" in checks["gpu"].detail
+    assert "no NVIDIA device on this host; needed: --gpu required" in checks["gpu"].detail
+    deployment.setenv(MDAME_PROVIDERS="production")
+    checks = deployment.run(only=frozenset({"gpu"}))
+    assert "needed: diffusers (animatediff) generates on this host" in checks["gpu"].detail
+    deployment.setenv(MDAME_PROVIDERS="offline")
     # A local media folder that cannot be written; a database that is not there.
     deployment.setenv(
         MDAME_MEDIA_URL="file:///proc/mdame-doctor-media",
