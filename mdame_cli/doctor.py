@@ -87,6 +87,7 @@ GROUPS = (
     "disk",
 )
 PROVIDER_GROUPS = ("gemini", "edge_tts", "youtube", "telegram")
+_NEEDS_DATABASE = ("database", "migrations", "roles", "gpu", *PROVIDER_GROUPS)
 # Variables whose values must never be printed (their presence may be).
 SECRET_VARS = (
     "GEMINI_API_KEY",
@@ -164,8 +165,13 @@ class Doctor:
         ]
         with _quiet_libraries():
             for group, step in steps:
-                # env and the database run whenever a later check needs what they learn.
-                needed = group in self.options.only or group in ("env", "database")
+                # env and the database run whenever a later check needs what they learn (the
+                # provider set; the dimensions and accounts).
+                needed = (
+                    group in self.options.only
+                    or group == "env"
+                    or (group == "database" and bool(self.options.only & set(_NEEDS_DATABASE)))
+                )
                 if not needed:
                     continue
                 try:
@@ -432,12 +438,12 @@ class Doctor:
         async def voices() -> list[Any]:
             with _EDGE_LIST_LOCK:
                 # list_voices reads the module's VOICE_LIST; point it here for this call only.
-                edge_tts.voices.VOICE_LIST = url  # type: ignore[attr-defined]
+                edge_tts.voices.VOICE_LIST = url
                 try:
                     async with asyncio.timeout(self.options.timeout_s):
                         return list(await edge_tts.voices.list_voices())
                 finally:
-                    edge_tts.voices.VOICE_LIST = edge_tts.constants.VOICE_LIST  # type: ignore[attr-defined]
+                    edge_tts.voices.VOICE_LIST = edge_tts.constants.VOICE_LIST
 
         try:
             listed = asyncio.run(voices())

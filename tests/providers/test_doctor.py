@@ -370,3 +370,37 @@ def test_env_and_offline_providers(deployment: Deployment) -> None:
     checks = deployment.run(only=frozenset({"env"}))
     assert checks["env"].status is Status.FAIL
     assert "ENV=prod accepts only the production providers" in checks["env"].detail
+
+
+# -- make test-live ----------------------------------------------------------------------------
+
+
+def test_live_smoke_skips_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.live import smoke
+
+    for name in (*smoke.REQUIRED, "MDAME_MASTER_KEY", "MDAME_MASTER_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MDAME_HOME", str(tmp_path))
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    assert smoke.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("make test-live: SKIPPED: set MDAME_YOUTUBE_CLIENT_SECRETS, ")
+    assert "MDAME_TELEGRAM_BOT_TOKEN, MDAME_MASTER_KEY (or the key file" in out
+    assert "GEMINI_API_KEY" not in out
+
+
+def test_live_smoke_skips_without_a_grant_and_stops_on_a_doctor_fail(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.live import smoke
+
+    assert smoke.main(["--dimension", "science"]) == 0
+    assert "SKIPPED: no stored YouTube grant for dimension science" in capsys.readouterr().out
+    # tech has a grant; the doctor then finds that this host cannot make the clips.
+    deployment.setenv(MDAME_GPU_EXECUTOR="in_process")
+    assert smoke.main([]) == 1
+    out = capsys.readouterr().out
+    assert "no NVIDIA device on this host" in out
+    assert out.rstrip().endswith("FAILED: `mdame doctor` found problems; nothing was run")
