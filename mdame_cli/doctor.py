@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -139,8 +140,6 @@ class Doctor:
         self.redact.add(*secret_values(os.environ, SECRET_VARS))
         for name in URL_VARS:
             with contextlib.suppress(ValueError):
-                from urllib.parse import urlsplit
-
                 password = urlsplit(os.environ.get(name, "")).password
                 if password:
                     self.redact.add(password)
@@ -922,8 +921,6 @@ def _existing_parent(path: Path) -> Path:
 
 def _no_proxy_for_local(url: str) -> None:
     """A local server is never behind the proxy (aiohttp honours proxy variables)."""
-    from urllib.parse import urlsplit
-
     host = urlsplit(url).hostname or ""
     if host in ("127.0.0.1", "localhost", "::1"):
         current = os.environ.get("NO_PROXY", "")
