@@ -11,6 +11,8 @@ help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
 	@echo "               (PROVIDERS=fakes: the production providers against local protocol servers)"
 	@echo "make test      install, start what the tests need, run them"
+	@echo "make doctor    check this deployment (ENV, database, providers, broker, store, GPU, ffmpeg, disk)"
+	@echo "make test-live one private video through the real services; skips, saying why, without credentials"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
@@ -42,6 +44,15 @@ test: db
 
 ui: db
 	@$(BIN)/mdame ui
+
+# Before the first real run (README): `mdame doctor` checks the deployment (exit 1 on a FAIL);
+# test-live publishes one private video through the real services, only when their credentials
+# are set (else it says what is missing and exits 0). test-live is never part of make test/CI.
+.PHONY: doctor test-live
+doctor: install
+	@$(BIN)/mdame doctor $(DOCTOR_ARGS)
+test-live: db
+	@PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.live.smoke $(LIVE_ARGS)
 
 # The crash harness is test machinery (tests/chaos); e.g. make chaos CHAOS_ARGS="--limit 5".
 chaos: db

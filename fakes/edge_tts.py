@@ -24,6 +24,10 @@ Faults, consumed one per connection from a FIFO (`server.faults.push("drop")`), 
   short     every word boundary, a third of the audio, then a clean turn.end
   stall     turn.start and the first boundary, then nothing (until the server stops)
 
+The voices list (edge-tts `list_voices`, `mdame doctor`'s cheap call) is served beside the
+synthesis path, as Microsoft does: GET {PREFIX}/voices/list?trustedclienttoken=..., a JSON array
+of the voices in `server.voices`; a sticky 403 refuses it too.
+
 Standalone: `python -m fakes.edge_tts --port 8765` prints the WSS_URL to point
 MDAME_EDGE_TTS_URL at.
 """
@@ -49,7 +53,20 @@ from aiohttp import WSMsgType, web
 from fakes.espeak_marks import Speech, speak
 
 TICKS_PER_SECOND = 10_000_000
-PATH = "/consumer/speech/synthesize/readaloud/edge/v1"
+PREFIX = "/consumer/speech/synthesize/readaloud"
+PATH = PREFIX + "/edge/v1"
+VOICES_PATH = PREFIX + "/voices/list"
+# The voices the list offers by default (short names; the synthesis path speaks any locale).
+DEFAULT_VOICES = (
+    "en-US-AriaNeural",
+    "en-US-GuyNeural",
+    "en-US-JennyNeural",
+    "en-GB-SoniaNeural",
+    "en-GB-RyanNeural",
+    "de-DE-KatjaNeural",
+    "fr-FR-DeniseNeural",
+    "es-ES-ElviraNeural",
+)
 FAULTS = ("403", "no_audio", "drop", "short", "stall")
 AUDIO_PIECE = 4096  # bytes of MP3 per binary frame
 _PROSODY = re.compile(
@@ -182,6 +199,7 @@ class EdgeTtsServer:
         self.port = port
         self.stall_s = stall_s
         self.faults = Faults()
+        self.voices: list[str] = list(DEFAULT_VOICES)
         self.requests: list[Request] = []
         self.connections = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -205,6 +223,7 @@ class EdgeTtsServer:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get(PATH, self._synthesize)
+        app.router.add_get(VOICES_PATH, self._voices)
         app.router.add_post("/_control/faults", self._control)
         app.router.add_get("/_control/state", self._state)
         return app
@@ -226,6 +245,11 @@ class EdgeTtsServer:
         return web.json_response(
             {"connections": self.connections, "requests": [r.__dict__ for r in self.requests]}
         )
+
+    async def _voices(self, request: web.Request) -> web.Response:
+        if self.faults.sticky == "403":
+            return web.Response(status=403, text="Forbidden")
+        return web.json_response([_voice_entry(name) for name in self.voices])
 
     async def _synthesize(self, request: web.Request) -> web.StreamResponse:
         self.connections += 1
@@ -318,6 +342,21 @@ class EdgeTtsServer:
             self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+def _voice_entry(short_name: str) -> dict[str, Any]:
+    """A voices-list entry in the service's shape."""
+    locale, _, person = short_name.rpartition("-")
+    return {
+        "Name": f"Microsoft Server Speech Text to Speech Voice ({locale}, {person})",
+        "ShortName": short_name,
+        "Gender": "Female",
+        "Locale": locale,
+        "SuggestedCodec": "audio-24khz-48kbitrate-mono-mp3",
+        "FriendlyName": f"Microsoft {person.removesuffix('Neural')} Online (Natural)",
+        "Status": "GA",
+        "VoiceTag": {"ContentCategories": ["General"], "VoicePersonalities": ["Friendly"]},
+    }
 
 
 def _speak_and_encode(text: str, voice: str, rate: str, pitch: str) -> tuple[Speech, bytes]:

@@ -26,6 +26,11 @@ number x; `server.set_field(name, value)` / {"fields": {...}} forces a property 
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
 without the key). The API key is checked for presence only and never stored.
 
+Model list (what `client.models.list()` asks, `mdame doctor`'s cheap call): GET
+/{version}/models answers the names in `server.models` (pageSize and pageToken honoured).
+A refused key: `server.auth_error = 401` (or POST /_fake/config {"auth_error": 401}) answers
+every API request with that status (401 UNAUTHENTICATED, 403 PERMISSION_DENIED) until reset.
+
     python -m fakes.gemini --port 8089 [--tts-format wav]
 """
 
@@ -69,6 +74,16 @@ SAMPLE_RATE = 24_000
 # Gemini counts audio at 25 tokens per second.
 AUDIO_TOKENS_PER_SECOND = 25
 _PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
+_MODELS_PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models$")
+# What the model list offers by default: MD-AME's default text and TTS models and a few more.
+DEFAULT_MODELS = (
+    "gemini-3.8-flash",
+    "gemini-3.8-flash-tts",
+    "gemini-3.8-pro",
+    "gemini-2.5-flash",
+    "gemini-2.5-flash-preview-tts",
+)
+_AUTH_STATUS = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED"}
 _WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 _WORD_RANGE = re.compile(r"(\d+)\s*(?:-|–|to|and)\s*(\d+)\s+words", re.I)
 _WORD_COUNT = re.compile(r"(\d+)\s+words", re.I)
@@ -131,6 +146,10 @@ class FakeGemini:
     requests: list[SeenRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     base_url: str = ""
+    # The model list's names (GET /{version}/models), and a status every API request gets
+    # instead of an answer (401 or 403: a refused key), None for none.
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    auth_error: int | None = None
 
     def set_score(self, score: float | None) -> None:
         self.score = score
@@ -141,6 +160,7 @@ class FakeGemini:
     def reset(self) -> None:
         self.faults.clear()
         self.score, self.fields, self.usage = None, {}, {}
+        self.models, self.auth_error = list(DEFAULT_MODELS), None
         with self.lock:
             self.requests.clear()
 
@@ -423,7 +443,46 @@ class _Handler(BaseHTTPRequestHandler):
                 ]
             self._send(200, json.dumps(seen).encode())
             return
+        if _MODELS_PATH.match(urlparse(self.path).path):
+            self._models(state)
+            return
         self._send(404, _error_body(404, "NOT_FOUND", "no such path"))
+
+    def _refused(self, state: FakeGemini) -> bool:
+        """Answers a missing key (403, as Google does) or the configured auth_error."""
+        url = urlparse(self.path)
+        key = self.headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
+        if not key:
+            message = "Method doesn't allow unregistered callers. Please use an API key."
+            self._send(403, _error_body(403, "PERMISSION_DENIED", message))
+            return True
+        if state.auth_error is not None:
+            code = state.auth_error
+            status = _AUTH_STATUS.get(code, "UNAUTHENTICATED")
+            self._send(code, _error_body(code, status, "API key not valid."))
+            return True
+        return False
+
+    def _models(self, state: FakeGemini) -> None:
+        if self._refused(state):
+            return
+        query = parse_qs(urlparse(self.path).query)
+        size = max(1, int(query.get("pageSize", ["50"])[0]))
+        start = int(query.get("pageToken", ["0"])[0] or 0)
+        names = state.models[start : start + size]
+        body: dict[str, Any] = {
+            "models": [
+                {
+                    "name": f"models/{name}",
+                    "displayName": name,
+                    "supportedGenerationMethods": ["generateContent"],
+                }
+                for name in names
+            ]
+        }
+        if start + size < len(state.models):
+            body["nextPageToken"] = str(start + size)
+        self._send(200, json.dumps(body).encode())
 
     def do_POST(self) -> None:
         url = urlparse(self.path)
@@ -440,10 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
         if match is None:
             self._send(404, _error_body(404, "NOT_FOUND", f"no such method {url.path}"))
             return
-        key = self.headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
-        if not key:
-            message = "Method doesn't allow unregistered callers. Please use an API key."
-            self._send(403, _error_body(403, "PERMISSION_DENIED", message))
+        if self._refused(state):
             return
         fault = state.faults.pop()
         config = _get(body, "generationConfig", "generation_config") or {}
@@ -503,6 +559,10 @@ class _Handler(BaseHTTPRequestHandler):
                     state.usage = dict(body["usage"])
                 if "tts_format" in body:
                     state.tts_format = body["tts_format"]
+                if "auth_error" in body:
+                    state.auth_error = body["auth_error"]
+                if "models" in body:
+                    state.models = list(body["models"])
             elif path == "/_fake/reset":
                 state.reset()
             else:
