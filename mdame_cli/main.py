@@ -4,6 +4,8 @@
     mdame db url [--role app|owner]  print the connection URL in use (for psql)
     mdame db status                  applied migrations, recorded ENV, rows per table
     mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
+    mdame backfill --dimension D --from DAY [--to DAY] [--select SELECTION]
+                                     a range of days for one dimension, partition by partition
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
     mdame celery-worker --queue gpu --gpu N | --queue dagster
@@ -19,6 +21,7 @@
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
 Errors print one line to stderr and exit 1 (set MDAME_DEBUG=1 for the traceback).
+ENV defaults to dev when unset, as in the Makefile (never to prod).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 
 import psycopg
@@ -88,6 +92,16 @@ def _env(args: argparse.Namespace) -> None:
         print(f"export {name}={shlex.quote(value)}")
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    apply_dagster_environment()
+    os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
+    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    from mdame_assets.backfill import backfill  # Dagster loads only for these commands
+
+    return backfill(args.dimension, args.first, args.last or args.first, args.select)
+
+
 def run_demo(videos_at: str = "") -> int:
     """The demo with Dagster's home and the JSON pipeline log set up (also used by
     `python -m fakes.demo`)."""
@@ -132,6 +146,20 @@ def _parser() -> argparse.ArgumentParser:
         func=_db_status
     )
     groups.add_parser("env", help="shell exports for Dagster commands").set_defaults(func=_env)
+    fill = groups.add_parser(
+        "backfill",
+        help="a range of days for one dimension, one partition after the other, in this process",
+    )
+    fill.add_argument("--dimension", required=True, help="the dimension's slug, e.g. tech")
+    fill.add_argument("--from", dest="first", type=date.fromisoformat, required=True)
+    fill.add_argument("--to", dest="last", type=date.fromisoformat, help="default: --from")
+    fill.add_argument(
+        "--select",
+        default="",
+        help="a Dagster asset selection, e.g. 'trends+' or 'group:content' (default: the whole "
+        "graph, as the schedule and hop sensors run it); checks of selected assets run too",
+    )
+    fill.set_defaults(func=_backfill)
     groups.add_parser("demo", help="publish today's videos on the offline providers").set_defaults(
         func=_demo
     )
@@ -146,6 +174,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if settings.default_env() and args.group == "env":
+        print("mdame: ENV is not set: using dev (the Makefile's default)", file=sys.stderr)
     try:
         code = args.func(args)
     except KeyboardInterrupt:
@@ -155,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"mdame: error: {message}", file=sys.stderr)
+        if args.group == "env":
+            # Read by `eval "$(mdame env)"`: a failing statement, so eval fails too (and a
+            # `set -e` script or `&&` chain stops) instead of going on with nothing exported.
+            print("false")
         return 1
     return code or 0
 

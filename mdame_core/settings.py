@@ -40,6 +40,20 @@ def mdame_env() -> str:
     return env
 
 
+# Operator commands (`mdame ...`, the crash harness) default ENV as the Makefile does, so they
+# work in a fresh shell. Only dev: prod is never a default (a prod database refuses dev clients).
+DEFAULT_ENV = "dev"
+
+
+def default_env() -> bool:
+    """Set ENV to dev when it is unset or empty; True when it did. A wrong value is left for
+    mdame_env() to refuse. Library code and code servers keep requiring ENV."""
+    if os.environ.get("ENV"):
+        return False
+    os.environ["ENV"] = DEFAULT_ENV
+    return True
+
+
 def _local_cluster() -> tuple[str, int]:
     envfile = mdame_home() / "pg.env"
     if not envfile.exists():

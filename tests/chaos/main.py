@@ -160,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def cli(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    settings.default_env()  # as the Makefile: dev unless set (the harness refuses prod anyway)
     settings.mdame_env()
     if settings.is_external():
         raise SystemExit("chaos needs the local cluster: unset MDAME_DATABASE_URL")
