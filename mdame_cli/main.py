@@ -105,7 +105,8 @@ def _backfill(args: argparse.Namespace) -> int:
 def run_demo(videos_at: str = "") -> int:
     """The demo with Dagster's home and the JSON pipeline log set up (also used by
     `python -m fakes.demo`)."""
-    settings.mdame_env()
+    if settings.mdame_env() == "prod":
+        _refuse_prod_without_live_sources()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +115,18 @@ def run_demo(videos_at: str = "") -> int:
     code = demo_main(videos_at=videos_at)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
+
+
+def _refuse_prod_without_live_sources() -> None:
+    """A prod demo publishes for real: say up front what it lacks, not a feed error later."""
+    from mdame_domain.dimensions import load_registry
+    from mdame_domain.prod_readiness import prod_problems, prod_problems_message
+    from mdame_resources.providers.selection import provider_set
+
+    registry = load_registry(settings.REPO_ROOT / "dimensions")
+    problems = prod_problems(registry.dimensions, provider_set())
+    if problems:
+        raise settings.SettingsError(prod_problems_message(problems))
 
 
 def _demo(args: argparse.Namespace) -> int:
