@@ -94,6 +94,7 @@ def _env(args: argparse.Namespace) -> None:
 
 def _backfill(args: argparse.Namespace) -> int:
     settings.mdame_env()
+    settings.use_scratch_tmpdir()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
@@ -107,6 +108,7 @@ def run_demo(videos_at: str = "") -> int:
     `python -m fakes.demo`)."""
     if settings.mdame_env() == "prod":
         _refuse_prod_without_live_sources()
+    settings.use_scratch_tmpdir()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +137,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _ui(args: argparse.Namespace) -> int:
     settings.mdame_env()
+    settings.use_scratch_tmpdir()
     apply_dagster_environment()
     from mdame_assets.ui import run_ui  # dagster dev in its own process group
 

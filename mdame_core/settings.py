@@ -54,6 +54,28 @@ def default_env() -> bool:
     return True
 
 
+# Unix sockets (Dagster's gRPC servers) are made under TMPDIR and their paths max out at 107
+# bytes: a deeper home keeps the system temp folder.
+_MAX_TMPDIR_LEN = 60
+
+
+def use_scratch_tmpdir() -> Path | None:
+    """TMPDIR for this process and its children (Dagster runs, ffmpeg): $MDAME_HOME/tmp, unless
+    TMPDIR is set already. What a killed run leaves there stays with the rest of the
+    deployment's scratch files instead of piling up as empty /tmp/tmpXXXXXXXX folders."""
+    if os.environ.get("TMPDIR"):
+        return None
+    folder = mdame_home() / "tmp"
+    if len(str(folder)) > _MAX_TMPDIR_LEN:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    import tempfile  # only here: settings is imported everywhere
+
+    tempfile.tempdir = None
+    return folder
+
+
 def _local_cluster() -> tuple[str, int]:
     envfile = mdame_home() / "pg.env"
     if not envfile.exists():
