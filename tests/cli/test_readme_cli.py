@@ -72,3 +72,15 @@ def test_a_failing_mdame_env_makes_eval_fail_with_one_line(tmp_path: Path) -> No
     # Never a default to prod: unset ENV is dev, and prod only when asked for.
     done = fresh_shell(".venv/bin/mdame env", {**env, "ENV": ""}, timeout=60)
     assert "export ENV=dev" in done.stdout
+
+
+def test_quick_start_is_two_commands() -> None:
+    commands = [line.split("#")[0].strip() for line in readme_block("## Quick start")]
+    assert commands == ["make demo", "make test"]
+
+
+def test_adding_a_niche_says_what_publishes_it() -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Adding a niche") :].split("\n## ", 1)[0]
+    assert "only while the Dagster daemon runs" in section and "(`make ui`" in section
+    assert "`make demo` syncs the files itself and publishes the new" in " ".join(section.split())
