@@ -84,3 +84,17 @@ def test_adding_a_niche_says_what_publishes_it() -> None:
     section = text[text.index("## Adding a niche") :].split("\n## ", 1)[0]
     assert "only while the Dagster daemon runs" in section and "(`make ui`" in section
     assert "`make demo` syncs the files itself and publishes the new" in " ".join(section.split())
+
+
+def test_other_env_checking_readme_commands_work_in_a_fresh_shell(fresh_db, tmp_path) -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [
+        ".venv/bin/mdame db url --role owner",
+        ".venv/bin/mdame db status",
+        ".venv/bin/python -m tests.chaos.main --help",
+    ]
+    assert all(c in text for c in commands)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MDAME_DATABASE_URL": fresh_db.owner}
+    done = fresh_shell("set -e\n" + "\n".join(commands), env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "env: dev" in done.stdout and "clients will refuse" not in done.stdout
