@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test test-fast ui chaos chaos-sequence bench bench-gpu bench-render lint clean
+.PHONY: help install db db-stop demo test ui chaos chaos-sequence bench bench-gpu bench-render lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -16,9 +16,11 @@ help:
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
+	@echo "make chaos-sequence  five SIGKILLs of the demo, then a demo that must finish clean"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
 	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
 	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
+	@echo "make clean     remove caches and scratch files (keeps .venv, the database and media)"
 
 install:
 	@scripts/install.sh
@@ -78,3 +80,8 @@ lint: install
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy
+
+# Caches and scratch files only: .venv, the local cluster, media and the outbox stay.
+clean:
+	@rm -rf .pytest_cache .mypy_cache .ruff_cache .mdame/tmp
+	@find . -path ./.venv -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -114,10 +114,29 @@ def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
         )
     print()
     _print_table(_table(state, outcomes, day))
-    print(
-        f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} dimensions published in "
-        f"{time.monotonic() - started:.1f}s; videos are under {videos_at}"
-    )
+    lines, code = summary(outcomes, report.errors, time.monotonic() - started, videos_at)
+    print("\n" + "\n".join(lines))
     print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")
     state.close()
-    return 0 if outcomes and all(o.ok for o in outcomes) and not report.errors else 1
+    return code
+
+
+def summary(
+    outcomes: Sequence[Outcome], errors: Sequence[str], seconds: float, videos_at: str
+) -> tuple[list[str], int]:
+    """The closing lines and the exit status, which agree: a niche file skipped as malformed
+    fails the demo as a failed dimension does, and the summary names it."""
+    published = sum(o.ok for o in outcomes)
+    lines = [
+        f"{published}/{len(outcomes)} dimensions published in {seconds:.1f}s; "
+        f"videos are under {videos_at}"
+    ]
+    if errors:
+        lines.append(f"{len(errors)} niche file(s) skipped as malformed (fix them; exit status 1):")
+        lines += [f"  {error}" for error in errors]
+    failed = [o.partition_key for o in outcomes if not o.ok]
+    if failed:
+        lines.append(f"failed: {', '.join(failed)} (exit status 1)")
+    if not outcomes:
+        lines.append("no active dimension to run (exit status 1)")
+    return lines, 0 if outcomes and not failed and not errors else 1

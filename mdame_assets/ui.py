@@ -52,14 +52,16 @@ def stop_group(pgid: int, grace_s: float = GRACE_S) -> None:
     _signal_group(pgid, signal.SIGKILL)
 
 
-def run_in_own_group(command: Sequence[str], grace_s: float = GRACE_S) -> int:
+def run_in_own_group(
+    command: Sequence[str], grace_s: float = GRACE_S, cwd: Path | None = None
+) -> int:
     """Run `command` as the leader of a new process group; forward stop signals to the group
     and leave nothing of it behind. Returns the command's exit status (128+N if signalled).
 
     `dagster dev` does not always finish its own shutdown (it was seen waiting on its code
     servers for over a minute), so `grace_s` after the first stop signal the group is killed.
     """
-    child = subprocess.Popen(list(command), start_new_session=True)
+    child = subprocess.Popen(list(command), start_new_session=True, cwd=cwd)
     pgid = child.pid
     stopping: list[float] = []
 
@@ -87,5 +89,12 @@ def run_in_own_group(command: Sequence[str], grace_s: float = GRACE_S) -> int:
     return code if code >= 0 else 128 - code
 
 
+def ui_cwd() -> Path:
+    """`dagster dev` warns that a dagster.yaml in its working folder "will not be used" unless
+    that folder is DAGSTER_HOME; the repository's file is used, linked into DAGSTER_HOME. So
+    it runs in DAGSTER_HOME (the workspace path is absolute; the code is an installed package)."""
+    return Path(os.environ["DAGSTER_HOME"])
+
+
 def run_ui(workspace: Path, port: int) -> int:
-    return run_in_own_group(dagster_dev_command(workspace, port))
+    return run_in_own_group(dagster_dev_command(workspace, port), cwd=ui_cwd())

@@ -4,6 +4,8 @@
     mdame db url [--role app|owner]  print the connection URL in use (for psql)
     mdame db status                  applied migrations, recorded ENV, rows per table
     mdame env                        shell exports for Dagster commands: eval "$(mdame env)"
+    mdame backfill --dimension D --from DAY [--to DAY] [--select SELECTION]
+                                     a range of days for one dimension, partition by partition
     mdame demo                       today's partition of every active dimension, published
     mdame ui                         the Dagster UI (webserver + daemon) on 127.0.0.1
     mdame report [--dimension D]     today's analytics and this week's Strategic Auditor report
@@ -24,6 +26,7 @@
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
 Errors print one line to stderr and exit 1 (set MDAME_DEBUG=1 for the traceback).
+ENV defaults to dev when unset, as in the Makefile (never to prod).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 
 import psycopg
@@ -95,10 +99,23 @@ def _env(args: argparse.Namespace) -> None:
         print(f"export {name}={shlex.quote(value)}")
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    settings.mdame_env()
+    settings.use_scratch_tmpdir()
+    apply_dagster_environment()
+    os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
+    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    from mdame_assets.backfill import backfill  # Dagster loads only for these commands
+
+    return backfill(args.dimension, args.first, args.last or args.first, args.select)
+
+
 def run_demo(videos_at: str = "") -> int:
     """The demo with Dagster's home and the JSON pipeline log set up (also used by
     `python -m fakes.demo`)."""
-    settings.mdame_env()
+    if settings.mdame_env() == "prod":
+        _refuse_prod_without_live_sources()
+    settings.use_scratch_tmpdir()
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
@@ -107,6 +124,18 @@ def run_demo(videos_at: str = "") -> int:
     code = demo_main(videos_at=videos_at)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
+
+
+def _refuse_prod_without_live_sources() -> None:
+    """A prod demo publishes for real: say up front what it lacks, not a feed error later."""
+    from mdame_domain.dimensions import load_registry
+    from mdame_domain.prod_readiness import prod_problems, prod_problems_message
+    from mdame_resources.providers.selection import provider_set
+
+    registry = load_registry(settings.REPO_ROOT / "dimensions")
+    problems = prod_problems(registry.dimensions, provider_set())
+    if problems:
+        raise settings.SettingsError(prod_problems_message(problems))
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -123,6 +152,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _ui(args: argparse.Namespace) -> int:
     settings.mdame_env()
+    settings.use_scratch_tmpdir()
     apply_dagster_environment()
     from mdame_assets.ui import run_ui  # dagster dev in its own process group
 
@@ -147,6 +177,20 @@ def _parser() -> argparse.ArgumentParser:
         func=_db_status
     )
     groups.add_parser("env", help="shell exports for Dagster commands").set_defaults(func=_env)
+    fill = groups.add_parser(
+        "backfill",
+        help="a range of days for one dimension, one partition after the other, in this process",
+    )
+    fill.add_argument("--dimension", required=True, help="the dimension's slug, e.g. tech")
+    fill.add_argument("--from", dest="first", type=date.fromisoformat, required=True)
+    fill.add_argument("--to", dest="last", type=date.fromisoformat, help="default: --from")
+    fill.add_argument(
+        "--select",
+        default="",
+        help="a Dagster asset selection, e.g. 'trends+' or 'group:content' (default: the whole "
+        "graph, as the schedule and hop sensors run it); checks of selected assets run too",
+    )
+    fill.set_defaults(func=_backfill)
     groups.add_parser("demo", help="publish today's videos on the offline providers").set_defaults(
         func=_demo
     )
@@ -168,6 +212,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if settings.default_env() and args.group == "env":
+        print("mdame: ENV is not set: using dev (the Makefile's default)", file=sys.stderr)
     try:
         code = args.func(args)
     except KeyboardInterrupt:
@@ -177,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"mdame: error: {message}", file=sys.stderr)
+        if args.group == "env":
+            # Read by `eval "$(mdame env)"`: a failing statement, so eval fails too (and a
+            # `set -e` script or `&&` chain stops) instead of going on with nothing exported.
+            print("false")
         return 1
     return code or 0
 

@@ -40,6 +40,42 @@ def mdame_env() -> str:
     return env
 
 
+# Operator commands (`mdame ...`, the crash harness) default ENV as the Makefile does, so they
+# work in a fresh shell. Only dev: prod is never a default (a prod database refuses dev clients).
+DEFAULT_ENV = "dev"
+
+
+def default_env() -> bool:
+    """Set ENV to dev when it is unset or empty; True when it did. A wrong value is left for
+    mdame_env() to refuse. Library code and code servers keep requiring ENV."""
+    if os.environ.get("ENV"):
+        return False
+    os.environ["ENV"] = DEFAULT_ENV
+    return True
+
+
+# Unix sockets (Dagster's gRPC servers) are made under TMPDIR and their paths max out at 107
+# bytes: a deeper home keeps the system temp folder.
+_MAX_TMPDIR_LEN = 60
+
+
+def use_scratch_tmpdir() -> Path | None:
+    """TMPDIR for this process and its children (Dagster runs, ffmpeg): $MDAME_HOME/tmp, unless
+    TMPDIR is set already. What a killed run leaves there stays with the rest of the
+    deployment's scratch files instead of piling up as empty /tmp/tmpXXXXXXXX folders."""
+    if os.environ.get("TMPDIR"):
+        return None
+    folder = mdame_home() / "tmp"
+    if len(str(folder)) > _MAX_TMPDIR_LEN:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    import tempfile  # only here: settings is imported everywhere
+
+    tempfile.tempdir = None
+    return folder
+
+
 def _local_cluster() -> tuple[str, int]:
     envfile = mdame_home() / "pg.env"
     if not envfile.exists():

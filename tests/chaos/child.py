@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -77,6 +78,7 @@ def forked_main(key: str, env: Mapping[str, str | None], log_path: str) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    tempfile.tempdir = None  # the fork server's cached choice; TMPDIR is this run's own
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()

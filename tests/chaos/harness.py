@@ -217,7 +217,7 @@ class Harness:
         with self._db_lock:  # CREATE DATABASE ... TEMPLATE wants the template to itself
             db = scratch_db.create_database(self.seed)
         home = self.work / name
-        home.mkdir(parents=True)
+        (home / "tmp").mkdir(parents=True)
         case = _Case(db, home)
         try:
             if self.grants is not None:
@@ -239,6 +239,9 @@ class Harness:
             "MDAME_HOME": str(case.home),
             "MDAME_MEDIA_ROOT": str(self.media),
             "MDAME_LOG_FILE": str(case.home / "pipeline.jsonl"),
+            # A SIGKILLed run leaves its temp files in its case's folder, removed with it, not
+            # as empty /tmp/tmpXXXXXXXX folders (hundreds per matrix).
+            "TMPDIR": str(case.home / "tmp"),
             "MDAME_LOCK_TTL_S": str(self.config.lock_ttl_s),
             "MDAME_JOB_LEASE_S": str(self.config.job_lease_s),
             MEMO_ENV: "1" if self.config.memo else None,

@@ -8,8 +8,10 @@ application role, and files under MDAME_HOME and the media root.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +112,23 @@ def _file_hashes(units: list[Unit], media: LocalMediaStore, home: Path) -> dict[
     for entry in list_outbox(home / "outbox"):
         for path in (entry.video_path, entry.metadata_path):
             rel = path.relative_to(home / "outbox")
-            hashes[f"outbox:{rel}"] = sha256_file(path) if path.exists() else "missing"
+            digest = sha256_file(path) if path.exists() else "missing"
+            if path == entry.metadata_path and path.exists():
+                digest = _metadata_digest(path)
+            hashes[f"outbox:{rel}"] = digest
     return hashes
+
+
+def _metadata_digest(path: Path) -> str:
+    """metadata.json's digest without `published_at`, the wall-clock moment of publishing
+    (it differs between the clean run and a crash case); that must be a past UTC time."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    raw = document.pop("published_at", None)
+    published = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    if published is None or published.tzinfo is None or published > datetime.now(UTC):
+        return f"published_at {raw!r} is not a past UTC time"
+    canonical = json.dumps(document, sort_keys=True).encode()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def snapshot(app_url: str, home: Path, media_root: Path, youtube: bool = False) -> EndState:

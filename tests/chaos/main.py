@@ -12,8 +12,20 @@ from datetime import date
 from pathlib import Path
 
 from mdame_core import settings
-from tests.chaos.crashpoint import CrashPoint
-from tests.chaos.harness import PHASES, PUBLISHERS, CaseResult, ChaosConfig, Harness, expand
+
+# As the Makefile: dev unless set (the harness refuses prod anyway); before the imports below,
+# which load the definitions, and those read ENV.
+settings.default_env()
+
+from tests.chaos.crashpoint import CrashPoint  # noqa: E402
+from tests.chaos.harness import (  # noqa: E402
+    PHASES,
+    PUBLISHERS,
+    CaseResult,
+    ChaosConfig,
+    Harness,
+    expand,
+)
 
 HEADER = ("case", "crash point", "phase", "died?", "reruns", "seconds", "result")
 

@@ -9,10 +9,14 @@ memos, outbox) keeps its size and modification time.
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
+
 from faultkit import file_fingerprints, table_fingerprints
 
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.runs import whole_graph
+from mdame_domain.outbox import list_outbox
 from tests.chaos.invariants import violations
 
 
@@ -27,3 +31,19 @@ def test_manual_rerun_of_a_finished_partition_adds_no_row_and_no_file(rig):
     assert manual.success, [e.message for e in manual.all_events if e.is_failure]
     assert table_fingerprints(rig.db.app) == rows
     assert file_fingerprints(rig.home) == files
+
+
+# In this file (not one of its own) so that it shares its worker's `rendered` partition.
+def test_published_at_is_the_moment_of_publishing(rig):
+    """metadata.json's `published_at` is when the video was published, not the partition's
+    end of day (the next midnight, which looked future-dated); its day is kept beside it."""
+    before = datetime.now(UTC).replace(microsecond=0)
+    assert rig.materialize([publications]).success
+    after = datetime.now(UTC)
+    entries = list_outbox(rig.home / "outbox")
+    assert entries
+    for entry in entries:
+        document = json.loads(entry.metadata_path.read_text(encoding="utf-8"))
+        published = datetime.fromisoformat(document["published_at"])
+        assert before <= published <= after + timedelta(seconds=1), document["published_at"]
+        assert document["partition_day"] == "2026-11-29"

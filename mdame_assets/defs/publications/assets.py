@@ -9,6 +9,7 @@ run that finds an upload whose outcome nobody recorded asks the channel first
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def _metadata(step: Step, script: WorkUnit, sha256: str) -> dict[str, Any]:
         "dimension": step.partition.dimension,
         "made_for_kids": step.dimension.made_for_kids,
         "synthetic_media": step.dimension.synthetic_media,
-        "published_at": step.partition.as_of.isoformat(),
+        "partition_day": step.partition.day.isoformat(),
         "render_sha256": sha256,
     }
 
@@ -109,9 +110,12 @@ def _publish_once(
     if start.action == "submit":
         assert start.attempt_id is not None  # begin_upload returns it with 'submit'
         step.checkpoint()  # no side effect once the lock is known lost
+        # The moment it is published, not the partition's end of day (which looks future-dated);
+        # a re-run finds the entry already there and keeps its metadata.
+        published = {**metadata, "published_at": datetime.now(UTC).isoformat(timespec="seconds")}
         try:
             video_id = publisher.publish(
-                step.partition.dimension, key, video, metadata, thumbnail=thumbnail
+                step.partition.dimension, key, video, published, thumbnail=thumbnail
             )
         except ContentMismatch as exc:
             # A definite refusal before anything was published: the attempt fails, the

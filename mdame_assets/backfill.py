@@ -1,0 +1,159 @@
+"""`mdame backfill`: a range of days for one dimension, run partition by partition, here.
+
+Why not `dagster asset materialize --partition-range`: Dagster accepts a range from the CLI only
+when every selected asset has `BackfillPolicy.single_run()`, i.e. one run over the whole range.
+Our steps work one partition at a time (each holds its own dimension's fenced lock and reads
+`context.partition_key`), so a single-run range does not fit them. This command runs one
+partition after the other instead, oldest first, each as the jobs the schedule and hop sensors
+launch (or, with a selection, as `dagster asset materialize --partition` would), recorded in
+the Dagster instance so the runs show up in the UI. It needs no daemon. For a backfill that the
+daemon runs (queued, one run per dimension at a time), launch it from the UI (`make ui`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
+
+from mdame_assets import gpu, orchestrator
+from mdame_assets.defs.dimensions.registry import sync_registry
+from mdame_assets.interrupts import (
+    Interrupted,
+    raise_if_stopping,
+    stop_exit_code,
+    stop_on_signals,
+    stop_signal_name,
+)
+from mdame_assets.jobs import CONTENT_GROUP, partition_tags
+from mdame_assets.liveness import process_tags
+from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+from mdame_assets.run_outcomes import record_run_outcome
+from mdame_assets.runs import QUIET, Outcome, _first_error, _stage_seconds, run_partition
+from mdame_core.state import StateStore
+
+MAX_DAYS = 366  # a typo in a year should not queue a decade of runs
+
+
+class BackfillError(ValueError):
+    """The request is wrong (dates, dimension, selection); the message says which."""
+
+
+def days_between(first: date, last: date) -> list[date]:
+    if last < first:
+        raise BackfillError(f"--to {last} is before --from {first}")
+    count = (last - first).days + 1
+    if count > MAX_DAYS:
+        raise BackfillError(f"{count} days asked; at most {MAX_DAYS} at once")
+    return [first + timedelta(days=n) for n in range(count)]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One in-process run per partition: a code location's definitions and the asset keys."""
+
+    defs: dg.Definitions
+    keys: tuple[dg.AssetKey, ...]
+
+
+def _materializable(defs: dg.Definitions) -> set[dg.AssetKey]:
+    graph = defs.resolve_asset_graph()
+    return {k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable}
+
+
+def plan_phases(selection: str) -> list[Phase]:
+    """The selected assets in the order the pipeline hands over: the content stages, the GPU
+    location's scene clips, then the publishing stages. The selection is resolved on the
+    orchestrator's graph, which holds the whole lineage (scene_clips as a spec)."""
+    graph = orchestrator.defs.resolve_asset_graph()
+    try:
+        selected = dg.AssetSelection.from_string(selection).resolve(graph)
+    except Exception as exc:  # Dagster's parser errors have no common public base
+        raise BackfillError(f"--select {selection!r}: {str(exc).splitlines()[0]}") from None
+    here = selected & _materializable(orchestrator.defs)
+    content = {k for k in here if graph.get(k).group_name == CONTENT_GROUP}
+    phases = [
+        Phase(orchestrator.defs, tuple(sorted(content))),
+        Phase(gpu.defs, tuple(sorted(selected & _materializable(gpu.defs)))),
+        Phase(orchestrator.defs, tuple(sorted(here - content))),
+    ]
+    phases = [p for p in phases if p.keys]
+    if not phases:
+        raise BackfillError(f"--select {selection!r} selects no asset of either code location")
+    return phases
+
+
+def run_selection(
+    instance: dg.DagsterInstance, key: str, phases: list[Phase], state: StateStore
+) -> Outcome:
+    """One partition of the selected assets (with their checks), as the jobs' runs are tagged
+    and recorded; stops at the first phase that fails."""
+    started, stages = time.monotonic(), {}
+    for phase in phases:
+        raise_if_stopping()
+        job = phase.defs.resolve_implicit_global_asset_job_def()
+        result = job.execute_in_process(
+            partition_key=key,
+            asset_selection=list(phase.keys),
+            instance=instance,
+            tags={**partition_tags(key), **process_tags()},
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+        run = instance.get_run_by_id(result.run_id)
+        if run is not None:
+            record_run_outcome(state, run.run_id, run.status, "backfill")
+        raise_if_stopping()
+        stages.update(_stage_seconds(result))
+        if not result.success:
+            return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))
+    return Outcome(key, True, time.monotonic() - started, stages)
+
+
+def backfill(dimension: str, first: date, last: date, selection: str = "") -> int:
+    """Exit status 0 when every partition succeeded; SIGTERM and Ctrl-C stop it (128+N)."""
+    with stop_on_signals():
+        try:
+            return _backfill(dimension, first, last, selection)
+        except (Interrupted, DagsterExecutionInterruptedError):
+            print(f"[backfill] stopped by {stop_signal_name()}", file=sys.stderr)
+            return stop_exit_code()
+
+
+def _backfill(dimension: str, first: date, last: date, selection: str) -> int:
+    days = days_between(first, last)
+    phases = plan_phases(selection) if selection else []
+    instance = dg.DagsterInstance.get()
+    state = StateStore()
+    try:
+        # The registry sensor runs only with the daemon: sync here so the dimension is a
+        # partition (and its YAML current) even when no `make ui` ran since it was added.
+        report = sync_registry(state)
+        if dimension not in report.active:
+            raise BackfillError(
+                f"dimension {dimension!r} is not active (active: {', '.join(report.active)})"
+            )
+        known = set(instance.get_dynamic_partitions(DIMENSION_PARTITION))
+        if dimension not in known:
+            instance.add_dynamic_partitions(DIMENSION_PARTITION, [dimension])
+        what = selection or "the whole graph"
+        outcomes = []
+        for day in days:
+            key = str(partition_key(day, dimension))
+            print(f"[backfill] {key}: {what}", file=sys.stderr)
+            if phases:
+                outcome = run_selection(instance, key, phases, state)
+            else:
+                outcome = run_partition(instance, key, state)
+            outcomes.append(outcome)
+            status = "ok" if outcome.ok else f"FAILED: {outcome.error}"
+            print(f"{key}  {status}  {outcome.seconds:.1f}s")
+    finally:
+        state.close()
+    failed = [o.partition_key for o in outcomes if not o.ok]
+    print(f"{len(outcomes) - len(failed)}/{len(outcomes)} partitions succeeded")
+    return 1 if failed else 0
