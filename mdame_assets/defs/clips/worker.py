@@ -30,8 +30,8 @@ LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test 
 # A name for this worker in its id (a Celery worker's "gpu-0", a pod's name): the scene's result
 # records the id, so an operator (and a test) can see where each clip was made.
 WORKER_NAME_ENV = "MDAME_WORKER_NAME"
-# A job or scene_hash held by a live worker elsewhere is polled at least this often: its clip is often
-# done long before its lease would run out.
+# A job or scene_hash held by a live worker elsewhere is polled at least this often: its clip
+# is often done long before its lease would run out.
 SCENE_BUSY_POLL_S = 15.0
 
 
