@@ -30,10 +30,8 @@ from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import
     server_url,
     superuser,
 )
-from tests.scratch_tmp import private_tmpdir, remove_private_tmpdir
 
 os.environ.setdefault("ENV", "dev")
-_session_tmp = private_tmpdir()  # TMPDIR for the session and every child: removed at its end
 # Tests pick their media backend themselves (the S3 ones through the s3_bucket fixture).
 os.environ.pop("MDAME_MEDIA_URL", None)
 
@@ -163,8 +161,3 @@ def moto_s3() -> Iterator:
 def s3_bucket(moto_s3):
     """A fresh bucket on the session's moto server (tests.s3kit.S3Bucket: .url, .env())."""
     return moto_s3.new_bucket()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The session's temp folder goes, with whatever killed children left in it."""
-    remove_private_tmpdir(_session_tmp)

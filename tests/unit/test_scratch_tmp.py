@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from mdame_core.settings import REPO_ROOT
-
-# Makes a temp folder, says where, and dies by SIGKILL (no cleanup), as the crash tests do.
-KILLED_CHILD = """
-import os, signal, tempfile
-print(tempfile.mkdtemp(), flush=True)
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
-def test_the_session_and_its_children_use_the_sessions_tmpdir() -> None:
-    session = Path(os.environ["TMPDIR"])
-    assert session.is_dir() and session != Path("/tmp")
-    assert Path(tempfile.gettempdir()) == session
-    done = subprocess.run([sys.executable, "-c", KILLED_CHILD], capture_output=True, text=True)
-    assert done.returncode == -signal.SIGKILL
-    left = Path(done.stdout.strip())
-    assert left.parent == session  # removed with the session's folder at its end
 
 
 def _child_tmp(env: dict[str, str]) -> Path:
