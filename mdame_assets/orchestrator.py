@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from mdame_assets.defs.adaptive.assets import adaptive_engine
 from mdame_assets.defs.alerts import ALERT_SENSORS
 from mdame_assets.defs.analytics.assets import video_stats
 from mdame_assets.defs.analytics.schedules import analytics_job, daily_analytics_schedule
@@ -57,9 +58,9 @@ defs = dg.Definitions.merge(
     ),
     dg.Definitions(sensors=RUN_SENSORS),
     dg.Definitions(sensors=ALERT_SENSORS),  # issue 12: run failures of both locations, sweep
-    # Issue 12, slice "auditor": daily analytics and the weekly Strategic Auditor.
+    # Issue 12: daily analytics, the weekly Strategic Auditor and the Adaptive Engine after it.
     dg.Definitions(
-        assets=[video_stats, strategic_audit],
+        assets=[video_stats, strategic_audit, adaptive_engine],
         jobs=[analytics_job, weekly_operations_job],
         schedules=[daily_analytics_schedule, weekly_audit_schedule],
     ),

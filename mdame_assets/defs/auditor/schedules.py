@@ -1,7 +1,7 @@
 """The weekly report: Sundays at 23:30 UTC, the week ending that day, every active dimension.
 
 The job takes the Strategic Auditor and every weekly asset downstream of it (the Adaptive
-Engine, once it is defined), so the tuning runs after, and from, the week's report.
+Engine), so the tuning runs after, and from, the week's report.
 """
 
 import dagster as dg
