@@ -100,8 +100,9 @@ def process_alive(tags: Mapping[str, str]) -> bool | None:
     return not expected or expected == f"{_boot_id()}:{stat[1]}"
 
 
-def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    """The pid a daemon-launched run worker reported ("Started process for run (pid: N)")."""
+def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """The pid a daemon-launched run worker reported ("Started process for run (pid: N)"), and
+    when it reported it."""
     records = instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=20
     ).records
@@ -110,7 +111,7 @@ def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
         data = event.engine_event_data if event else None
         pid = data.metadata.get("pid") if data else None
         if pid is not None and "Started process for run" in (record.event_log_entry.message or ""):
-            return int(str(pid.value))
+            return int(str(pid.value)), record.event_log_entry.timestamp
     return None
 
 
@@ -133,11 +134,20 @@ def run_is_dead(instance: dg.DagsterInstance, record: dg.RunRecord, *, local_wor
         return process_alive(run.tags) is False
     if not local_workers or run.status not in LIVE_STATUSES:
         return False
-    pid = _worker_pid(instance, run.run_id)
-    if pid is None:
+    reported = _worker_pid(instance, run.run_id)
+    if reported is None:
         # Not started yet (STARTING): the daemon's start_timeout_seconds covers it.
         return False
-    started = record.start_time or record.create_timestamp.timestamp()
+    pid, reported_at = reported
+    # A STARTING run (no RUN_START yet) was created, and maybe queued, long before its worker
+    # started: the launcher's report of the worker bounds its start, not the run's creation
+    # (a queued run's live worker was taken for a stranger and its run marked failed).
+    if record.start_time is not None:
+        started = record.start_time
+    elif run.status == dg.DagsterRunStatus.STARTING:
+        started = reported_at
+    else:
+        started = record.create_timestamp.timestamp()
     return not _worker_alive(pid, started)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from mdame_assets.defs.adaptive.assets import adaptive_engine
@@ -36,6 +38,23 @@ from mdame_assets.jobs import content_job, publishing_job
 from mdame_assets.partitions import content_partitions
 from mdame_assets.resources import shared_resources
 
+ORCHESTRATOR_EXECUTOR_ENV = "MDAME_ORCHESTRATOR_EXECUTOR"
+
+
+def orchestrator_executor() -> dg.ExecutorDefinition:
+    """multiprocess (Dagster's default: a process per step) unless MDAME_ORCHESTRATOR_EXECUTOR
+    is in_process: a partition's steps form one chain, so one process per run loses no
+    parallelism and saves a process start per step (the UI browser test uses it)."""
+    chosen = os.environ.get(ORCHESTRATOR_EXECUTOR_ENV) or "multiprocess"
+    if chosen == "in_process":
+        return dg.in_process_executor
+    if chosen == "multiprocess":
+        return dg.multiprocess_executor
+    raise ValueError(
+        f"{ORCHESTRATOR_EXECUTOR_ENV} must be in_process or multiprocess, not {chosen!r}"
+    )
+
+
 # scene_clips is materialized by the GPU location; here it is a spec, for lineage only.
 scene_clips_spec = dg.AssetSpec(
     "scene_clips", deps=[scene_plan], partitions_def=content_partitions, group_name="visuals"
@@ -69,4 +88,5 @@ defs = dg.Definitions.merge(
         assets=[housekeeping], jobs=[housekeeping_job], schedules=[housekeeping_schedule]
     ),
     dg.Definitions(resources=shared_resources()),
+    dg.Definitions(executor=orchestrator_executor()),
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what MD-AME needs on a fresh Debian/Ubuntu machine, and nothing twice:
-# system tools (PostgreSQL server, ffmpeg, espeak-ng, fonts for captions) and a Python venv.
+# system tools (PostgreSQL server, ffmpeg, espeak-ng, fonts for captions, chromium for the UI
+# test) and a Python venv.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
@@ -14,6 +15,8 @@ command -v espeak-ng >/dev/null || missing+=(espeak-ng)
 command -v redis-server >/dev/null || missing+=(redis-server)  # the Celery broker (GPU workers)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing+=(postgresql)
 fc-list 2>/dev/null | grep -qi 'DejaVu Sans' || missing+=(fonts-dejavu-core)
+# The browser test of the Dagster UI (tests/ui) drives Debian's chromium with Playwright.
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" != 0 ]; then

@@ -18,6 +18,7 @@ so evaluating a sensor again while nothing changed requests nothing new (the sam
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +33,9 @@ from mdame_core.state import PartitionWork
 AWAITING_CLIPS = ("planned",)
 AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")
 
+# How often each hop sensor looks for work. MDAME_HOP_SENSOR_INTERVAL_S shortens it where a
+# person or a test waits on the hop (the UI browser test: a backfill crosses both hops).
+HOP_SENSOR_INTERVAL_S = int(os.environ.get("MDAME_HOP_SENSOR_INTERVAL_S") or 30)
 MAX_RETRIES = 3
 RETRY_BACKOFF_S = 120.0
 MAX_CONSECUTIVE_FAILURES = 5

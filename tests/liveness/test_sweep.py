@@ -156,6 +156,25 @@ def test_a_live_pid_that_started_after_the_run_is_not_its_worker(instance):
         late.wait()
 
 
+def test_a_queued_run_whose_worker_is_starting_is_alive(instance):
+    """A run queued for a while, then launched: its worker starts long after the run was
+    created, and the run is STARTING until the worker's RUN_START. That worker is the owner."""
+    run_id = add_run(instance, dg.DagsterRunStatus.STARTING, {})
+    time.sleep(START_SLACK_S + 1.0)  # the time it spent in the queue
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        instance.report_engine_event(
+            f"Started process for run (pid: {worker.pid}).",
+            instance.get_run_by_id(run_id),
+            EngineEventData.in_process(worker.pid),
+        )
+        assert sweep(instance).failed_runs == []
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTING
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instance):
     state = StateStore(world.app_url, env="dev")
     try:

@@ -2,13 +2,15 @@
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_CLIPS, hop_sensor_result
+from mdame_assets.defs.hops import AWAITING_CLIPS, HOP_SENSOR_INTERVAL_S, hop_sensor_result
 from mdame_assets.jobs import scene_clips_job
 from mdame_resources.state import StateStoreResource
 
 
 @dg.sensor(
-    job=scene_clips_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+    job=scene_clips_job,
+    minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def scene_jobs_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource

@@ -3,13 +3,15 @@ backoff has expired (mdame_assets.defs.hops decides)."""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_PUBLISHING, hop_sensor_result
+from mdame_assets.defs.hops import AWAITING_PUBLISHING, HOP_SENSOR_INTERVAL_S, hop_sensor_result
 from mdame_assets.jobs import publishing_job
 from mdame_resources.state import StateStoreResource
 
 
 @dg.sensor(
-    job=publishing_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+    job=publishing_job,
+    minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def publishing_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
