@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from fakes import edge_tts, feeds, gemini, youtube
+from fakes import edge_tts, feeds, gemini, telegram, youtube
 from mdame_core.settings import mdame_env, mdame_home
 from mdame_core.state import StateStore
 
 # Keys the local servers accept; stand-ins, never real credentials.
+DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
 
@@ -71,13 +72,14 @@ class FakeServices:
 
 @contextmanager
 def fake_services(folder: Path) -> Iterator[FakeServices]:
-    """The four local servers for the block."""
+    """The local servers for the block (alerts and reports go to the local Bot API)."""
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as servers:
         model = servers.enter_context(gemini.running())
         speech = servers.enter_context(edge_tts.running())
         sources = servers.enter_context(feeds.running(youtube_key=DEMO_YOUTUBE_KEY))
         channel = servers.enter_context(_channel(folder))
+        bot = servers.enter_context(telegram.TelegramServer())
         env = {
             "MDAME_PROVIDERS": "fakes",
             "GEMINI_API_KEY": DEMO_GEMINI_KEY,
@@ -89,10 +91,13 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
             "MDAME_YOUTUBE_CLIENT_SECRETS": str(_client_secrets(folder)),
             "MDAME_GOOGLE_TRENDS_ROOT_URL": sources.base_url,
             "MDAME_REDDIT_ROOT_URL": sources.base_url,
+            "MDAME_TELEGRAM_API_URL": bot.base_url,
+            "MDAME_TELEGRAM_BOT_TOKEN": telegram.DEFAULT_TOKEN,
+            "MDAME_TELEGRAM_CHAT_ID": DEMO_TELEGRAM_CHAT,
         }
         print(
             f"[demo] fakes: gemini {model.base_url}, edge-tts {speech.base_url}, "
-            f"feeds {sources.base_url}, youtube {channel.base_url}",
+            f"feeds {sources.base_url}, youtube {channel.base_url}, telegram {bot.base_url}",
             file=sys.stderr,
         )
         yield FakeServices(env, channel)
