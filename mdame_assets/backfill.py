@@ -13,7 +13,6 @@ daemon runs (queued, one run per dimension at a time), launch it from the UI (`m
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -24,16 +23,13 @@ from mdame_assets import gpu, orchestrator
 from mdame_assets.defs.dimensions.registry import sync_registry
 from mdame_assets.interrupts import (
     Interrupted,
-    raise_if_stopping,
     stop_exit_code,
     stop_on_signals,
     stop_signal_name,
 )
-from mdame_assets.jobs import CONTENT_GROUP, partition_tags
-from mdame_assets.liveness import process_tags
+from mdame_assets.jobs import CONTENT_GROUP
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
-from mdame_assets.run_outcomes import record_run_outcome
-from mdame_assets.runs import QUIET, Outcome, _first_error, _stage_seconds, run_partition
+from mdame_assets.runs import Outcome, run_in_order, run_partition
 from mdame_core.state import StateStore
 
 MAX_DAYS = 366  # a typo in a year should not queue a decade of runs
@@ -92,26 +88,8 @@ def run_selection(
 ) -> Outcome:
     """One partition of the selected assets (with their checks), as the jobs' runs are tagged
     and recorded; stops at the first phase that fails."""
-    started, stages = time.monotonic(), {}
-    for phase in phases:
-        raise_if_stopping()
-        job = phase.defs.resolve_implicit_global_asset_job_def()
-        result = job.execute_in_process(
-            partition_key=key,
-            asset_selection=list(phase.keys),
-            instance=instance,
-            tags={**partition_tags(key), **process_tags()},
-            raise_on_error=False,
-            run_config=QUIET,
-        )
-        run = instance.get_run_by_id(result.run_id)
-        if run is not None:
-            record_run_outcome(state, run.run_id, run.status, "backfill")
-        raise_if_stopping()
-        stages.update(_stage_seconds(result))
-        if not result.success:
-            return Outcome(key, False, time.monotonic() - started, stages, _first_error(result))
-    return Outcome(key, True, time.monotonic() - started, stages)
+    runs = [(p.defs.resolve_implicit_global_asset_job_def(), list(p.keys)) for p in phases]
+    return run_in_order(instance, key, runs, state, "backfill")
 
 
 def backfill(dimension: str, first: date, last: date, selection: str = "") -> int:

@@ -5,6 +5,7 @@ the crash harness use it; each job's run is recorded in the given Dagster instan
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -78,13 +79,27 @@ def run_partition(
     """Each job's run is tagged with this process (the liveness sweep fails it if the process
     dies) and, with no daemon and so no run status sensor here, finishes its own
     pipeline_runs row. A stop signal ends the run (failed) and raises `Interrupted` here."""
-    started, stages = time.monotonic(), {}
     # The same client the steps' StateStoreResource() uses (settings' URL, cached per process).
     state = state or StateStoreResource().get_client()
-    for defs, job_name in JOBS:
+    runs = [(defs.resolve_job_def(job_name), None) for defs, job_name in JOBS]
+    return run_in_order(instance, key, runs, state, "run_partition")
+
+
+def run_in_order(
+    instance: dg.DagsterInstance,
+    key: str,
+    runs: Sequence[tuple[dg.JobDefinition, list[dg.AssetKey] | None]],
+    state: StateStore,
+    source: str,
+) -> Outcome:
+    """One partition through `runs` (a job, and the assets to select of it or None for all), in
+    order, each run tagged and its outcome recorded; stops at the first that fails."""
+    started, stages = time.monotonic(), {}
+    for job, assets in runs:
         raise_if_stopping()
-        result = defs.resolve_job_def(job_name).execute_in_process(
+        result = job.execute_in_process(
             partition_key=key,
+            asset_selection=assets,
             instance=instance,
             tags={**partition_tags(key), **process_tags()},
             raise_on_error=False,
@@ -92,7 +107,7 @@ def run_partition(
         )
         run = instance.get_run_by_id(result.run_id)
         if run is not None:
-            record_run_outcome(state, run.run_id, run.status, "run_partition")
+            record_run_outcome(state, run.run_id, run.status, source)
         raise_if_stopping()
         stages.update(_stage_seconds(result))
         if not result.success:

@@ -322,6 +322,17 @@ def _moved(current: float, target: float, step: float, low: float, high: float) 
     return _clamp(round(current + delta, 6), low, high)
 
 
+def _next_value(
+    cur: float, target: float, step: float, limits: tuple[float, float], why: str, shown: str
+) -> tuple[float, str]:
+    """The week's value: brought inside the limits first (a YAML tightened since), else moved
+    toward the target by at most one step; with the reason."""
+    low, high = limits
+    if not low <= cur <= high:
+        return _clamp(cur, low, high), why or f"{shown} is outside the limits [{low}, {high}]"
+    return _moved(cur, target, step, low, high), why
+
+
 def _failure_rate(metrics: Mapping[str, Any]) -> float:
     rates = _get(metrics, "stage_failure_rate")
     if not isinstance(rates, Mapping):
@@ -355,11 +366,7 @@ def _hook_change(
             why = (
                 f"views per video fell {trend:+.0%} while hooks pass easily: ask for stronger hooks"
             )
-    if not low <= cur <= high:
-        why = why or f"{cur:.3f} is outside the limits [{low:.2f}, {high:.2f}]"
-        new = _clamp(cur, low, high)
-    else:
-        new = _moved(cur, target, step, low, high)
+    new, why = _next_value(cur, target, step, (low, high), why, f"{cur:.3f}")
     if abs(new - cur) < 1e-9:
         return None
     return Change("hook_threshold", cur, new, f"hook threshold {cur:.3f} -> {new:.3f}: {why}")
@@ -383,11 +390,8 @@ def _videos_change(
     elif trend is not None and trend <= VIEWS_DOWN:
         target = cur - step
         why = f"views per video down {trend:+.0%}: make fewer, better videos"
-    if not low <= cur <= high:
-        why = why or f"{cur} is outside the limits [{low}, {high}]"
-        new = int(_clamp(cur, low, high))
-    else:
-        new = int(_moved(cur, target, step, low, high))
+    moved, why = _next_value(cur, target, step, (low, high), why, f"{cur}")
+    new = int(moved)
     if new == cur:
         return None
     return Change("videos_per_day", cur, new, f"videos per day {cur} -> {new}: {why}")
@@ -411,11 +415,8 @@ def _gate_change(
     ):
         target = cur + step
         why = f"{candidates / 7:.0f} trend candidates a day: require more before a day runs"
-    if not low <= cur <= high:
-        why = why or f"{cur} is outside the limits [{low}, {high}]"
-        new = int(_clamp(cur, low, high))
-    else:
-        new = int(_moved(cur, target, step, low, high))
+    moved, why = _next_value(cur, target, step, (low, high), why, f"{cur}")
+    new = int(moved)
     if new == cur:
         return None
     return Change("trend_volume_gate", cur, new, f"trend volume gate {cur} -> {new}: {why}")

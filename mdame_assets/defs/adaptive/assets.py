@@ -11,7 +11,6 @@ It runs in the Auditor's weekly_operations_job (Sundays), which takes the Audito
 everything downstream of it.
 """
 
-
 import dagster as dg
 
 from mdame_assets.defs.adaptive.logic import explain_in_report, run_engine
@@ -20,6 +19,7 @@ from mdame_assets.partitions import week_of, weekly_dimension_partitions
 from mdame_domain.dimensions import dimension_from_json
 from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
+
 
 @dg.asset(
     partitions_def=weekly_dimension_partitions,
