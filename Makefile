@@ -39,10 +39,13 @@ demo: db
 	else echo "PROVIDERS must be offline (the default) or fakes, not '$(PROVIDERS)'" >&2; exit 2; fi
 
 # Two workers, a test file each at a time (--dist loadfile keeps a file's fixtures together):
-# the suite waits on subprocesses, ffmpeg and Dagster runs more than it computes.
+# the suite waits on subprocesses, ffmpeg and Dagster runs more than it computes. The browser
+# test (dagster dev, its daemon and chromium) runs after them, alone: beside them on two cores
+# it starved the other worker's signal and shutdown tests past their timeouts.
 TEST_WORKERS ?= 2
 test: db
-	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/ui $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q tests/ui
 
 ui: db
 	@$(BIN)/mdame ui

@@ -50,9 +50,15 @@ def test_errors_are_one_line_without_traceback(fresh_db) -> None:
     assert wrong_env.stderr.strip().splitlines() == [
         "mdame: error: this database belongs to ENV=dev; refusing to migrate it with ENV=prod"
     ]
+    # The CLI takes an unset ENV as dev, like the Makefile (never prod): this dev database.
     no_env = _mdame("db", "migrate", MDAME_DATABASE_URL=fresh_db.owner, ENV="")
-    assert no_env.returncode == 1 and "ENV must be set" in no_env.stderr
-    assert "Traceback" not in no_env.stderr
+    assert (no_env.returncode, no_env.stdout.strip()) == (0, "up to date"), no_env.stderr
+    unknown_env = _mdame("db", "migrate", MDAME_DATABASE_URL=fresh_db.owner, ENV="production")
+    assert unknown_env.returncode == 1
+    assert unknown_env.stderr.strip().splitlines() == [
+        "mdame: error: ENV must be set to one of dev, prod (got 'production'); the database "
+        "records its environment and refuses clients of another"
+    ]
     unreachable = _mdame("db", "status", MDAME_DATABASE_URL="postgresql://x@127.0.0.1:1/none")
     assert unreachable.returncode == 1
     assert len(unreachable.stderr.strip().splitlines()) == 1
