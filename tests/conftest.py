@@ -12,6 +12,7 @@ by tests/faults and tests/checks (the render is the most expensive thing the sui
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -161,3 +162,29 @@ def moto_s3() -> Iterator:
 def s3_bucket(moto_s3):
     """A fresh bucket on the session's moto server (tests.s3kit.S3Bucket: .url, .env())."""
     return moto_s3.new_bucket()
+
+
+# Stop signals ignored in a pytest worker (seen in CI: SIGINT, SIGQUIT and SIGTERM set to
+# SIG_IGN at the C level by something an earlier test in the same worker ran) are inherited by
+# every process a later test starts, which then cannot be stopped: the shutdown and takeover
+# tests failed that way. Each test starts with the default dispositions.
+_STOP_DEFAULTS = (
+    (signal.SIGTERM, signal.SIG_DFL),
+    (signal.SIGQUIT, signal.SIG_DFL),
+    (signal.SIGINT, signal.default_int_handler),
+)
+
+
+def _ignored_signals() -> set[int]:
+    status = Path("/proc/self/status").read_text(encoding="ascii")
+    mask = int(status.split("SigIgn:")[1].split()[0], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+@pytest.fixture(autouse=True)
+def default_stop_signals() -> Iterator[None]:
+    ignored = _ignored_signals()
+    for signum, handler in _STOP_DEFAULTS:
+        if signum in ignored:
+            signal.signal(signum, handler)
+    yield
