@@ -67,6 +67,7 @@ FAULTS: dict[str, str] = {
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
     "processing_failed": "complete",  # the video's processing fails
     "list_quota_exceeded": "list",  # 403 quotaExceeded on a list call
+    "thumbnail_5xx": "thumbnail",  # 503 backendError on thumbnails.set (nothing set or charged)
 }
 
 
@@ -651,6 +652,9 @@ class _Handler(BaseHTTPRequestHandler):
         if channel is None:
             return
         data = self._body()
+        if self.fake.faults.take("thumbnail_5xx") is not None:
+            self._send(503, _error(503, "backendError", "Backend Error"))
+            return
         st = self.fake.state
         with st.lock:
             video = st.data["videos"].get(query.get("videoId", ""))

@@ -113,7 +113,14 @@ def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
             file=sys.stderr,
         )
     print()
-    _print_table(_table(state, outcomes, day))
+    rows = _table(state, outcomes, day)
+    _print_table(rows)
+    outbox = str(OutboxPublisher().folder())
+    earlier = sum(row[4].startswith(outbox) for row in rows)
+    if earlier and videos_at != outbox:
+        # Today's partition was already published by an offline demo: nothing is published
+        # twice, so those videos are in the outbox, not where this provider set publishes.
+        videos_at += f" ({earlier} published earlier today by the offline demo: under {outbox})"
     lines, code = summary(outcomes, report.errors, time.monotonic() - started, videos_at)
     print("\n" + "\n".join(lines))
     print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")

@@ -186,6 +186,10 @@ class YouTubePublisher(PublisherResource):
     processing_poll_s: float = 10.0
     upload_quota_units: int = 1  # videos.insert: 1 call of the insert bucket (2026 model)
     thumbnail_quota_units: int = 50  # thumbnails.set, units bucket
+    # A 5xx on thumbnails.set is the channel's hiccup, not a refusal: tried again, backing off
+    # from thumbnail_retry_s, before it is recorded as failed (the publication stands).
+    thumbnail_attempts: int = 3
+    thumbnail_retry_s: float = 2.0
     mime_type: str = "video/mp4"
 
     @property
@@ -324,18 +328,31 @@ class YouTubePublisher(PublisherResource):
         pub = job.state.get_work_unit("publication", job.publication_id)
         if pub is not None and "thumbnail" in pub.result:
             return
-        job.checkpoint()
-        try:
-            self._metered(
-                job,
-                partial(api.set_thumbnail, video_id, job.thumbnail),
-                units=self.thumbnail_quota_units,
-            )
-        except YouTubeError as exc:
-            status = "refused" if exc.status == 403 and exc.reason != "quotaExceeded" else "failed"
-            job.state.record_thumbnail(job.publication_id, status, {"reason": exc.reason})
-            job.log("thumbnail_" + status, video_id=video_id, reason=exc.reason)
-            return
+        attempts = max(1, self.thumbnail_attempts)
+        for attempt in range(1, attempts + 1):
+            job.checkpoint()
+            try:
+                self._metered(
+                    job,
+                    partial(api.set_thumbnail, video_id, job.thumbnail),
+                    units=self.thumbnail_quota_units,
+                )
+                break
+            except YouTubeError as exc:
+                if exc.status >= 500 and attempt < attempts:
+                    job.log(
+                        "thumbnail_retry",
+                        video_id=video_id,
+                        http_status=exc.status,
+                        attempt=attempt,
+                    )
+                    time.sleep(self.thumbnail_retry_s * 2 ** (attempt - 1))
+                    continue
+                refused = exc.status == 403 and exc.reason != "quotaExceeded"
+                status = "refused" if refused else "failed"
+                job.state.record_thumbnail(job.publication_id, status, {"reason": exc.reason})
+                job.log("thumbnail_" + status, video_id=video_id, reason=exc.reason)
+                return
         job.state.record_thumbnail(job.publication_id, "set", {"video_id": video_id})
         job.log("thumbnail_set", video_id=video_id)
 

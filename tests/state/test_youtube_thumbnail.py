@@ -121,6 +121,45 @@ def test_a_channel_refusing_custom_thumbnails_is_recorded_not_failed(
     assert ("thumbnail_refused", {"video_id": video_id, "reason": "forbidden"}) in logs
 
 
+def test_a_5xx_on_thumbnails_set_is_tried_again(state, tmp_path, fake, master, jpeg) -> None:
+    a, s = _granted(state, tmp_path, master)
+    logs: list[Any] = []
+    pub = publisher(fake, tmp_path, thumbnail_attempts=3, thumbnail_retry_s=0.01)
+    fake.faults.push("thumbnail_5xx")
+    fake.faults.push("thumbnail_5xx")
+
+    video_id = _publish(a, pub, s, logs, jpeg)
+
+    # Two 503s, then set on the third try: once on the channel.
+    assert video_id is not None and fake.thumbnail(video_id)["sets"] == 1  # type: ignore[index]
+    assert [f["attempt"] for st, f in logs if st == "thumbnail_retry"] == [1, 2]
+    assert state.get_work_unit("publication", "pu").result["thumbnail"]["status"] == "set"
+    # The ledger counts every attempt (a failed call may have been charged): never less than
+    # the channel, over by the two answered 503s.
+    counters = fake.counters(_channel(fake))
+    assert state.bucket_usage(s.account.id)["units"] == (0, counters["units"] + 2 * THUMBNAIL_COST)
+
+
+def test_a_thumbnail_meeting_only_5xx_is_recorded_failed_and_the_video_stands(
+    state, tmp_path, fake, master, jpeg
+) -> None:
+    a, s = _granted(state, tmp_path, master)
+    logs: list[Any] = []
+    for _ in range(3):
+        fake.faults.push("thumbnail_5xx")
+
+    pub = publisher(fake, tmp_path, thumbnail_attempts=3, thumbnail_retry_s=0.01)
+    video_id = _publish(a, pub, s, logs, jpeg)
+
+    assert video_id is not None and fake.thumbnail(video_id) is None
+    publication = state.get_work_unit("publication", "pu")
+    assert publication.state == "published"
+    assert publication.result["thumbnail"] == {"status": "failed", "reason": "backendError"}
+    assert [st for st, _ in logs if st.startswith("thumbnail_")] == [
+        "thumbnail_retry", "thumbnail_retry", "thumbnail_failed",
+    ]  # fmt: skip
+
+
 def test_bytes_other_than_the_approved_ones_are_refused(state, tmp_path, fake, master) -> None:
     a, s = _granted(state, tmp_path, master)
     s.video.write_bytes(s.video.read_bytes()[:-1] + b"\0")  # one byte differs
