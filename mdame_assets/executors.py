@@ -40,6 +40,14 @@ CELERY_VISIBILITY_ENV = "MDAME_CELERY_VISIBILITY_TIMEOUT_S"
 # would be wasted). It is also how long a step of a killed worker waits before it is redelivered.
 DEFAULT_VISIBILITY_TIMEOUT_S = 2 * 3600
 
+# A GPU run that outlives this is failed by the daemon's run monitoring (Dagster's
+# `dagster/max_runtime` tag), and the run-failure sensor alerts the operator: a queue no worker
+# consumes, or a worker that never answers, ends in an alert instead of a run waiting forever.
+# Longer than the visibility timeout, so a killed worker's step can still come back in time.
+GPU_RUN_MAX_ENV = "MDAME_GPU_RUN_MAX_S"
+DEFAULT_GPU_RUN_MAX_S = 6 * 3600
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+
 K8S_IMAGE_ENV = "MDAME_K8S_IMAGE"
 K8S_NAMESPACE_ENV = "MDAME_K8S_NAMESPACE"
 K8S_ENV_SECRETS_ENV = "MDAME_K8S_ENV_SECRETS"
@@ -86,19 +94,26 @@ def _require(var: str, why: str) -> None:
         raise ExecutorConfigError(f"{var} must be set: {why}")
 
 
-def _visibility_timeout() -> int:
-    raw = os.environ.get(CELERY_VISIBILITY_ENV, "").strip()
+def _seconds(var: str, default: int) -> int:
+    raw = os.environ.get(var, "").strip()
     if not raw:
-        return DEFAULT_VISIBILITY_TIMEOUT_S
+        return default
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value < 1:
-        raise ExecutorConfigError(
-            f"{CELERY_VISIBILITY_ENV} must be a positive integer of seconds, not {raw!r}"
-        )
+        raise ExecutorConfigError(f"{var} must be a positive integer of seconds, not {raw!r}")
     return value
+
+
+def _visibility_timeout() -> int:
+    return _seconds(CELERY_VISIBILITY_ENV, DEFAULT_VISIBILITY_TIMEOUT_S)
+
+
+def gpu_run_tags() -> dict[str, str]:
+    """Tags of every run of the GPU location's job: its longest allowed runtime."""
+    return {MAX_RUNTIME_TAG: str(_seconds(GPU_RUN_MAX_ENV, DEFAULT_GPU_RUN_MAX_S))}
 
 
 def require_celery_env() -> None:

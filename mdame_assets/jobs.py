@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from mdame_assets.executors import gpu_executor
+from mdame_assets.executors import gpu_executor, gpu_run_tags
 from mdame_assets.partitions import DIMENSION_PARTITION
 
 CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
@@ -49,6 +49,7 @@ scene_clips_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups(VISUALS_GROUP),
     executor_def=gpu_executor(),
     op_retry_policy=TRANSIENT_RETRY,
+    tags=gpu_run_tags(),
     description="One partition's scene clips, one step per scene, on the configured executor.",
 )
 

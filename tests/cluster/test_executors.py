@@ -42,6 +42,7 @@ def env(monkeypatch: pytest.MonkeyPatch):
         executors.K8S_ENV_SECRETS_ENV,
         executors.K8S_KUBECONFIG_ENV,
         executors.IO_URL_ENV,
+        executors.GPU_RUN_MAX_ENV,
     ):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
@@ -76,6 +77,25 @@ def test_celery_executor_needs_broker_and_backend(env) -> None:
     env.setenv("MDAME_CELERY_BACKEND_URL", CELERY_ENV["MDAME_CELERY_BACKEND_URL"])
     with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_VISIBILITY_TIMEOUT_S"):
         gpu_executor()
+
+
+def test_gpu_runs_carry_the_runtime_limit_run_monitoring_enforces(env) -> None:
+    from dagster._core.storage.tags import MAX_RUNTIME_SECONDS_TAG
+
+    from mdame_assets.gpu import defs
+
+    # The tag Dagster's run monitoring reads (a GPU run waiting on a queue no worker consumes
+    # is failed after it, and the run-failure sensor alerts).
+    assert executors.MAX_RUNTIME_TAG == MAX_RUNTIME_SECONDS_TAG
+    job = defs.resolve_job_def("scene_clips_job")
+    assert job.tags[MAX_RUNTIME_SECONDS_TAG] == str(executors.DEFAULT_GPU_RUN_MAX_S)
+    assert executors.DEFAULT_GPU_RUN_MAX_S > executors.DEFAULT_VISIBILITY_TIMEOUT_S
+    env.setenv(executors.GPU_RUN_MAX_ENV, "900")
+    assert executors.gpu_run_tags() == {MAX_RUNTIME_SECONDS_TAG: "900"}
+    for bad in ("0", "-5", "2h", "1.5"):
+        env.setenv(executors.GPU_RUN_MAX_ENV, bad)
+        with pytest.raises(ExecutorConfigError, match="MDAME_GPU_RUN_MAX_S must be a positive"):
+            executors.gpu_run_tags()
 
 
 def _executor_instance(executor_def: dg.ExecutorDefinition) -> Any:
