@@ -158,6 +158,17 @@ def celery_config() -> dict[str, Any]:
     }
 
 
+def celery_worker_settings() -> dict[str, Any]:
+    """A worker's Celery settings: the executor's config with the URLs resolved from the
+    environment (mdame_assets/celery_worker_config/dagster_celery_config.py reads them)."""
+    require_celery_env()
+    return {
+        "broker_url": os.environ[CELERY_BROKER_ENV],
+        "result_backend": os.environ[CELERY_BACKEND_ENV],
+        **celery_config()["config_source"],
+    }
+
+
 def celery_worker_yaml() -> dict[str, Any]:
     """What `dagster-celery worker start -y FILE` reads (deploy/celery.yaml is a copy)."""
     return {"execution": {"config": celery_config()}}

@@ -1,16 +1,21 @@
-"""`mdame celery-worker`: one dagster-celery worker, started the documented way.
+"""`mdame celery-worker`: one Celery worker for the GPU location's steps, started the way
+`dagster-celery worker start` starts one, minus the file of resolved URLs it writes.
 
     mdame celery-worker --queue gpu --gpu 0     one per GPU: CUDA_VISIBLE_DEVICES=0,
                                                 concurrency 1, prefetch 1
     mdame celery-worker --queue dagster         the CPU steps (dagster-celery's default queue)
-    mdame celery-worker --print-yaml            the worker YAML (deploy/celery.yaml is a copy)
+    mdame celery-worker --print-yaml            the worker YAML (deploy/celery.yaml is a copy),
+                                                for `dagster-celery worker start -y`
 
-It writes the worker YAML (the celery executor's own config, mdame_assets.executors) under
-DAGSTER_HOME and replaces itself with
+It replaces itself with
 
-    dagster-celery worker start -A dagster_celery.app -y YAML -q QUEUE -n NAME -- --concurrency=N
+    celery -A dagster_celery.app worker --prefetch-multiplier=1 -Q QUEUE -n NAME@%h [-c N]
 
-so a supervisor (systemd, supervisord) that starts it signals the worker itself.
+with mdame_assets/celery_worker_config on PYTHONPATH: dagster_celery.app reads its settings
+from the dagster_celery_config module there, which takes the broker and backend URLs from the
+environment. (`dagster-celery worker start` writes them, passwords included, into a new file
+under DAGSTER_HOME at every start.) A supervisor (systemd, supervisord) that starts it signals
+the worker itself.
 """
 
 from __future__ import annotations
@@ -25,20 +30,25 @@ from typing import Any
 import yaml
 
 
+def config_dir() -> Path:
+    """The folder whose dagster_celery_config module holds the worker's Celery settings."""
+    import mdame_assets
+
+    return Path(mdame_assets.__file__).resolve().parent / "celery_worker_config"
+
+
 def worker_command(
-    config_yaml: Path, queue: str, name: str, concurrency: int | None, loglevel: str = "INFO"
+    queue: str, name: str, concurrency: int | None, loglevel: str = "INFO"
 ) -> list[str]:
-    exe = shutil.which("dagster-celery", path=str(Path(sys.executable).parent)) or shutil.which(
-        "dagster-celery"
-    )
+    exe = shutil.which("celery", path=str(Path(sys.executable).parent)) or shutil.which("celery")
     if not exe:
-        raise RuntimeError("dagster-celery is not installed (pip install -e .[cluster])")
-    command = [exe, "worker", "start", "-A", "dagster_celery.app", "-y", str(config_yaml)]
-    command += ["-q", queue, "-n", name, "-l", loglevel]
-    # After `--`: arguments for `celery worker` itself (dagster-celery already passes
-    # --prefetch-multiplier=1).
+        raise RuntimeError("celery is not installed (pip install -e .[cluster])")
+    # dagster-celery's own worker arguments: one task reserved at a time, the node name's
+    # host part filled in by celery.
+    command = [exe, "-A", "dagster_celery.app", "worker", "--prefetch-multiplier=1"]
+    command += ["--loglevel", loglevel, "-Q", queue, "-n", f"{name}@%h"]
     if concurrency is not None:
-        command += ["--", f"--concurrency={concurrency}"]
+        command += [f"--concurrency={concurrency}"]
     return command
 
 
@@ -47,9 +57,8 @@ def _start(args: argparse.Namespace) -> int:
     from mdame_core import settings
     from mdame_core.dagster_home import apply_dagster_environment
 
-    text = yaml.safe_dump(celery_worker_yaml(), sort_keys=False)
     if args.print_yaml:
-        print(text, end="")
+        print(yaml.safe_dump(celery_worker_yaml(), sort_keys=False), end="")
         return 0
     settings.mdame_env()
     require_celery_env()
@@ -61,18 +70,15 @@ def _start(args: argparse.Namespace) -> int:
         concurrency = 1  # one generation per GPU at a time
     label = f"{args.queue}{args.gpu if args.gpu is not None else ''}"
     name = args.name or label
-    config_yaml = Path(env["DAGSTER_HOME"]) / "celery" / f"worker-{label}.yaml"
-    config_yaml.parent.mkdir(parents=True, exist_ok=True)
-    config_yaml.write_text(text)  # environment variable names only, no values
-    child: dict[str, Any] = dict(os.environ)
-    # dagster-celery runs `celery` from PATH: this environment's, also when the venv is not
-    # activated (a supervisor running .venv/bin/mdame).
-    child["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), child.get("PATH", "")])
+    child: dict[str, Any] = {**os.environ, **env}
+    child["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(config_dir()), os.environ.get("PYTHONPATH", "")) if p
+    )
     if args.gpu is not None:
         child["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
     # What the scene results record as the generating worker (the host and pid are added).
     child.setdefault("MDAME_WORKER_NAME", name)
-    command = worker_command(config_yaml, args.queue, name, concurrency, args.loglevel)
+    command = worker_command(args.queue, name, concurrency, args.loglevel)
     print("starting: " + " ".join(command), file=sys.stderr, flush=True)
     os.execve(command[0], command, child)
     return 0  # not reached

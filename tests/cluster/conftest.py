@@ -1,5 +1,5 @@
 """A Celery cluster on this machine, once per session: Redis started by scripts/redis-local.sh
-on a free port, and two dagster-celery workers started by `mdame celery-worker` as an operator
+on a free port, and two Celery workers started by `mdame celery-worker` as an operator
 would (queue `dagster`, and queue `gpu` with CUDA_VISIBLE_DEVICES), all pointed at one MD-AME
 database and one Dagster instance on PostgreSQL (DAGSTER_HOME on disk). Everything listens on
 127.0.0.1 and is killed at teardown.
@@ -67,7 +67,7 @@ class Worker:
     proc: subprocess.Popen | None = None
 
     def killpg(self, signum: int = signal.SIGKILL) -> None:
-        """The worker's whole process group (dagster-celery, celery and its pool child): what
+        """The worker's whole process group (celery and its pool child): what
         losing the host, or `kill -9` of the service, does."""
         if self.proc is None:
             return

@@ -166,6 +166,22 @@ def test_scene_steps_run_on_the_gpu_worker(celery_cluster: Cluster, run: Run) ->
     assert {worker for _, _, worker in generations(run.logs)} == {GPU_WORKER}
 
 
+def test_no_worker_wrote_the_broker_url_to_disk(celery_cluster: Cluster, run: Run) -> None:
+    """`dagster-celery worker start` writes the resolved broker URL (a password, in production)
+    into a new file under DAGSTER_HOME at each start; `mdame celery-worker` reads it from the
+    environment instead, also for the worker restarted after the kill."""
+    cluster = celery_cluster
+    assert not (cluster.dagster_home / "dagster_celery").exists()
+    logs = cluster.home / "logs"
+    holding = [
+        path
+        for path in cluster.home.rglob("*")
+        if path.is_file() and logs not in path.parents
+        and cluster.redis_url.encode() in path.read_bytes()
+    ]  # fmt: skip
+    assert holding == []
+
+
 def test_the_orchestrators_render_reads_the_gpu_workers_clips_from_s3(
     celery_cluster: Cluster, run: Run, tmp_path: Path
 ) -> None:

@@ -1,0 +1,12 @@
+"""The Celery settings of a worker that `mdame celery-worker` starts.
+
+dagster_celery.app's make_app imports a top-level module of this name when one is importable
+(the worker's PYTHONPATH names this folder). The settings are the celery executor's own
+(mdame_assets.executors), the broker and backend URLs read from the environment as the worker
+starts: nothing is written to disk, where `dagster-celery worker start` would write the
+resolved URLs (passwords included) into a file under DAGSTER_HOME.
+"""
+
+from mdame_assets.executors import celery_worker_settings
+
+globals().update(celery_worker_settings())
