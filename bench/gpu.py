@@ -156,6 +156,17 @@ def measure_cache(visuals: DiffusersVisuals, engine: str, scenes: int, scratch: 
         scratch_db.drop_database(db.name)
 
 
+def _quiet_loaders() -> None:
+    """No progress bars or advice from the loaders between the figures."""
+    import diffusers
+    import transformers
+
+    diffusers.utils.logging.disable_progress_bar()
+    diffusers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clips", type=int, default=3, help="timed clips per engine")
@@ -163,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="svd,animatediff")
     args = parser.parse_args(argv)
     os.environ.setdefault("ENV", "dev")
+    _quiet_loaders()
     use_cuda = _cuda()
     if use_cuda:
         import torch
