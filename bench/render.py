@@ -1,7 +1,9 @@
 """Render cost next to the raw encode floor, and the probe pass as a fraction of the render.
 
 Prepares, once: five procedural scene clips (540x960, as the offline visuals make them), an
-espeak voice of about --seconds, its captions, the procedural music bed, and the floor's
+espeak voice of about --seconds, its captions as the renders asset builds them
+(mdame_domain.captions.build_captions over the voice's word timings, with the hook, one title
+per scene and the --dimension file's caption style), the procedural music bed, and the floor's
 inputs: the same scenes pre-scaled to 1080x1920 in one file and the voice at 48 kHz stereo.
 
 Then, --repeats times and alternating which goes first:
@@ -11,10 +13,12 @@ Then, --repeats times and alternating which goes first:
   pass 2: the one encode with scaling, concat, captions, mix, ducking and loudnorm).
 Wall time and CPU time (children's rusage: user + system) of each; medians and the ratios
 render/floor are printed (target: at most 1.1x). Then the thumbnail's cost, and the probe
-pass (mdame_domain.probe.check_render, the public check of today's probe.py) as a fraction of
-the render's wall time.
+pass as a fraction of the render's wall time: the render gate's work on the finished file,
+mdame_domain.probe.analyze_media (one ffprobe, one analysis decode) judged by
+mdame_domain.render_quality (media_problems and scene_problems under rules_for the dimension's
+duration_range_s), with the problems it finds.
 
-    PYTHONPATH=. ENV=dev python bench/render.py [--seconds 30] [--repeats 3]
+    PYTHONPATH=. ENV=dev python bench/render.py [--seconds 30] [--repeats 3] [--dimension F]
 """
 
 from __future__ import annotations
@@ -38,16 +42,23 @@ from mdame_domain.audio_mix import (  # noqa: E402
     generate_procedural_bed,
     measure_mix,
 )
-from mdame_domain.captions import ass_subtitles, caption_cues  # noqa: E402
+from mdame_domain.captions import CaptionStyle, Cue, build_captions  # noqa: E402
+from mdame_domain.dimensions import load_dimension_file  # noqa: E402
 from mdame_domain.encoders import video_encoder  # noqa: E402
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool  # noqa: E402
-from mdame_domain.probe import check_render  # noqa: E402
+from mdame_domain.probe import analyze_media  # noqa: E402
 from mdame_domain.render import (  # noqa: E402
     RenderInput,
     output_seconds,
     render_media,
     scene_durations,
     scene_frame_counts,
+)
+from mdame_domain.render_quality import (  # noqa: E402
+    SCENES,
+    media_problems,
+    rules_for,
+    scene_problems,
 )
 from mdame_domain.thumbnail import render_thumbnail  # noqa: E402
 from mdame_domain.visuals import render_procedural_clip  # noqa: E402
@@ -61,6 +72,17 @@ TEXT = (
     "from sixty light years away. Follow for more strange facts about space."
 )
 PALETTE = ("#1e3a8a", "#b91c1c", "#0f766e")
+HOOK = "Did you know glass rains sideways on a faraway planet?"
+# Each scene's on-screen text, drawn as its title (the plan's on_screen_text).
+TITLES = (
+    "Glass rain, faster than sound",
+    "A deep blue world",
+    "Found in starlight",
+    "A thousand degrees",
+    "Sixty light years away",
+)
+WEIGHTS = (1.0, 1.3, 0.8, 1.1, 1.0)
+DIMENSION = Path(__file__).resolve().parent.parent / "dimensions" / "tech.yaml"
 
 
 def _cpu_children() -> float:
@@ -74,11 +96,11 @@ def _timed(action: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, _cpu_children() - cpu
 
 
-def _prepare(work: Path, seconds: float) -> tuple[RenderInput, list[str], str]:
+def _prepare(work: Path, seconds: float, style: CaptionStyle) -> tuple[RenderInput, list[str]]:
     # espeak speaks about 2.6 words a second; the text repeats for long videos.
     words = (TEXT.split() * (1 + int(seconds) // 25))[: max(8, round(seconds * 2.6))]
     voice = synthesize_espeak(" ".join(words), "en-us", str(work / "voice.wav"))
-    durations = scene_durations([1.0, 1.3, 0.8, 1.1, 1.0], voice.duration_s)
+    durations = scene_durations(list(WEIGHTS), voice.duration_s)
     clips = [
         render_procedural_clip(
             hashlib.sha256(f"bench-{i}".encode()).hexdigest(),
@@ -88,8 +110,15 @@ def _prepare(work: Path, seconds: float) -> tuple[RenderInput, list[str], str]:
         )
         for i, d in enumerate(durations)
     ]
+    # As the renders asset does (_render_inputs): the karaoke captions of the word timings,
+    # the hook, and each scene's title for as long as the scene.
+    starts = [sum(durations[:i]) for i in range(len(durations))]
+    titles = [
+        Cue(start, start + length, text)
+        for text, start, length in zip(TITLES, starts, durations, strict=True)
+    ]
     ass = work / "captions.ass"
-    ass.write_text(ass_subtitles(caption_cues(voice.words)), encoding="utf-8")
+    ass.write_text(build_captions(voice.words, style, hook=HOOK, titles=titles).ass, "utf-8")
     bed = generate_procedural_bed("bench", voice.duration_s, str(work / "bed.wav"))
     inp = RenderInput(
         clips,
@@ -133,17 +162,25 @@ def _prepare(work: Path, seconds: float) -> tuple[RenderInput, list[str], str]:
         "-ar", str(AUDIO_SAMPLE_RATE), "-t", f"{output_seconds(inp):.6f}",
         "-movflags", "+faststart", str(work / "floor.mp4"),
     ]  # fmt: skip
-    return inp, floor_args, voice.path
+    return inp, floor_args
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="length of the video")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--dimension",
+        type=Path,
+        default=DIMENSION,
+        help="dimension file whose caption style and duration range apply",
+    )
     args = parser.parse_args()
+    dimension = load_dimension_file(args.dimension)
+    rules = rules_for(dimension.duration_range_s)
     with tempfile.TemporaryDirectory(prefix="mdame-bench-render-") as tmp:
         work = Path(tmp)
-        inp, floor_args, _ = _prepare(work, args.seconds)
+        inp, floor_args = _prepare(work, args.seconds, dimension.captions)
         print(
             f"video {output_seconds(inp):.1f}s {inp.width}x{inp.height}@{inp.fps}, "
             f"encoder {inp.encoder.name}, {os.cpu_count()} CPUs, {args.repeats} repeats"
@@ -168,7 +205,21 @@ def main() -> None:
             lambda: render_thumbnail(inp.out_path, "A bench title", str(work / "thumb.jpg"))
         )
         problems: list[str] = []
-        probe_wall, probe_cpu = _timed(lambda: problems.extend(check_render(inp.out_path)))
+
+        def gate() -> None:
+            # What the renders asset does with its stored file (_render_for, technical_problems);
+            # the bench has no scene plan, so the planned durations are the rendered ones.
+            analysis = analyze_media(inp.out_path)
+            found = media_problems(analysis, rules)
+            found[SCENES] = scene_problems(
+                inp.scene_durations_s,
+                inp.scene_durations_s,
+                analysis.video_duration_s,
+                rules.scene_tolerance_s,
+            )
+            problems.extend(f"{name}: {p}" for name, ps in found.items() for p in ps)
+
+        probe_wall, probe_cpu = _timed(gate)
 
         def med(values: list[tuple[float, float]], k: int) -> float:
             return statistics.median(v[k] for v in values)
@@ -181,7 +232,8 @@ def main() -> None:
               f"(target <= 1.10x)")  # fmt: skip
         print(f"thumbnail: wall {thumb_wall:.2f}s cpu {thumb_cpu:.2f}s "
               f"({thumb_wall / r_wall:.1%} of the render)")  # fmt: skip
-        print(f"probe pass (probe.check_render): wall {probe_wall:.2f}s cpu {probe_cpu:.2f}s, "
+        print(f"probe pass (analyze_media + render_quality): wall {probe_wall:.2f}s "
+              f"cpu {probe_cpu:.2f}s, "
               f"{probe_wall / r_wall:.1%} of the render's wall time; "
               f"problems: {problems or 'none'}")  # fmt: skip
 

@@ -1,9 +1,12 @@
-"""Technical checks on rendered media, with ffprobe and ffmpeg's analysis filters."""
+"""Measurements of media with ffprobe and ffmpeg's analysis filters.
+
+analyze_media is what the render gate reads (one ffprobe and one decode; render_quality judges
+it). mean_volume_db is the voice check's reading; probe_media and the frame signatures are
+single-purpose probes (the tests read renders with them)."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -13,7 +16,6 @@ from mdame_domain.mediatools import FFMPEG_BASE, MediaToolError, run_tool
 
 SIGNATURE_SIZE = 32
 _MEAN_VOLUME = re.compile(r"mean_volume:\s*(-?inf|-?\d+(?:\.\d+)?) dB")
-_BLACK_DURATION = re.compile(r"black_duration:\s*(\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -25,16 +27,6 @@ class MediaProbe:
     audio_codec: str | None
     fps: float
     size_bytes: int
-
-
-@dataclass(frozen=True)
-class RenderRules:
-    width: int = 1080
-    height: int = 1920
-    min_duration_s: float = 15.0
-    max_duration_s: float = 60.0
-    min_mean_volume_db: float = -40.0
-    max_black_fraction: float = 0.2
 
 
 def _analysis_timeout(duration_s: float) -> float:
@@ -83,19 +75,6 @@ def mean_volume_db(path: str) -> float:
     return float(match.group(1))
 
 
-def black_fraction(path: str, duration_s: float | None = None) -> float:
-    """Share of the video's duration that blackdetect calls black (0.0 - 1.0)."""
-    duration = duration_s if duration_s is not None else probe_media(path).duration_s
-    if duration <= 0:
-        return 1.0
-    # Analysing a downscaled copy is as good for "is the frame black" and far cheaper.
-    args = [*FFMPEG_BASE, "-loglevel", "info", "-i", path, "-map", "0:v:0", "-an",
-            "-vf", "scale=270:-2,blackdetect=d=0.1:pix_th=0.10", "-f", "null", "-"]  # fmt: skip
-    stderr = run_tool(args, timeout=_analysis_timeout(duration)).stderr.decode("utf-8", "replace")
-    black = math.fsum(float(m) for m in _BLACK_DURATION.findall(stderr))
-    return min(1.0, black / duration)
-
-
 def frame_signature(path: str, at_s: float) -> bytes:
     """One frame at at_s as 32x32 8-bit grey pixels: cheap to compare between frames."""
     args = [*FFMPEG_BASE, "-loglevel", "error", "-ss", f"{max(0.0, at_s):.3f}", "-i", path,
@@ -121,39 +100,6 @@ def mean_abs_diff(a: bytes, b: bytes) -> float:
 def frames_differ(a: bytes, b: bytes, min_mean_abs_diff: float = 8.0) -> bool:
     """True when two frame signatures differ visibly (mean absolute grey difference)."""
     return mean_abs_diff(a, b) >= min_mean_abs_diff
-
-
-DEFAULT_RENDER_RULES = RenderRules()
-
-
-def check_render(path: str, rules: RenderRules = DEFAULT_RENDER_RULES) -> list[str]:
-    """Human-readable problems with a rendered video; an empty list means it passes."""
-    try:
-        probe = probe_media(path)
-    except MediaToolError as exc:
-        return [f"not a readable video: {exc}"]
-    problems: list[str] = []
-    if (probe.width, probe.height) != (rules.width, rules.height):
-        problems.append(
-            f"frame is {probe.width}x{probe.height}, expected {rules.width}x{rules.height}"
-        )
-    if not rules.min_duration_s <= probe.duration_s <= rules.max_duration_s:
-        problems.append(
-            f"duration {probe.duration_s:.2f}s outside "
-            f"{rules.min_duration_s:.0f}-{rules.max_duration_s:.0f}s"
-        )
-    if probe.audio_codec is None:
-        problems.append("no audio track")
-    else:
-        volume = mean_volume_db(path)
-        if volume < rules.min_mean_volume_db:
-            problems.append(
-                f"audio too quiet: mean volume {volume:.1f} dB < {rules.min_mean_volume_db:.1f} dB"
-            )
-    black = black_fraction(path, probe.duration_s)
-    if black > rules.max_black_fraction:
-        problems.append(f"{black:.0%} of the video is black (max {rules.max_black_fraction:.0%})")
-    return problems
 
 
 # ------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import mdame_domain.visuals
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
 from mdame_assets.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
+from mdame_domain.probe import MediaAnalysis
 from mdame_resources.media import media_root
 from mdame_resources.providers.publisher import YouTubePublisher
 from mdame_resources.providers.visuals import ProceduralVisuals
@@ -172,9 +173,10 @@ def _send_half(api: Any, session_uri: str, data: bytes, start: int, size: int) -
 # ------------------------------------------------------------------------------------------
 # Memos: the harness runs the same partition hundreds of times. Two pieces of media work are
 # pure functions of their inputs and dominate a run on CPUs: generating procedural clips and
-# analysing a render (check_render). They are remembered across cases in the shared media
-# root, keyed on their inputs and on their module's source, like the render step's own
-# derived-output memo. No RPC is involved, so the sequence of commits is unchanged.
+# analysing a render (probe.analyze_media: the renders asset's review and the renders checks
+# each read a file with it). They are remembered across cases in the shared media root, keyed
+# on their inputs (a file by its SHA-256) and on their module's source, like the render step's
+# own derived-output memo. No RPC is involved, so the sequence of commits is unchanged.
 # ------------------------------------------------------------------------------------------
 def _source_digest(module: Any) -> str:
     return hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
@@ -188,7 +190,7 @@ def install_memos() -> None:
     if getattr(ProceduralVisuals, "_chaos_memo", False):
         return
     _memoize_clips()
-    _memoize_check_render()
+    _memoize_analyze_media()
 
 
 def _memoize_clips() -> None:
@@ -218,23 +220,29 @@ def _memoize_clips() -> None:
     ProceduralVisuals._chaos_memo = True  # type: ignore[attr-defined]
 
 
-def _memoize_check_render() -> None:
-    original = mdame_domain.probe.check_render
+def _memoize_analyze_media() -> None:
+    # The modules that imported analyze_media by name hold their own reference: they must be
+    # loaded before it is replaced (run_partition's definitions load them; this makes sure).
+    import mdame_assets.defs.renders.assets
+    import mdame_assets.defs.renders.checks
+
+    original = mdame_domain.probe.analyze_media
     source = _source_digest(mdame_domain.probe)
 
-    def check_render(path: str, *args: Any, **kwargs: Any) -> list[str]:
-        root = media_root() / "derived" / "chaos-check"
-        marker = root / _digest("check", source, sha256_file(path), repr(args), repr(kwargs))
-        if marker.exists():
-            return json.loads(marker.read_text(encoding="utf-8"))
-        problems = original(path, *args, **kwargs)
-        root.mkdir(parents=True, exist_ok=True)
-        temp = marker.with_name(f".{marker.name}.{os.getpid()}")
-        temp.write_text(json.dumps(problems), encoding="utf-8")
-        os.replace(temp, marker)
-        return problems
+    def analyze_media(path: str) -> MediaAnalysis:
+        root = media_root() / "derived" / "chaos-analysis"
+        marker = root / _digest("analysis", source, sha256_file(path))
+        if not marker.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            temp = marker.with_name(f".{marker.name}.{os.getpid()}")
+            temp.write_text(json.dumps(original(path).to_json()), encoding="utf-8")
+            os.replace(temp, marker)
+        # Always the stored (rounded) form, so the first case judges what later ones read.
+        return MediaAnalysis.from_json(json.loads(marker.read_text(encoding="utf-8")))
 
-    _replace_everywhere(original, check_render)
+    _replace_everywhere(original, analyze_media)
+    for module in (mdame_assets.defs.renders.assets, mdame_assets.defs.renders.checks):
+        assert module.analyze_media is analyze_media, module.__name__
 
 
 def _replace_everywhere(original: Callable[..., Any], replacement: Callable[..., Any]) -> None:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mdame_domain import render_quality as q
 from mdame_domain.mediatools import MediaToolError
 from mdame_domain.probe import (
-    RenderRules,
-    black_fraction,
-    check_render,
+    analyze_media,
     frame_signature,
     frames_differ,
     mean_abs_diff,
@@ -72,12 +71,6 @@ def test_mean_volume(media) -> None:
         mean_volume_db(media["mute"])
 
 
-def test_black_fraction(media) -> None:
-    assert black_fraction(media["tone"]) == 0.0
-    assert black_fraction(media["half_black"]) == pytest.approx(0.5, abs=0.1)
-    assert black_fraction(media["black"]) == pytest.approx(1.0, abs=0.05)
-
-
 def test_frame_signatures(media) -> None:
     black = frame_signature(media["half_black"], 0.5)
     red = frame_signature(media["half_black"], 1.5)
@@ -89,19 +82,21 @@ def test_frame_signatures(media) -> None:
         frames_differ(black, black[:10])
 
 
-def test_check_render_lists_every_problem(media) -> None:
-    problems = check_render(media["black"])
-    assert any("320x240" in p for p in problems)
-    assert any("duration" in p for p in problems)
-    assert any("quiet" in p for p in problems)
-    assert any("black" in p for p in problems)
-    assert any("no audio" in p for p in check_render(media["mute"]))
-    relaxed = RenderRules(width=320, height=240, min_duration_s=1.0)
-    assert check_render(media["tone"], relaxed) == []
+def test_the_render_gate_names_every_problem(media) -> None:
+    found = q.media_problems(analyze_media(media["black"]), q.QualityRules())
+    assert any("320x240" in p for p in found[q.FORMAT])
+    assert any("duration" in p for p in found[q.DURATION])
+    assert any("LUFS" in p for p in found[q.LOUDNESS])
+    assert any("black stretch" in p for p in found[q.BLACK])
+    mute = analyze_media(media["mute"])
+    assert mute.audio_codec is None and mute.integrated_lufs is None
+    found = q.media_problems(mute, q.QualityRules())
+    assert "no audio track" in found[q.FORMAT] and "no audio track" in found[q.AV_SYNC]
+    assert found[q.LOUDNESS] == ["no audio to measure"]
 
 
-def test_check_render_on_unreadable_file(tmp_path) -> None:
+def test_analysis_of_an_unreadable_file_is_a_media_tool_error(tmp_path) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"")
-    (problem,) = check_render(str(junk))
-    assert "not a readable video" in problem
+    with pytest.raises(MediaToolError):
+        analyze_media(str(junk))

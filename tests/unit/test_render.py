@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mdame_domain import render_quality as q
 from mdame_domain.audio_mix import (
     LUFS_TOLERANCE_LU,
     MAX_TRUE_PEAK_DBTP,
@@ -17,16 +18,9 @@ from mdame_domain.audio_mix import (
     SourceLoudness,
     generate_procedural_bed,
 )
-from mdame_domain.captions import ass_subtitles, caption_box, caption_cues, safe_box
+from mdame_domain.captions import build_captions, caption_layout_problems, safe_box
 from mdame_domain.encoders import H264_NVENC
-from mdame_domain.probe import (
-    RenderRules,
-    check_render,
-    frame_signature,
-    frames_differ,
-    mean_volume_db,
-    probe_media,
-)
+from mdame_domain.probe import analyze_media, frame_signature, frames_differ
 from mdame_domain.render import (
     RenderInput,
     build_filtergraph,
@@ -190,7 +184,9 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     odd_dir = tmp_path / "subs [it's, a:test]"
     odd_dir.mkdir()
     ass_path = odd_dir / "captions.ass"
-    ass_path.write_text(ass_subtitles(caption_cues(voice.words)), encoding="utf-8")
+    # The renders asset's captions (no hook or titles here: the box check below reads white).
+    track = build_captions(voice.words)
+    ass_path.write_text(track.ass, encoding="utf-8")
     out = str(tmp_path / "final.mp4")
     bed = generate_procedural_bed("science:e2e", total_s, str(tmp_path / "bed.wav"))
 
@@ -199,13 +195,16 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     )
     assert outcome.loudness.mix.linear_possible()
 
-    probe = probe_media(out)
-    assert (probe.width, probe.height) == (1080, 1920)
-    assert (probe.video_codec, probe.audio_codec) == ("h264", "aac")
-    assert probe.fps == pytest.approx(24.0)
-    assert probe.duration_s == pytest.approx(total_s, abs=0.1)
-    assert mean_volume_db(out) > -40.0
-    assert check_render(out, RenderRules(min_duration_s=15.0)) == []
+    # The render gate: one analysis, every rule passed (the video is 16-20 s long).
+    analysis = analyze_media(out)
+    assert (analysis.width, analysis.height) == (1080, 1920)
+    assert (analysis.video_codec, analysis.audio_codec) == ("h264", "aac")
+    assert analysis.fps == pytest.approx(24.0)
+    assert analysis.duration_s == pytest.approx(total_s, abs=0.1)
+    rules = q.rules_for((15.0, 60.0))
+    found = q.media_problems(analysis, rules)
+    found[q.SCENES] = q.scene_problems(durations, durations, analysis.video_duration_s)
+    assert {name: problems for name, problems in found.items() if problems} == {}
     integrated, true_peak = ebur128_summary(out)
     assert abs(integrated - TARGET_LUFS) <= LUFS_TOLERANCE_LU, integrated
     assert true_peak <= MAX_TRUE_PEAK_DBTP, true_peak
@@ -216,14 +215,16 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     for earlier, later in zip(signatures, signatures[1:], strict=False):
         assert frames_differ(earlier, later)
 
-    first_caption = caption_cues(voice.words)[0]
-    drawn = _white_pixel_box(out, (first_caption.start_s + first_caption.end_s) / 2)
+    # The first caption is burned in where its recorded box says, inside the safe area.
+    assert caption_layout_problems(track.boxes, 1080, 1920) == []
+    first = track.boxes[0]
+    drawn = _white_pixel_box(out, (first.start_s + first.end_s) / 2)
     assert drawn is not None, "captions were not burned in"
-    allowed = caption_box()
-    assert allowed.inside(safe_box())
     left, top, right, bottom = drawn
-    assert allowed.left <= left and right <= allowed.right
-    assert allowed.top <= top and bottom <= allowed.bottom
+    assert first.x <= left and right <= first.right, (drawn, first)
+    assert first.y <= top and bottom <= first.bottom, (drawn, first)
+    safe = safe_box()
+    assert safe.left <= left and right <= safe.right and safe.top <= top and bottom <= safe.bottom
 
 
 def test_render_inputs_digest_names_content_not_paths():
