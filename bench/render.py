@@ -15,7 +15,7 @@ Wall time and CPU time (children's rusage: user + system) of each; medians and t
 render/floor are printed (target: at most 1.1x). Then the thumbnail's cost, and the probe
 pass as a fraction of the render's wall time: the render gate's work on the finished file,
 mdame_domain.probe.analyze_media (one ffprobe, one analysis decode) judged by
-mdame_domain.render_quality (media_problems and scene_problems under rules_for the dimension's
+mdame_domain.render_quality.technical_problems (under rules_for the dimension's
 duration_range_s), with the problems it finds.
 
     PYTHONPATH=. ENV=dev python bench/render.py [--seconds 30] [--repeats 3] [--dimension F]
@@ -54,12 +54,7 @@ from mdame_domain.render import (  # noqa: E402
     scene_durations,
     scene_frame_counts,
 )
-from mdame_domain.render_quality import (  # noqa: E402
-    SCENES,
-    media_problems,
-    rules_for,
-    scene_problems,
-)
+from mdame_domain.render_quality import rules_for, technical_problems  # noqa: E402
 from mdame_domain.thumbnail import render_thumbnail  # noqa: E402
 from mdame_domain.visuals import render_procedural_clip  # noqa: E402
 from mdame_domain.voice import synthesize_espeak  # noqa: E402
@@ -207,16 +202,11 @@ def main() -> None:
         problems: list[str] = []
 
         def gate() -> None:
-            # What the renders asset does with its stored file (_render_for, technical_problems);
-            # the bench has no scene plan, so the planned durations are the rendered ones.
+            # What the renders asset does with its stored file; the bench has no scene plan, so
+            # the planned durations are the rendered ones.
             analysis = analyze_media(inp.out_path)
-            found = media_problems(analysis, rules)
-            found[SCENES] = scene_problems(
-                inp.scene_durations_s,
-                inp.scene_durations_s,
-                analysis.video_duration_s,
-                rules.scene_tolerance_s,
-            )
+            durations = inp.scene_durations_s
+            found = technical_problems(analysis, rules, durations, durations)
             problems.extend(f"{name}: {p}" for name, ps in found.items() for p in ps)
 
         probe_wall, probe_cpu = _timed(gate)

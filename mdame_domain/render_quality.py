@@ -148,6 +148,21 @@ def scene_problems(
     return problems
 
 
+def technical_problems(
+    analysis: MediaAnalysis,
+    rules: QualityRules,
+    planned_s: Sequence[float],
+    used_s: Sequence[float] | None,
+) -> dict[str, list[str]]:
+    """Per quality check, the problems of one analysed render (empty lists: it passes): the
+    technical review's judgement, which the renders asset, its checks and the bench share."""
+    found = media_problems(analysis, rules)
+    found[SCENES] = scene_problems(
+        planned_s, used_s, analysis.video_duration_s, rules.scene_tolerance_s
+    )
+    return found
+
+
 def chart_values(a: MediaAnalysis, rules: QualityRules) -> dict[str, dict[str, float]]:
     """Per check, the numbers a dashboard charts for one render (bigger is worse except
     where named)."""

@@ -202,8 +202,7 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     assert analysis.fps == pytest.approx(24.0)
     assert analysis.duration_s == pytest.approx(total_s, abs=0.1)
     rules = q.rules_for((15.0, 60.0))
-    found = q.media_problems(analysis, rules)
-    found[q.SCENES] = q.scene_problems(durations, durations, analysis.video_duration_s)
+    found = q.technical_problems(analysis, rules, durations, durations)
     assert {name: problems for name, problems in found.items() if problems} == {}
     integrated, true_peak = ebur128_summary(out)
     assert abs(integrated - TARGET_LUFS) <= LUFS_TOLERANCE_LU, integrated

@@ -21,20 +21,14 @@ from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, 
 from mdame_domain.captions import Cue, build_captions
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_store import StoredMedia
-from mdame_domain.probe import MediaAnalysis, analyze_media
+from mdame_domain.probe import analyze_media
 from mdame_domain.render import (
     RenderInput,
     render_inputs_digest,
     render_video,
     scene_durations,
 )
-from mdame_domain.render_quality import (
-    SCENES,
-    QualityRules,
-    media_problems,
-    rules_for,
-    scene_problems,
-)
+from mdame_domain.render_quality import rules_for, technical_problems
 from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
 from mdame_resources.media import MediaStoreResource
@@ -160,17 +154,6 @@ def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
     return scene_durations(
         [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
     )
-
-
-def technical_problems(
-    analysis: MediaAnalysis, rules: QualityRules, planned: list[float], used: list[float] | None
-) -> dict[str, list[str]]:
-    """Per quality check, the problems of one analysed render (empty lists: it passes)."""
-    found = media_problems(analysis, rules)
-    found[SCENES] = scene_problems(
-        planned, used, analysis.video_duration_s, rules.scene_tolerance_s
-    )
-    return found
 
 
 def on_screen_and_spoken_text(state: StateStore, script: WorkUnit) -> str:

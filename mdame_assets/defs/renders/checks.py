@@ -14,11 +14,7 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.renders.assets import (
-    planned_scene_durations,
-    renders,
-    technical_problems,
-)
+from mdame_assets.defs.renders.assets import planned_scene_durations, renders
 from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
 from mdame_domain import render_quality as q
@@ -113,7 +109,7 @@ def _evaluate(step: Step, media: MediaStoreResource, tallies: dict[str, _Tally])
             continue
         used = render.payload.get("scene_durations_s")
         planned = planned_scene_durations(step.state, script)
-        found = technical_problems(analysis, rules, planned, used)
+        found = q.technical_problems(analysis, rules, planned, used)
         values: dict[str, dict[str, float]] = q.chart_values(analysis, rules)
         values[q.SCENES] = {
             "scene_offset_s": _scene_offset(planned, used),
