@@ -10,3 +10,5 @@ resolved URLs (passwords included) into a file under DAGSTER_HOME.
 from mdame_assets.executors import celery_worker_settings
 
 globals().update(celery_worker_settings())
+# Only settings stay in the module: Celery reads every name in it as one.
+del celery_worker_settings
