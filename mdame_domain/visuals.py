@@ -177,10 +177,14 @@ def _life(spec: ClipSpec) -> str:
     ratio = spec.pick(4, 0.2, 0.5)
     # Bigger cells than the other fields: a fine life grid reads as noise on a phone.
     grid_w, grid_h = max(8, spec.width // 6), max(8, spec.height // 6)
+    # A life field can settle into still lifes within seconds, and a still clip fails the
+    # render's freeze gate for good (the scene_hash makes the same clip again): the stitched
+    # (toroidal) grid scrolls slowly upwards, without a seam, so the picture always moves.
+    speed = spec.pick(5, 0.003, 0.006)
     return (
         f"life=s={grid_w}x{grid_h}:r={spec.fps}:rule={rule}:ratio={ratio}:"
         f"seed={spec.seed_int}:mold=12:life_color={two.ffmpeg}:"
-        f"death_color={dark.ffmpeg}:mold_color={one.ffmpeg}"
+        f"death_color={dark.ffmpeg}:mold_color={one.ffmpeg},scroll=v={speed}"
     )
 
 

@@ -6,7 +6,13 @@ import hashlib
 
 import pytest
 
-from mdame_domain.probe import frame_signature, frames_differ, mean_abs_diff, probe_media
+from mdame_domain.probe import (
+    analyze_media,
+    frame_signature,
+    frames_differ,
+    mean_abs_diff,
+    probe_media,
+)
 from mdame_domain.visuals import (
     STYLE_NAMES,
     clip_style,
@@ -82,6 +88,21 @@ def test_every_style_renders_a_moving_coloured_clip(tmp_path) -> None:
         early, late = frame_signature(out, 0.1), frame_signature(out, 0.9)
         assert mean_abs_diff(early, late) > 2.0, f"{style} does not move"
         assert max(late) - min(late) > 20, f"{style} is a flat colour"
+
+
+# A Game of Life field that settles into a still picture about 5 s in (found by scanning
+# random scene hashes). A still stretch over 2 s fails the render_freeze gate, and the same
+# scene_hash would make the same clip again: the field must keep moving.
+SETTLING_LIFE = "9d120c1496b7ff15e3b904bb354fab10769d70687c61838ca325c0ae6921f4be"
+
+
+def test_a_life_field_that_settles_still_moves(tmp_path) -> None:
+    assert clip_style(SETTLING_LIFE) == "life"
+    out = render_procedural_clip(
+        SETTLING_LIFE, ("#1e3a8a", "#b91c1c", "#0f766e"), 8.0, str(tmp_path / "life.mp4"),
+        width=270, height=480,
+    )  # fmt: skip
+    assert analyze_media(out).longest_freeze_s < 0.5
 
 
 def test_two_second_clip_probe_and_motion(tmp_path) -> None:
