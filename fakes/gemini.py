@@ -26,8 +26,11 @@ number x; `server.set_field(name, value)` / {"fields": {...}} forces a property 
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
 without the key). The API key is checked for presence only and never stored.
 
-Model list (what `client.models.list()` asks, `mdame doctor`'s cheap call): GET
-/{version}/models answers the names in `server.models` (pageSize and pageToken honoured).
+Model list (what `client.models.list()` asks): GET /{version}/models answers the names in
+`server.models` (pageSize and pageToken honoured). One model (`client.models.get(model=...)`,
+what `mdame doctor` asks per configured model): GET /{version}/models/{model} answers its Model
+resource, or 404 NOT_FOUND for a name not in `server.models`; it takes the next fault too, and
+answers 429, 500, 503, hang and drop as generateContent does (any other kind is used up).
 A refused key: `server.auth_error = 401` (or POST /_fake/config {"auth_error": 401}) answers
 every API request with that status (401 UNAUTHENTICATED, 403 PERMISSION_DENIED) until reset.
 
@@ -75,6 +78,7 @@ SAMPLE_RATE = 24_000
 AUDIO_TOKENS_PER_SECOND = 25
 _PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
 _MODELS_PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models$")
+_MODEL_PATH = re.compile(r"^/(?P<version>v1beta|v1|v1alpha)/models/(?P<model>[^/:]+)$")
 # What the model list offers by default: MD-AME's default text and TTS models and a few more.
 DEFAULT_MODELS = (
     "gemini-3.8-flash",
@@ -446,6 +450,9 @@ class _Handler(BaseHTTPRequestHandler):
         if _MODELS_PATH.match(urlparse(self.path).path):
             self._models(state)
             return
+        if one := _MODEL_PATH.match(urlparse(self.path).path):
+            self._model(state, one["version"], one["model"])
+            return
         self._send(404, _error_body(404, "NOT_FOUND", "no such path"))
 
     def _refused(self, state: FakeGemini) -> bool:
@@ -482,6 +489,38 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if start + size < len(state.models):
             body["nextPageToken"] = str(start + size)
+        self._send(200, json.dumps(body).encode())
+
+    def _model(self, state: FakeGemini, version: str, model: str) -> None:
+        """models.get: the Model resource as Google answers it, or its 404."""
+        if self._refused(state):
+            return
+        fault = state.faults.pop()
+        if fault is not None and fault.kind in ("429", "500", "503", "hang", "drop"):
+            self._generate(state, {}, fault)
+            return
+        if model not in state.models:
+            message = (
+                f"models/{model} is not found for API version {version}, or is not supported "
+                "for get. Call ListModels to see the list of available models and their "
+                "supported methods."
+            )
+            self._send(404, _error_body(404, "NOT_FOUND", message))
+            return
+        tts = model.endswith("-tts")
+        body = {
+            "name": f"models/{model}",
+            "version": "001",
+            "displayName": model,
+            "description": f"{model} (a local fake)",
+            "inputTokenLimit": 8192 if tts else 1048576,
+            "outputTokenLimit": 16384 if tts else 65536,
+            "supportedGenerationMethods": ["generateContent", "countTokens"],
+            "temperature": 1,
+            "topP": 0.95,
+            "topK": 64,
+            "maxTemperature": 2,
+        }
         self._send(200, json.dumps(body).encode())
 
     def do_POST(self) -> None:
