@@ -20,7 +20,11 @@ over HTTP: POST /_fake/faults {"kind": ..., ...}):
   hang_s), "drop" (read the request, close the connection), "malformed" (200 with a body that
   is not JSON), "schema" (200 with JSON that breaks the requested schema), "safety" (prompt
   blocked: promptFeedback.blockReason), "safety_finish" (a candidate with finishReason SAFETY),
-  "empty" (no candidates), "max_tokens" (finishReason MAX_TOKENS, truncated text).
+  "empty" (no candidates), "max_tokens" (finishReason MAX_TOKENS, truncated text), "400"
+  (INVALID_ARGUMENT).
+An outage: `server.outage = 503` (or POST /_fake/config {"outage": 503}) answers every
+generateContent request with that 5xx status until reset. A model not in `server.models` is
+answered 404 NOT_FOUND, as Google answers a model it does not serve.
 Scores and fields: `server.set_score(x)` / POST /_fake/config {"score": x} makes every 0-1
 number x; `server.set_field(name, value)` / {"fields": {...}} forces a property by name (for
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
@@ -71,6 +75,7 @@ FAULT_KINDS = (
     "safety_finish",
     "empty",
     "max_tokens",
+    "400",
 )
 PCM_MIME = "audio/L16;codec=pcm;rate=24000"
 SAMPLE_RATE = 24_000
@@ -154,6 +159,8 @@ class FakeGemini:
     # instead of an answer (401 or 403: a refused key), None for none.
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     auth_error: int | None = None
+    # A 5xx status every generateContent request gets (an outage), None for none.
+    outage: int | None = None
 
     def set_score(self, score: float | None) -> None:
         self.score = score
@@ -164,7 +171,7 @@ class FakeGemini:
     def reset(self) -> None:
         self.faults.clear()
         self.score, self.fields, self.usage = None, {}, {}
-        self.models, self.auth_error = list(DEFAULT_MODELS), None
+        self.models, self.auth_error, self.outage = list(DEFAULT_MODELS), None, None
         with self.lock:
             self.requests.clear()
 
@@ -540,6 +547,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._refused(state):
             return
+        if match["model"] not in state.models:
+            message = (
+                f"models/{match['model']} is not found for API version {match['version']}, or "
+                "is not supported for generateContent. Call ListModels to see the list of "
+                "available models and their supported methods."
+            )
+            with state.lock:
+                state.requests.append(SeenRequest(match["model"], "text", body, "404"))
+            self._send(404, _error_body(404, "NOT_FOUND", message))
+            return
+        if state.outage is not None:
+            with state.lock:
+                state.requests.append(SeenRequest(match["model"], "text", body, "outage"))
+            code = state.outage
+            status = "UNAVAILABLE" if code == 503 else "INTERNAL"
+            self._send(code, _error_body(code, status, "The service is currently unavailable."))
+            return
         fault = state.faults.pop()
         config = _get(body, "generationConfig", "generation_config") or {}
         modalities = _get(config, "responseModalities", "response_modalities") or []
@@ -560,6 +584,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, _error_body(500, "INTERNAL", "An internal error has occurred."))
         elif kind == "503":
             self._send(503, _error_body(503, "UNAVAILABLE", "The model is overloaded."))
+        elif kind == "400":
+            message = 'Invalid JSON payload received. Unknown name "bogus": Cannot find field.'
+            self._send(400, _error_body(400, "INVALID_ARGUMENT", message))
         elif kind == "hang":
             assert fault is not None
             time.sleep(fault.hang_s)
@@ -600,6 +627,8 @@ class _Handler(BaseHTTPRequestHandler):
                     state.tts_format = body["tts_format"]
                 if "auth_error" in body:
                     state.auth_error = body["auth_error"]
+                if "outage" in body:
+                    state.outage = body["outage"]
                 if "models" in body:
                     state.models = list(body["models"])
             elif path == "/_fake/reset":
