@@ -11,8 +11,9 @@ OK/WARN/FAIL/SKIP, detail. The exit status is 1 when any check FAILs. Groups, in
     migrations    every file of sql/migrations applied, with the SHA-256 the runner recorded
     roles         the app role: not a superuser, no BYPASSRLS, no table writes, RLS on every
                   table with a read policy for it
-    gemini        google-genai client.models.list() at MDAME_GEMINI_BASE_URL; the dimensions'
-                  models are offered
+    gemini        google-genai client.models.get() at MDAME_GEMINI_BASE_URL for each model the
+                  active dimensions configure (gemini_text_model, gemini_tts_model): a missing
+                  one FAILs naming the YAML field, 429/5xx or a timeout WARN
     edge_tts      edge-tts list_voices() at the voices list beside MDAME_EDGE_TTS_URL; the
                   dimensions' voices are offered (WARN: Gemini TTS would take over)
     youtube       per active account: its stored grant opened, the token refreshed, then
@@ -362,12 +363,27 @@ class Doctor:
                 self.dimensions.append(dimension_from_json(row.config))
 
     # -- Gemini --------------------------------------------------------------------------------
+    def _gemini_models(self) -> dict[str, list[tuple[str, str]]]:
+        """Each model the active dimensions configure -> (dimension, YAML field) pairs; with no
+        dimension, the defaults (mdame_domain/paid_calls.py) under the dimension '' ."""
+        from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
+
+        needed: dict[str, list[tuple[str, str]]] = {}
+        configured = [
+            (dim.slug, dim.gemini_text_model, dim.gemini_tts_model) for dim in self.dimensions
+        ] or [("", DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL)]
+        for slug, text_model, tts_model in configured:
+            needed.setdefault(text_model, []).append((slug, "gemini_text_model"))
+            needed.setdefault(tts_model, []).append((slug, "gemini_tts_model"))
+        return needed
+
     def check_gemini(self) -> None:
+        """models.get per configured model: one row each (`gemini:<model>`); a problem of the
+        whole service (no key, a refused key, nothing listening) is one `gemini` row."""
         if self._provider_skip("gemini"):
             return
         from google.genai import errors
 
-        from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
         from mdame_resources.providers.gemini import BASE_URL_ENV, make_client
 
         key = os.environ.get("GEMINI_API_KEY", "")
@@ -377,40 +393,37 @@ class Doctor:
         base = os.environ.get(BASE_URL_ENV) or "https://generativelanguage.googleapis.com"
         where = display_url(base)
         client = make_client(key, timeout_s=self.options.timeout_s)
-        try:
-            offered = set()
-            for model in client.models.list(config={"page_size": 1000}):
-                offered.add((model.name or "").removeprefix("models/"))
-        except errors.APIError as exc:
-            hint = " (the API key was refused)" if exc.code in (400, 401, 403) else ""
-            self.add("gemini", Status.FAIL, f"{where} answered HTTP {exc.code} {exc.status}{hint}")
-            return
-        except _http_errors("TimeoutException"):
-            self.add("gemini", Status.FAIL, f"{where}: no answer within {self.options.timeout_s}s")
-            return
-        except _http_errors("TransportError") as exc:
-            self.add("gemini", Status.FAIL, f"{where} not reachable ({type(exc).__name__})")
-            return
-        needed: dict[str, list[str]] = {}
-        for dim in self.dimensions:
-            for model in (dim.gemini_text_model, dim.gemini_tts_model):
-                needed.setdefault(model, []).append(dim.slug)
-        if not self.dimensions:
-            needed = {DEFAULT_TEXT_MODEL: ["default"], DEFAULT_TTS_MODEL: ["default"]}
-        missing = {m: d for m, d in needed.items() if m not in offered}
-        if missing:
-            self.add(
-                "gemini",
-                Status.FAIL,
-                f"{where} does not offer "
-                + "; ".join(f"{m} (needed by {', '.join(d)})" for m, d in sorted(missing.items())),
-            )
-            return
-        self.add(
-            "gemini",
-            Status.OK,
-            f"{len(offered)} models at {where}, including {', '.join(sorted(needed))}",
-        )
+        for model, users in sorted(self._gemini_models().items()):
+            row = f"gemini:{model}"
+            try:
+                client.models.get(model=model)
+            except errors.APIError as exc:
+                said = f"HTTP {exc.code} {exc.status}: {first_line(exc.message or '')}"
+                if _key_refused(exc):
+                    self.add(
+                        "gemini",
+                        Status.FAIL,
+                        f"{where} refused GEMINI_API_KEY ({said}): set it to a valid key of "
+                        "a project with the Gemini API enabled",
+                    )
+                    return
+                if exc.code == 429 or (exc.code or 0) >= 500:
+                    self.add(row, Status.WARN, f"{where} answered {said} (transient: try again)")
+                else:
+                    self.add(row, Status.FAIL, f"{where} answered {said}; {_model_fix(users)}")
+                continue
+            except _http_errors("TimeoutException") as exc:
+                self.add(
+                    row,
+                    Status.WARN,
+                    f"{where}: no answer within {self.options.timeout_s}s "
+                    f"({type(exc).__name__}, transient: try again)",
+                )
+                continue
+            except _http_errors("TransportError") as exc:
+                self.add("gemini", Status.FAIL, f"{where} not reachable ({type(exc).__name__})")
+                return
+            self.add(row, Status.OK, f"offered at {where}; {_model_users(users)}")
 
     # -- Edge-TTS ------------------------------------------------------------------------------
     def check_edge_tts(self) -> None:
@@ -525,8 +538,8 @@ class Doctor:
             GrantRevoked,
             TransferInterrupted,
             YouTubeApi,
-            YouTubeError,
         )
+        from mdame_domain.channel import ChannelError
 
         reconnect = f"run `mdame accounts connect {slug} --account {account.handle}`"
         if st.account_status(account.id).needs_reauth:
@@ -565,7 +578,7 @@ class Doctor:
             return Status.FAIL, f"token refresh refused (invalid_grant): {reconnect}"
         except TransferInterrupted as exc:
             return Status.FAIL, f"token refresh failed ({first_line(str(exc))})"
-        except YouTubeError as exc:
+        except ChannelError as exc:
             return Status.FAIL, f"channels.list at {where} answered HTTP {exc.status} {exc.reason}"
         except OSError as exc:
             token_where = display_url(os.environ.get(TOKEN_URI_VAR) or GOOGLE_TOKEN_URI)
@@ -895,6 +908,31 @@ class Doctor:
 
 
 _EDGE_LIST_LOCK = threading.Lock()
+
+
+def _key_refused(exc: Any) -> bool:
+    """401/403, or Google's 400 for a malformed key (INVALID_ARGUMENT, "API key not valid")."""
+    return exc.code in (401, 403) or (exc.code == 400 and "api key" in (exc.message or "").lower())
+
+
+def _model_users(users: list[tuple[str, str]]) -> str:
+    """Who configures a model: `tech (gemini_text_model), science (gemini_tts_model)`."""
+    if all(slug == "" for slug, _ in users):
+        fields = sorted({f for _, f in users})
+        return f"the default {' and '.join(fields)} (no active dimension)"
+    return "used by " + ", ".join(f"{slug} ({f})" for slug, f in users if slug)
+
+
+def _model_fix(users: list[tuple[str, str]]) -> str:
+    """The YAML field to change, and where: a model name is a dimension's setting."""
+    if all(slug == "" for slug, _ in users):
+        fields = sorted({f for _, f in users})
+        return (
+            f"it is the default {' and '.join(fields)}: set {' / '.join(fields)} in the "
+            "dimensions' YAML files to a model the API offers"
+        )
+    where = ", ".join(f"{f} in dimensions/{slug}.yaml" for slug, f in users if slug)
+    return f"set {where} to a model the API offers"
 
 
 def _http_errors(name: str) -> tuple[type[BaseException], ...]:

@@ -108,6 +108,7 @@ class Deployment:
     env: dict[str, str]
     media_url: str
     monkeypatch: pytest.MonkeyPatch
+    dimensions: Path  # the registry folder synced into the database
 
     def setenv(self, **values: str) -> None:
         for name, value in values.items():
@@ -194,7 +195,16 @@ def deployment(
             monkeypatch.setenv(name, value)
         s3_bucket.apply(monkeypatch)
         yield Deployment(
-            fresh_db, state, yt, gemini, edge, telegram_server, env, s3_bucket.url, monkeypatch
+            fresh_db,
+            state,
+            yt,
+            gemini,
+            edge,
+            telegram_server,
+            env,
+            s3_bucket.url,
+            monkeypatch,
+            folder,
         )
 
 
@@ -214,13 +224,14 @@ def test_healthy_deployment_passes_every_check(
     for secret in SECRETS:
         assert secret not in out
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:-2] if line[:1] != " "}
-    expected_ok = ["env", "database", "migrations", "roles", "gemini", "edge_tts",
+    expected_ok = ["env", "database", "migrations", "roles", "gemini:gemini-3.8-flash",
+                   "gemini:gemini-3.8-flash-tts", "edge_tts",
                    f"youtube:tech/{HANDLE}", "telegram", "redis", "object_store",
                    "ffmpeg:libx264", "disk:home"]  # fmt: skip
     assert {name: rows.get(name) for name in expected_ok} == dict.fromkeys(expected_ok, "OK"), out
     assert rows["gpu"] == "SKIP"  # fakes: procedural clips, and no NVIDIA device here
     assert "channels.list answers" in out and "bot @mdame_local_bot" in out
-    # One cheap call each: the model list (no generateContent), a token refresh + channels.list.
+    # Cheap calls: models.get per model (no generateContent), a token refresh + channels.list.
     assert deployment.gemini.request_count == 0
     assert any("channels" in r for r in deployment.youtube.requests())
 
@@ -237,7 +248,7 @@ def test_each_fault_of_the_servers_is_reported_by_name(deployment: Deployment) -
     )
     checks = deployment.run(min_free_bytes=1 << 60)
     fails = failed(checks)
-    assert "answered HTTP 401 UNAUTHENTICATED (the API key was refused)" in fails["gemini"]
+    assert "refused GEMINI_API_KEY (HTTP 401 UNAUTHENTICATED" in fails["gemini"]
     assert "answered HTTP 403" in fails["edge_tts"]
     assert "token refresh refused (invalid_grant)" in fails[f"youtube:tech/{HANDLE}"]
     assert "mdame accounts connect tech --account @tech" in fails[f"youtube:tech/{HANDLE}"]
@@ -261,7 +272,8 @@ def test_servers_down_wrong_password_and_missing_model(deployment: Deployment) -
         MDAME_CELERY_BROKER_URL=redis,
     )
     fails = failed(deployment.run())
-    assert "does not offer gemini-3.8-flash (needed by tech)" in fails["gemini"]
+    assert "HTTP 404 NOT_FOUND" in fails["gemini:gemini-3.8-flash"]
+    assert "gemini_tts_model in dimensions/tech.yaml" in fails["gemini:gemini-3.8-flash-tts"]
     assert "not reachable" in fails["edge_tts"]
     assert "not reachable" in fails[f"youtube:tech/{HANDLE}"]
     assert "token endpoint" in fails[f"youtube:tech/{HANDLE}"]
@@ -270,6 +282,50 @@ def test_servers_down_wrong_password_and_missing_model(deployment: Deployment) -
     deployment.setenv(MDAME_GEMINI_BASE_URL=f"http://127.0.0.1:{closed}")
     fails = failed(deployment.run(only=frozenset({"gemini"})))
     assert "not reachable" in fails["gemini"]
+
+
+def _set_models(deployment: Deployment, **fields: str) -> None:
+    """tech's YAML with these model fields, synced as the registry sensor would."""
+    folder = deployment.dimensions
+    text = (folder / "tech.yaml").read_text()
+    lines = [line for line in text.splitlines() if not line.startswith(tuple(fields))]
+    lines += [f"{name}: {value}" for name, value in fields.items()]
+    (folder / "tech.yaml").write_text("\n".join(lines) + "\n")
+    sync_registry(deployment.state, folder)
+
+
+def test_each_configured_model_is_checked_with_models_get(deployment: Deployment) -> None:
+    only = frozenset({"gemini"})
+    _set_models(deployment, gemini_text_model="gemini-9.9-imaginary")
+    checks = deployment.run(only=only)
+    # The known TTS model passes; the unknown text model fails naming itself and its field.
+    assert checks["gemini:gemini-3.8-flash-tts"].status is Status.OK
+    assert "used by tech (gemini_tts_model)" in checks["gemini:gemini-3.8-flash-tts"].detail
+    missing = checks["gemini:gemini-9.9-imaginary"]
+    assert missing.status is Status.FAIL
+    assert "HTTP 404 NOT_FOUND: models/gemini-9.9-imaginary is not found" in missing.detail
+    assert "set gemini_text_model in dimensions/tech.yaml" in missing.detail
+    assert "gemini:gemini-3.8-flash" not in checks  # the default is not what tech uses now
+
+    # Transient answers are warnings naming the cause; the next model is still checked.
+    _set_models(deployment, gemini_text_model="gemini-3.8-flash")
+    deployment.gemini.faults.push("503")
+    checks = deployment.run(only=only)
+    flaky = checks["gemini:gemini-3.8-flash"]
+    assert flaky.status is Status.WARN and "HTTP 503 UNAVAILABLE" in flaky.detail
+    assert checks["gemini:gemini-3.8-flash-tts"].status is Status.OK
+    deployment.gemini.faults.push("hang", hang_s=1.0)
+    checks = deployment.run(only=only, timeout_s=0.3)
+    slow = checks["gemini:gemini-3.8-flash"]
+    assert slow.status is Status.WARN and "no answer within 0.3s (ReadTimeout" in slow.detail
+    assert checks["gemini:gemini-3.8-flash-tts"].status is Status.OK
+
+    # A refused key is one FAIL naming the variable, never its value (run() checks that).
+    deployment.gemini.auth_error = 403
+    checks = deployment.run(only=only)
+    assert [c.name for c in checks.values()] == ["gemini"]
+    assert checks["gemini"].status is Status.FAIL
+    assert "refused GEMINI_API_KEY (HTTP 403 PERMISSION_DENIED" in checks["gemini"].detail
 
 
 def test_missing_grant_and_settings(deployment: Deployment) -> None:
