@@ -524,6 +524,7 @@ class Doctor:
 
     def _youtube_account(self, st: Any, slug: str, account: Any) -> tuple[Status, str]:
         from mdame_cli.accounts import CLIENT_SECRETS_VAR, default_key_file
+        from mdame_domain.channel import ChannelError
         from mdame_domain.credentials import (
             CredentialError,
             Envelope,
@@ -539,7 +540,6 @@ class Doctor:
             TransferInterrupted,
             YouTubeApi,
         )
-        from mdame_domain.channel import ChannelError
 
         reconnect = f"run `mdame accounts connect {slug} --account {account.handle}`"
         if st.account_status(account.id).needs_reauth:
