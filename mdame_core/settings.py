@@ -139,3 +139,18 @@ def seconds_setting(name: str, default: float) -> float:
     if value <= 0:
         raise SettingsError(f"{name} must be positive, got {raw!r}")
     return value
+
+
+def count_setting(name: str, default: int) -> int:
+    """A whole number, zero or more, from the environment (retry windows in days), else the
+    default."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must be zero or more, got {raw!r}")
+    return value
