@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from mdame_assets.defs.dimensions.registry import sync_registry
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
 from mdame_assets.liveness import sweep
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
 from mdame_assets.runs import Outcome, run_partition
 from mdame_core.state import StateStore
+from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
 from mdame_resources.providers.publisher import OutboxPublisher
 
 
@@ -71,19 +74,24 @@ def _print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def main(day: date | None = None, only: Sequence[str] = (), videos_at: str = "") -> int:
+def main(
+    day: date | None = None,
+    only: Sequence[str] = (),
+    videos_at: str = "",
+    dimensions: Path = DIMENSIONS_DIR,
+) -> int:
     """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N.
     `only`: these dimensions' partitions, not every active one; `videos_at`: where the chosen
-    publisher puts the videos (default: the outbox folder)."""
+    publisher puts the videos (default: the outbox folder); `dimensions`: the niche files."""
     with stop_on_signals():
         try:
-            return _main(day, only, videos_at or str(OutboxPublisher().folder()))
+            return _main(day, only, videos_at or str(OutboxPublisher().folder()), dimensions)
         except (Interrupted, DagsterExecutionInterruptedError):
             print(f"[demo] stopped by {stop_signal_name()}", file=sys.stderr)
             return stop_exit_code()
 
 
-def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
+def _main(day: date | None, only: Sequence[str], videos_at: str, dimensions: Path) -> int:
     day = day or datetime.now(UTC).date()
     instance = dg.DagsterInstance.get()
     state = StateStore()
@@ -92,7 +100,7 @@ def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
     swept = sweep(instance, state)
     if swept:
         print(f"[demo] liveness sweep: {swept.summary()}", file=sys.stderr)
-    report = sync_registry(state)
+    report = sync_registry(state, dimensions)
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     known = set(instance.get_dynamic_partitions(DIMENSION_PARTITION))
@@ -121,29 +129,132 @@ def _main(day: date | None, only: Sequence[str], videos_at: str) -> int:
         # Today's partition was already published by an offline demo: nothing is published
         # twice, so those videos are in the outbox, not where this provider set publishes.
         videos_at += f" ({earlier} published earlier today by the offline demo: under {outbox})"
-    lines, code = summary(outcomes, report.errors, time.monotonic() - started, videos_at)
+    facts = [partition_facts(state, outcome) for outcome in outcomes]
+    lines, code = summary(facts, report.errors, time.monotonic() - started, videos_at)
     print("\n" + "\n".join(lines))
     print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")
     state.close()
     return code
 
 
+def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
+    """What the database recorded for the outcome's partition: its publications, and what a
+    partition that published nothing left behind to say why (read with the app role)."""
+    ref = PartitionRef.parse(outcome.partition_key)
+    dim = state.get_dimension(ref.dimension)
+    if dim is None:
+        return PartitionFacts(
+            outcome.partition_key, ref.dimension, outcome.ok, outcome.error, registered=False
+        )
+    where: dict[str, Any] = {"dimension_id": dim.id, "partition_date": ref.day}
+    rejected_topics, open_topics = [], 0
+    for topic in state.list_work_units("topic", **where):
+        if topic.state == "rejected":
+            hook = topic.result.get("rejected_by") == HOOK
+            rejected_topics.append(HOOK if hook else topic.result.get("safety_rule") or "?")
+        elif topic.state in ("candidate", "approved"):
+            open_topics += 1
+    scripts = state.list_work_units("script", **where)
+    pubs = state._select(  # a read; the app role may SELECT
+        """SELECT p.state, s.state, a.handle, a.active, a.needs_reauth,
+                  a.paused_until IS NOT NULL AND a.paused_until > now()
+             FROM mdame.publications p
+             JOIN mdame.scripts s ON s.id = p.script_id
+             JOIN mdame.dimension_accounts a ON a.id = p.account_id
+            WHERE s.dimension_id = %s AND s.partition_date = %s""",
+        [dim.id, ref.day],
+    )
+    blocked = sorted(
+        {
+            f"{handle} ({'needs reauth' if reauth else 'paused'})"
+            for pub, _, handle, active, reauth, paused in pubs
+            if pub == "pending" and active and (reauth or paused)
+        }
+    )
+    no_quota = sorted(
+        {
+            handle
+            for pub, _, handle, active, reauth, paused in pubs
+            if pub == "pending" and active and not (reauth or paused)
+        }
+    )
+    [(trends, budget_refused)] = state._select(
+        """SELECT (SELECT count(*) FROM mdame.trends
+                    WHERE dimension_id = %(dim)s AND partition_date = %(day)s),
+                  EXISTS (SELECT FROM mdame.events
+                           WHERE subject_kind = 'dimension' AND subject_id = %(dim)s
+                             AND event = 'budget_exhausted'
+                             AND detail ->> 'period' = to_char(
+                                   (now() AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD'))""",
+        {"dim": dim.id, "day": ref.day},
+    )
+    halts = state._select(
+        """SELECT h.last_reason FROM mdame.voice_halts h JOIN mdame.scripts s
+               ON s.id = h.script_id
+            WHERE s.dimension_id = %s AND s.partition_date = %s
+              AND s.state IN ('halted', 'failed') ORDER BY s.id""",
+        [dim.id, ref.day],
+    )
+    return PartitionFacts(
+        partition_key=outcome.partition_key,
+        dimension=ref.dimension,
+        ran_ok=outcome.ok,
+        run_error=outcome.error,
+        videos=sum(pub == "published" and script == "published" for pub, script, *_ in pubs),
+        trends=int(trends),
+        rejected_topics=tuple(rejected_topics),
+        rejected_scripts=tuple(
+            s.result.get("safety_rule") or "?" for s in scripts if s.state == "rejected"
+        ),
+        topics_open=open_topics,
+        scripts=Counter(s.state for s in scripts),
+        budget_exhausted=bool(budget_refused),
+        voice_halts=tuple(reason for (reason,) in halts),
+        accounts=len(state.list_accounts(ref.dimension, active_only=True)),
+        blocked_accounts=tuple(blocked),
+        no_quota_accounts=tuple(no_quota),
+    )
+
+
 def summary(
-    outcomes: Sequence[Outcome], errors: Sequence[str], seconds: float, videos_at: str
+    facts: Sequence[PartitionFacts], errors: Sequence[str], seconds: float, videos_at: str
 ) -> tuple[list[str], int]:
-    """The closing lines and the exit status, which agree: a niche file skipped as malformed
-    fails the demo as a failed dimension does, and the summary names it."""
-    published = sum(o.ok for o in outcomes)
+    """The closing lines and the exit status, which agree. A dimension counts as published when
+    a video of its partition is; one that published nothing gets a line saying why. Exit 0 when
+    every dimension published or had nothing to publish by its own rules (every topic rejected:
+    the pipeline did its job); 1 for a failed stage, a hold an operator has to look at (budget
+    cap, voice HALT, quota, a skipped account), or a niche file skipped as malformed."""
+    published = [f for f in facts if f.videos]
+    videos = sum(f.videos for f in facts)
     lines = [
-        f"{published}/{len(outcomes)} dimensions published in {seconds:.1f}s; "
-        f"videos are under {videos_at}"
+        f"{len(published)}/{len(facts)} dimensions published ({videos} video"
+        f"{'' if videos == 1 else 's'}) in {seconds:.1f}s; videos are under {videos_at}"
     ]
+    held, empty = [], []
+    for f in facts:
+        if f.videos:
+            continue
+        verdict = unpublished_reason(f)
+        if verdict.expected:
+            empty.append(f.dimension)
+            lines.append(f"  {f.dimension}: nothing to publish: {verdict.reason}")
+        else:
+            if f.ran_ok:
+                held.append(f.dimension)
+            lines.append(f"  {f.dimension}: not published: {verdict.reason}")
     if errors:
         lines.append(f"{len(errors)} niche file(s) skipped as malformed (fix them; exit status 1):")
         lines += [f"  {error}" for error in errors]
-    failed = [o.partition_key for o in outcomes if not o.ok]
+    failed = [f.partition_key for f in facts if not f.ran_ok]
+    if held:
+        lines.append(f"held back: {', '.join(held)} (see above; exit status 1)")
     if failed:
         lines.append(f"failed: {', '.join(failed)} (exit status 1)")
-    if not outcomes:
+    if not facts:
         lines.append("no active dimension to run (exit status 1)")
-    return lines, 0 if outcomes and not failed and not errors else 1
+    code = 0 if facts and not failed and not held and not errors else 1
+    if code == 0 and empty:
+        lines.append(
+            f"{', '.join(empty)}: rejected by their own rules, nothing to fix (exit status 0)"
+        )
+    return lines, code

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from mdame_assets.demo import summary
-from mdame_assets.runs import Outcome
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.dimensions import load_registry
+from mdame_domain.publish_summary import PartitionFacts
 
 
 def _errors(tmp_path: Path) -> list[str]:
@@ -17,7 +17,7 @@ def _errors(tmp_path: Path) -> list[str]:
     return [str(e) for e in load_registry(tmp_path).errors]
 
 
-OK = Outcome("2026-11-29|tech", True, 1.0, {})
+OK = PartitionFacts("2026-11-29|tech", "tech", True, videos=1)
 
 
 def test_a_skipped_niche_file_is_named_and_fails_the_demo(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_all_published_and_no_skipped_file_is_success() -> None:
 
 
 def test_a_failed_dimension_is_named() -> None:
-    failed = Outcome("2026-11-29|science", False, 1.0, {}, "boom")
+    failed = PartitionFacts("2026-11-29|science", "science", False, "boom")
     lines, code = summary([OK, failed], [], 3.0, "/outbox")
     assert code == 1 and lines[0].startswith("1/2 dimensions published")
     assert "failed: 2026-11-29|science" in lines[-1]

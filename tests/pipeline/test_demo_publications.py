@@ -1,0 +1,92 @@
+"""`mdame demo`'s summary counts publications in the database, not runs that succeeded: a
+niche whose every topic is rejected runs cleanly, publishes nothing, and the summary says so
+and why (the rule, read from the topics' audit), with an exit status that agrees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from mdame_assets import demo
+from mdame_core.state import StateStore
+from mdame_resources.state import close_clients
+
+DAY = date(2026, 11, 29)
+# Three different stories (the default trend_volume_gate), each naming the term the niche blocks.
+STORIES = (
+    ("Zeppelin crew sets an altitude record", "The crew flew the zeppelin higher than ever."),
+    ("Harbor city orders three zeppelin ferries", "Each zeppelin ferry carries forty people."),
+    ("Museum restores a 1930s zeppelin engine", "Volunteers rebuilt the zeppelin engine."),
+)
+ITEM = """    <item>
+      <title>{title}</title>
+      <link>https://example.com/airships/{n}</link>
+      <guid isPermaLink="false">airships-{n}</guid>
+      <pubDate>Sat, 28 Nov 2026 0{n}:00:00 +0000</pubDate>
+      <description>{text}</description>
+    </item>
+"""
+FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>Zeppelin wire</title><link>https://example.com</link>
+<description>invented</description>
+{items}</channel></rss>
+"""
+NICHE = """slug: airships
+title: Airship Minute
+language: en
+voice: en-us
+visual_style: soft gradients
+palette: ["#0d47a1", "#00e5ff", "#7c4dff"]
+safety_profile: general
+blocked_terms: [zeppelin]
+feeds: [{feed}]
+keywords: [zeppelin, payload]
+videos_per_day: 1
+hook_threshold: 0.72
+daily_budget_usd: 1.00
+accounts:
+  - {{platform: outbox, handle: airship-minute, daily_quota_units: 10000}}
+active: true
+"""
+
+
+@pytest.fixture
+def demo_env(fresh_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The demo's own environment on a scratch database: its niche files, home and instance."""
+    folder = tmp_path / "dimensions"
+    folder.mkdir()
+    feed = tmp_path / "zeppelin.xml"
+    items = [ITEM.format(n=n, title=t, text=x) for n, (t, x) in enumerate(STORIES, 1)]
+    feed.write_text(FEED.format(items="".join(items)))
+    (folder / "airships.yaml").write_text(NICHE.format(feed=feed))
+    (tmp_path / "dagster").mkdir()
+    monkeypatch.setenv("MDAME_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("MDAME_DATABASE_URL", fresh_db.owner)
+    monkeypatch.setenv("MDAME_APP_DATABASE_URL", fresh_db.app)
+    monkeypatch.delenv("MDAME_MEDIA_ROOT", raising=False)
+    try:
+        yield folder
+    finally:
+        close_clients()  # before the database is dropped under the cached pools
+
+
+def test_a_niche_whose_topics_are_all_rejected_is_reported_as_unpublished(
+    demo_env: Path, fresh_db, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = demo.main(DAY, dimensions=demo_env)
+    out = capsys.readouterr().out
+
+    assert "0/1 dimensions published (0 videos)" in out, out
+    assert (
+        "airships: nothing to publish: every topic was rejected: 3 by safety (blocked_term x3)"
+        in out
+    ), out
+    assert "nothing to fix (exit status 0)" in out and code == 0, out
+    with StateStore(fresh_db.app, env="dev") as state:
+        topics = state.list_work_units("topic")
+        assert [t.state for t in topics] == ["rejected"] * 3  # what the summary read
+        assert state.list_work_units("publication") == []
