@@ -20,6 +20,8 @@
     mdame models check               models present, their size, which dimensions need them
     mdame params show DIMENSION      the Adaptive Engine's current parameter set and history
     mdame params rollback DIMENSION  restore the previous set (exit 3: nothing to roll back)
+    mdame calls retry --dimension D [--day DAY]
+                                     re-arm paid calls a provider refused, once fixed
     mdame doctor [--only GROUPS]     check a deployment before the first real run (a table;
                                      exit 1 on any FAIL): mdame_cli/doctor.py
 
@@ -43,6 +45,7 @@ import psycopg
 from psycopg import sql
 
 from mdame_cli.accounts import add_parsers as add_account_parsers
+from mdame_cli.calls import add_parsers as add_calls_parsers
 from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
 from mdame_cli.doctor import add_parser as add_doctor_parser
 from mdame_cli.models import add_parsers as add_model_parsers
@@ -206,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     add_account_parsers(groups)
     add_model_parsers(groups)
     add_params_parsers(groups)
+    add_calls_parsers(groups)
     add_doctor_parser(groups)
     return parser
 

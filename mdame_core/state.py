@@ -376,16 +376,31 @@ class AccountStatus:
 
 @dataclass(frozen=True)
 class PaidCallStart:
-    """begin_paid_call's answer. action: 'submit' (call now, then settle/release/mark unknown
-    attempt_id), 'done' (the same request already succeeded: `result` is its stored answer),
-    'budget_exhausted' (nothing reserved: the dimension's daily cap is reached), 'in_flight'
-    (another holder's call of this work key may still be running) or 'attempts_exhausted'."""
+    """begin_paid_call's answer. action: 'submit' (call now, then settle/release/refuse/mark
+    unknown attempt_id), 'done' (the same request already succeeded: `result` is its stored
+    answer), 'budget_exhausted' (nothing reserved: the dimension's daily cap is reached),
+    'in_flight' (another holder's call of this work key may still be running), 'refused' (a
+    permanent refusal stands until re-armed: `result` is its stored cause) or
+    'attempts_exhausted' (billed failures reached the cap: `result` has the last error;
+    on 'submit' it has the count so far)."""
 
     action: str
     attempt_id: int | None
     budget_key: str | None
     period: str | None
     result: Any
+
+
+@dataclass(frozen=True)
+class RearmedCall:
+    """A paid-call refusal an operator lifted (rearm_paid_calls)."""
+
+    refusal_id: int
+    scope: str  # 'request', 'model' or 'key'
+    provider: str
+    work_key: str
+    day: date
+    cause: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -1035,6 +1050,21 @@ class StateStore:
     def mark_paid_call_unknown(self, attempt_id: int, detail: JsonObject | None = None) -> str:
         """No answer after sending: the reservation stays held for a later run to settle."""
         return self._scalar("mark_paid_call_unknown", attempt_id, _obj(detail), self._token())
+
+    def refuse_paid_call(self, attempt_id: int, scope: str, cause: JsonObject) -> tuple[int, bool]:
+        """A permanent refusal (400, 401/403, 404): released, and recorded so that
+        begin_paid_call answers 'refused' for `scope` ('request', 'model' or 'key') until it is
+        re-armed. (refusal_id, fresh); a repeat returns the same refusal, not fresh."""
+        rows = self.call("refuse_paid_call", attempt_id, scope, _obj(cause), self._token())
+        return int(rows[0][0]), bool(rows[0][1])
+
+    def rearm_paid_calls(
+        self, dimension_slug: str, day: date | None = None, reason: str = "re-armed"
+    ) -> list[RearmedCall]:
+        """Lifts the dimension's open refusals (those refused on `day`, when given): the next
+        run sends those calls again. NotFound for an unknown dimension."""
+        rows = self.call("rearm_paid_calls", dimension_slug, day, reason)
+        return [RearmedCall(*row) for row in rows]
 
     # -- reviews and safety --------------------------------------------------------------
     def record_review(

@@ -124,6 +124,54 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return min(max(0.0, seconds), MAX_RETRY_AFTER_S)
 
 
+# HTTP statuses of a paid call that a later try may not get: rate limits, timeouts, the
+# server's own trouble. Every other 4xx refuses the request itself and fails the same again.
+TRANSIENT_STATUS = frozenset({408, 429, 499})
+KEY_VARIABLE = "GEMINI_API_KEY"
+BASE_URL_VARIABLE = "MDAME_GEMINI_BASE_URL"
+
+
+def failure_class(status: int) -> str:
+    """'transient' (408, 429, 499, 5xx: a later try may succeed) or 'permanent' (any other
+    4xx: the same request is refused again)."""
+    return "permanent" if 400 <= status < 500 and status not in TRANSIENT_STATUS else "transient"
+
+
+def refusal_scope(status: int) -> str:
+    """What a permanent refusal covers: 'key' (401/403: every call with the API key),
+    'model' (404: every call of the model) or 'request' (that request only)."""
+    if status in (401, 403):
+        return "key"
+    return "model" if status == 404 else "request"
+
+
+def http_cause(status: int, name: str, model: str, message: str) -> str:
+    """'HTTP 503 UNAVAILABLE from gemini-3.8-flash: The model is overloaded.'"""
+    head = f"HTTP {status} {name}".strip()
+    text = " ".join(str(message).split())[:300]
+    return f"{head} from {model}: {text}" if text else f"{head} from {model}"
+
+
+def refusal_fix(status: int, *, model: str, model_field: str, dimension: str) -> str:
+    """What the operator changes after a permanent refusal, and how to re-arm the calls."""
+    rearm = f"then run `mdame calls retry --dimension {dimension}`"
+    if status in (401, 403):
+        return (
+            f"the API key was refused: set {KEY_VARIABLE} to a valid Gemini API key with access "
+            f"to {model}, {rearm}"
+        )
+    if status == 404:
+        return (
+            f"the endpoint does not know the model {model!r}: set {model_field} in "
+            f"dimensions/{dimension}.yaml to a model it serves (a new model is called at once), "
+            f"or correct {BASE_URL_VARIABLE} if the endpoint is wrong and {rearm}"
+        )
+    return (
+        f"the request was refused as invalid: fix what builds it ({model_field} and the other "
+        f"fields of dimensions/{dimension}.yaml, or the code), {rearm}"
+    )
+
+
 def backoff_s(attempt: int, base_s: float = 1.0, cap_s: float = 30.0) -> float:
     """Exponential backoff for retry number `attempt` (0-based)."""
     return min(cap_s, base_s * (2 ** max(0, attempt)))

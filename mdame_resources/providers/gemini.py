@@ -3,22 +3,31 @@
 Every Gemini request goes through `PaidCaller.call`:
   1. begin_paid_call: an earlier call of the same work key whose outcome is unknown is settled
      at its estimate (an LLM call cannot be looked up); the same request that already succeeded
-     returns its stored answer (never paid twice); else the estimate (prompt tokens estimated +
-     max output tokens, times the model's price) is reserved under the dimension's daily cap
-     and the attempt recorded 'submitted' with the request's hash. No room: BudgetExhausted.
+     returns its stored answer (never paid twice); a standing refusal answers 'refused' (no
+     request is sent); else the estimate (prompt tokens estimated + max output tokens, times
+     the model's price) is reserved under the dimension's daily cap and the attempt recorded
+     'submitted' with the request's hash. No room: BudgetExhausted.
   2. the SDK call (its own retries are off; the timeout is explicit).
   3. settle_paid_call with the usage metadata (thinking tokens at the output rate), or
-     release_paid_call on a definite refusal, or mark_paid_call_unknown when the request was
-     sent and no answer came (timeout, dropped connection): the reservation stays held.
-Billing decisions for answers that are not usable:
-  - 4xx/5xx (429 included): Google does not bill a refused request: released.
-  - a 200 with a safety block (promptFeedback.blockReason, finishReason SAFETY) or empty
-    candidates: settled at the usage the answer reports (the prompt was processed and counted;
-    0 when it reports none). A block is a definite decision: no retry (ModelBlocked).
-  - a 200 whose body is not JSON: settled at the estimate (it was served; its usage is lost).
-  - a 200 whose JSON breaks the schema, the length or the language: settled at its usage.
-Retries (429 after Retry-After, 5xx, unreadable or invalid answers) are new attempts in the
-ledger, with backoff, bounded by `max_attempts` failed attempts per work key across runs.
+     release_paid_call / refuse_paid_call on a refusal (Google does not bill one), or
+     mark_paid_call_unknown when the request was sent and no answer came (timeout, dropped
+     connection): the reservation stays held and the next try settles it at the estimate.
+Failure classes (the ledger records each failed attempt's class):
+  - transient: 429 (after its Retry-After), 408, 5xx, nothing sent, no answer. Never counted
+    against the call: up to `transient_tries` tries in this run with backoff, then
+    PaidCallTransient (PaidCallUnknown when the last try got no answer), naming the last cause;
+    the step's RetryPolicy and later runs try again, so an outage heals once Gemini answers.
+  - permanent: any other 4xx (400 invalid argument, 401/403 key, 404 unknown model). Sent
+    once: refuse_paid_call records the refusal (for the request, the model or the key, by
+    status), one provider_refused alert carries Gemini's message and the fix, and
+    PaidCallRefused (a dg.Failure that skips the RetryPolicy) is raised. Later runs are refused
+    without a request until `mdame calls retry --dimension D` re-arms them.
+  - billed but unusable: a 200 whose body is not JSON (settled at the estimate: its usage is
+    lost), or whose JSON breaks the schema, the length or the language (settled at its usage),
+    or with no candidates. Retried with backoff, bounded by `max_attempts` such answers per
+    work key across runs.
+  - blocked: a 200 with a safety block (promptFeedback.blockReason, finishReason SAFETY),
+    settled at the usage it reports (0 when none): a definite decision, ModelBlocked.
 
 The API key comes from dg.EnvVar("GEMINI_API_KEY") and is never logged, stored or put in an
 error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or fakes).
@@ -27,6 +36,7 @@ error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -39,10 +49,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import dagster as dg
 import httpx
 from google import genai
 from google.genai import errors, types
 
+from mdame_core.settings import seconds_setting
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import InvalidModelOutput
 from mdame_domain.paid_calls import (
@@ -52,8 +64,12 @@ from mdame_domain.paid_calls import (
     cost_micros,
     estimate_micros,
     estimate_prompt_tokens,
+    failure_class,
+    http_cause,
     parse_retry_after,
     price_for,
+    refusal_fix,
+    refusal_scope,
     request_hash,
     speech_output_tokens,
 )
@@ -67,7 +83,9 @@ DEFAULT_MAX_ATTEMPTS = 4
 # A paid call's lease outlives its lock by the longest single request.
 GRACE_S = 180
 _BLOCK_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
-_RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+TRANSIENT_TRIES_ENV = "MDAME_GEMINI_TRANSIENT_TRIES"
+BACKOFF_ENV = "MDAME_GEMINI_BACKOFF_S"
+BACKOFF_MAX_ENV = "MDAME_GEMINI_BACKOFF_MAX_S"
 
 
 def _http_modules() -> list[ModuleType]:
@@ -90,20 +108,38 @@ _NO_ANSWER = _errors("TimeoutException", "TransportError")
 
 
 class PaidCallFailed(RuntimeError):
-    """A paid call that gave no usable answer (after its bounded retries)."""
+    """A paid call that gave no usable answer."""
 
 
 class ModelBlocked(PaidCallFailed):
     """Gemini itself refused the content (blockReason, or finishReason SAFETY)."""
 
 
-class PaidCallUnknown(PaidCallFailed):
-    """The request was sent and no answer came: its reservation stays held, and the next run
-    settles it at the estimate before retrying."""
+class PaidCallTransient(PaidCallFailed):
+    """Transient failures (429, 5xx, connection errors, timeouts) used up this run's tries:
+    nothing counts against the call, and a later run (the step's retry policy, or the next
+    schedule) makes it again."""
 
 
-class PaidCallInFlight(PaidCallFailed):
+class PaidCallUnknown(PaidCallTransient):
+    """The last try was sent and no answer came: its reservation stays held, and the next run
+    settles it at the estimate before trying again."""
+
+
+class PaidCallInFlight(PaidCallTransient):
     """Another holder's call of this work key may still be running: retried later."""
+
+
+class PaidCallRefused(PaidCallFailed, dg.Failure):
+    """A permanent refusal (400, 401/403, 404), recorded in the ledger: no run sends the
+    request again until `mdame calls retry` re-arms it. A dg.Failure that bypasses the step's
+    RetryPolicy, since a retry would be refused the same way."""
+
+    def __init__(self, message: str) -> None:
+        dg.Failure.__init__(self, description=message, allow_retries=False)
+
+    def __str__(self) -> str:
+        return self.description or ""
 
 
 def make_client(
@@ -133,17 +169,41 @@ class PaidResult:
 
 @dataclass(frozen=True)
 class _Outcome:
-    status: str  # "settle_ok", "settle_failed", "release", "unknown"
+    status: str  # "settle_ok", "settle_failed", "release", "refuse", "unknown"
     detail: dict[str, Any]
     actual_micros: int = 0
+    wait_s: float | None = None  # the server's Retry-After, when it sent one
+
+    @property
+    def failure_class(self) -> str:
+        """'transient', 'permanent', 'blocked' or 'unusable' (billed, not usable)."""
+        if self.status in ("release", "unknown"):
+            return "transient"
+        if self.status == "refuse":
+            return "permanent"
+        return "blocked" if self.detail.get("blocked") else "unusable"
 
 
 def _short(text: Any, limit: int = 300) -> str:
     return " ".join(str(text).split())[:limit]
 
 
+def _int_setting(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {raw!r}")
+    return int(raw)
+
+
 class PaidCaller:
-    """Makes paid Gemini calls for one dimension under the step's fence (see module doc)."""
+    """Makes paid Gemini calls for one dimension under the step's fence (see module doc).
+
+    `transient_tries` bounds the tries of one call in this run that end transiently;
+    `backoff_base_s` and `backoff_max_s` space them (a Retry-After longer than backoff_max_s
+    ends the run's tries at once). Defaults come from MDAME_GEMINI_TRANSIENT_TRIES (4),
+    MDAME_GEMINI_BACKOFF_S (1) and MDAME_GEMINI_BACKOFF_MAX_S (30)."""
 
     def __init__(
         self,
@@ -151,11 +211,19 @@ class PaidCaller:
         ctx: CallContext,
         *,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff_base_s: float = 1.0,
+        transient_tries: int | None = None,
+        backoff_base_s: float | None = None,
+        backoff_max_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.client, self.ctx = client, ctx
-        self.max_attempts, self.backoff_base_s, self.sleep = max_attempts, backoff_base_s, sleep
+        self.client, self.ctx, self.max_attempts, self.sleep = client, ctx, max_attempts, sleep
+        self.transient_tries = transient_tries or _int_setting(TRANSIENT_TRIES_ENV, 4)
+        self.backoff_base_s = (
+            backoff_base_s if backoff_base_s is not None else seconds_setting(BACKOFF_ENV, 1.0)
+        )
+        self.backoff_max_s = (
+            backoff_max_s if backoff_max_s is not None else seconds_setting(BACKOFF_MAX_ENV, 30.0)
+        )
 
     def call(
         self,
@@ -177,11 +245,13 @@ class PaidCaller:
         estimate = estimate_micros(price, f"{system}\n{contents}", max_output)
         wire = config.model_dump(mode="json", exclude_none=True)
         digest = request_hash(model, {"contents": contents, "config": wire})
-        last_error = "no attempt made"
-        for retry in range(self.max_attempts):
+        slug = self.ctx.dimension.slug
+        transient = tries = 0
+        # Transient tries are bounded here, billed failures by the ledger's cap.
+        while True:
             self.ctx.checkpoint()
             start = self.ctx.state.begin_paid_call(
-                self.ctx.dimension.slug,
+                slug,
                 work_key,
                 f"gemini:{model}",
                 digest,
@@ -194,42 +264,105 @@ class PaidCaller:
             if start.action == "done":
                 return PaidResult(start.result, 0, int(start.attempt_id or 0), cached=True)
             if start.action == "budget_exhausted":
-                refused = BudgetExhausted(self.ctx.dimension.slug, start.period, estimate)
-                raise_environment_alert(
-                    self.ctx.state, self.ctx.dimension.slug, "budget_cap", str(refused)
-                )
+                refused = BudgetExhausted(slug, start.period, estimate)
+                raise_environment_alert(self.ctx.state, slug, "budget_cap", str(refused))
                 raise refused
             if start.action == "in_flight":
                 raise PaidCallInFlight(
-                    f"Gemini call {work_key} of {self.ctx.dimension.slug!r} may still be in "
-                    "flight under another run: retried after its lease"
+                    f"Gemini call {work_key} of {slug!r} may still be in flight under another "
+                    "run: retried after its lease"
+                )
+            if start.action == "refused":
+                cause = start.result or {}
+                raise PaidCallRefused(
+                    f"Gemini call {work_key} ({model}) not sent: refused for good on "
+                    f"{cause.get('day')}: {cause.get('error', 'refused')}; fix: "
+                    f"{cause.get('fix', f'mdame calls retry --dimension {slug}')}"
                 )
             if start.action == "attempts_exhausted":
+                result = start.result or {}
                 raise PaidCallFailed(
-                    f"Gemini call {work_key} of {self.ctx.dimension.slug!r} failed "
-                    f"{self.max_attempts} times; not retried again ({last_error})"
+                    f"Gemini call {work_key} ({model}) got {result.get('failures')} billed "
+                    f"answers it could not use; not retried again (last: "
+                    f"{result.get('error', 'failed')})"
                 )
             assert start.attempt_id is not None
-            value, outcome, delay = self._attempt(model, contents, config, price, estimate, parse)
+            tries += 1
+            value, outcome = self._attempt(model, contents, config, price, estimate, parse)
+            outcome = self._classified(outcome, model, config)
             spent = self._record(start.attempt_id, outcome, value if store_result else None)
             if outcome.status == "settle_ok":
                 return PaidResult(value, spent, start.attempt_id)
-            last_error = str(outcome.detail.get("error", "failed"))
-            if outcome.status == "unknown":
-                raise PaidCallUnknown(
-                    f"Gemini call {work_key} ({model}) got no answer after it was sent "
-                    f"({last_error}): its reservation is held, and the next run settles it at "
-                    "the estimate before retrying"
-                )
-            if outcome.detail.get("blocked"):
-                raise ModelBlocked(f"Gemini blocked the request ({model}): {last_error}")
-            if delay is None:
-                raise PaidCallFailed(f"Gemini call {work_key} ({model}) failed: {last_error}")
-            if retry + 1 < self.max_attempts:
-                self.sleep(delay if delay >= 0 else backoff_s(retry, self.backoff_base_s))
-        raise PaidCallFailed(
-            f"Gemini call {work_key} ({model}) failed {self.max_attempts} times: {last_error}"
+            error = str(outcome.detail.get("error", "failed"))
+            kind = outcome.failure_class
+            if kind == "permanent":
+                raise self._refused(start.attempt_id, work_key, model, outcome)
+            if kind == "blocked":
+                raise ModelBlocked(f"Gemini blocked the request ({model}): {error}")
+            wait = backoff_s(tries - 1, self.backoff_base_s, self.backoff_max_s)
+            if kind == "unusable":
+                billed = int((start.result or {}).get("billed_failures", 0)) + 1
+                if billed >= self.max_attempts:
+                    raise PaidCallFailed(
+                        f"Gemini call {work_key} ({model}) got {billed} billed answers it could "
+                        f"not use; not retried again (last: {error})"
+                    )
+            if kind == "transient":
+                transient += 1
+                too_long = outcome.wait_s is not None and outcome.wait_s > self.backoff_max_s
+                if transient >= self.transient_tries or too_long:
+                    raise self._transient(work_key, model, outcome, transient)
+                wait = outcome.wait_s if outcome.wait_s is not None else wait
+            self.sleep(wait)
+
+    def _transient(
+        self, work_key: str, model: str, outcome: _Outcome, tries: int
+    ) -> PaidCallTransient:
+        error = str(outcome.detail.get("error", "failed"))
+        if outcome.status == "unknown":
+            return PaidCallUnknown(
+                f"Gemini call {work_key} ({model}) got no answer after it was sent "
+                f"({error}): its reservation is held, and the next run settles it at the "
+                "estimate before trying again"
+            )
+        tried = f"{tries} tries in this run" if tries > 1 else "this run's try"
+        return PaidCallTransient(
+            f"Gemini call {work_key} ({model}) failed transiently ({tried}): {error}; "
+            "nothing counts against the call, and a later run tries again"
         )
+
+    def _classified(
+        self, outcome: _Outcome, model: str, config: types.GenerateContentConfig
+    ) -> _Outcome:
+        """A permanent refusal's detail gains its scope and the fix; every error loses the
+        API key should the provider's message ever echo it."""
+        detail = dict(outcome.detail)
+        secret = getattr(getattr(self.client, "_api_client", None), "api_key", None)
+        if secret and secret in str(detail.get("error", "")):
+            detail["error"] = str(detail["error"]).replace(secret, "[GEMINI_API_KEY]")
+        if outcome.status == "refuse":
+            code = int(detail["code"])
+            audio = "AUDIO" in [str(m).upper() for m in config.response_modalities or []]
+            field = "gemini_tts_model" if audio else "gemini_text_model"
+            detail["scope"] = refusal_scope(code)
+            detail["fix"] = refusal_fix(
+                code, model=model, model_field=field, dimension=self.ctx.dimension.slug
+            )
+        return dataclasses.replace(outcome, detail=detail)
+
+    def _refused(
+        self, attempt_id: int, work_key: str, model: str, outcome: _Outcome
+    ) -> PaidCallRefused:
+        """Records the refusal (released; begin_paid_call answers 'refused' from now on),
+        raises the operator's alert the first time, and returns the error to raise."""
+        slug, detail = self.ctx.dimension.slug, outcome.detail
+        _, fresh = self.ctx.state.refuse_paid_call(attempt_id, detail["scope"], detail)
+        message = (
+            f"Gemini call {work_key} ({model}) refused: {detail['error']}; fix: {detail['fix']}"
+        )
+        if fresh:
+            raise_environment_alert(self.ctx.state, slug, "provider_refused", message)
+        return PaidCallRefused(message)
 
     def _record(self, attempt_id: int, outcome: _Outcome, value: Any) -> int:
         state = self.ctx.state
@@ -244,6 +377,8 @@ class PaidCaller:
         if outcome.status == "release":
             state.release_paid_call(attempt_id, outcome.detail)
             return 0
+        if outcome.status == "refuse":
+            return 0  # recorded by _refused, with the refusal itself
         state.mark_paid_call_unknown(attempt_id, outcome.detail)
         return 0
 
@@ -255,30 +390,32 @@ class PaidCaller:
         price: Any,
         estimate: int,
         parse: Callable[[types.GenerateContentResponse], Any],
-    ) -> tuple[Any, _Outcome, float | None]:
-        """(value, outcome, retry delay): delay None means do not retry, -1 the backoff."""
+    ) -> tuple[Any, _Outcome]:
+        """The request and how its outcome is recorded (status, detail, billed micros)."""
         try:
             response = self.client.models.generate_content(
                 model=model, contents=contents, config=config
             )
         except errors.APIError as exc:
-            error = f"HTTP {exc.code} {exc.status or ''}".strip()
-            if exc.code not in _RETRYABLE_STATUS:
-                error += f": {_short(exc.message)}"
-            detail: dict[str, Any] = {"error": error, "code": exc.code}
-            if exc.code not in _RETRYABLE_STATUS:
-                return None, _Outcome("release", detail), None
+            code = int(exc.code or 0)
+            detail: dict[str, Any] = {
+                "error": http_cause(code, exc.status or "", model, exc.message or ""),
+                "code": code,
+            }
+            if failure_class(code) == "permanent":
+                return None, _Outcome("refuse", detail)
             headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-            wait = parse_retry_after(headers.get("retry-after")) if exc.code == 429 else None
-            return None, _Outcome("release", detail), wait if wait is not None else -1
+            wait = parse_retry_after(headers.get("retry-after")) if code == 429 else None
+            return None, _Outcome("release", detail, wait_s=wait)
         except _NOT_SENT as exc:
-            detail = {"error": f"not sent: {type(exc).__name__}"}
-            return None, _Outcome("release", detail), -1
+            detail = {"error": f"not sent: {type(exc).__name__} ({model}): {_short(exc)}"}
+            return None, _Outcome("release", detail)
         except _NO_ANSWER as exc:
-            return None, _Outcome("unknown", {"error": f"no answer: {type(exc).__name__}"}), None
+            error = f"no answer: {type(exc).__name__} ({model}): {_short(exc)}"
+            return None, _Outcome("unknown", {"error": error})
         except json.JSONDecodeError:
             detail = {"error": "the answer was not JSON", "settled_at": "estimate"}
-            return None, _Outcome("settle_failed", detail, estimate), -1
+            return None, _Outcome("settle_failed", detail, estimate)
         usage = response.usage_metadata
         if usage is None:
             actual = estimate
@@ -292,16 +429,16 @@ class PaidCaller:
         blocked = _block_reason(response)
         if blocked is not None:
             detail = {**usage_detail, "error": blocked, "blocked": True}
-            return None, _Outcome("settle_failed", detail, actual), None
+            return None, _Outcome("settle_failed", detail, actual)
         if not response.candidates:
             detail = {**usage_detail, "error": "the answer has no candidates"}
-            return None, _Outcome("settle_failed", detail, actual), -1
+            return None, _Outcome("settle_failed", detail, actual)
         try:
             value = parse(response)
         except InvalidModelOutput as exc:
             detail = {**usage_detail, "error": f"invalid answer: {_short(exc)}"}
-            return None, _Outcome("settle_failed", detail, actual), -1
-        return value, _Outcome("settle_ok", usage_detail, actual), None
+            return None, _Outcome("settle_failed", detail, actual)
+        return value, _Outcome("settle_ok", usage_detail, actual)
 
 
 def _block_reason(response: types.GenerateContentResponse) -> str | None:
@@ -417,7 +554,8 @@ def synthesize_speech(
     """Gemini TTS through the paid-call path: (audio bytes, mime type). The mime type is
     `audio/L16;codec=pcm;rate=24000` (raw PCM) or `audio/wav`, as the model answers; `as_wav`
     and `write_wav` turn either into a WAV file. Raises BudgetExhausted, ModelBlocked,
-    PaidCallUnknown or PaidCallFailed (missing, unreadable or too-short audio included)."""
+    PaidCallTransient, PaidCallRefused or PaidCallFailed (missing, unreadable or too-short
+    audio included)."""
     if not text.strip():
         raise ValueError("synthesize_speech needs text")
     model = model or ctx.dimension.gemini_tts_model or DEFAULT_TTS_MODEL
@@ -456,6 +594,8 @@ __all__ = [
     "ModelBlocked",
     "PaidCallFailed",
     "PaidCallInFlight",
+    "PaidCallRefused",
+    "PaidCallTransient",
     "PaidCallUnknown",
     "PaidCaller",
     "PaidResult",

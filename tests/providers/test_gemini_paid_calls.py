@@ -1,7 +1,8 @@
 """The paid-call path against the local Gemini server with the real google-genai SDK: every
 fault gives a clear error and leaves the budget ledger balanced; an unknown outcome keeps its
-reservation until the next run settles it at the estimate; the cap stops paid work; 50
-concurrent calls against a cap that fits 20 let exactly 20 through."""
+reservation until the next try settles it at the estimate; the cap stops paid work; 50
+concurrent calls against a cap that fits 20 let exactly 20 through. The failure classes
+(transient, permanent) are in test_paid_call_classes.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from mdame_resources.providers.gemini import (
     ModelBlocked,
     PaidCaller,
     PaidCallFailed,
+    PaidCallTransient,
     PaidCallUnknown,
     json_config,
     make_client,
@@ -44,9 +46,17 @@ def _parse(response: Any) -> Any:
     return data
 
 
-def _caller(fake, store: StateStore, *, timeout_s: float = 10.0, **changes: Any) -> PaidCaller:
+def _caller(
+    fake, store: StateStore, *, timeout_s: float = 10.0, tries: int = 3, **changes: Any
+) -> PaidCaller:
     client = make_client(KEY, fake.base_url, timeout_s)
-    return PaidCaller(client, context(store, **changes), max_attempts=3, sleep=lambda s: None)
+    return PaidCaller(
+        client,
+        context(store, **changes),
+        max_attempts=3,
+        transient_tries=tries,
+        sleep=lambda s: None,
+    )
 
 
 def _call(caller: PaidCaller, work_key: str = "work-1", text: str = "Is this fine?") -> Any:
@@ -94,28 +104,49 @@ def test_a_transient_fault_is_retried_through_the_ledger(fake, fenced, owner, ki
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("500", "HTTP 500 INTERNAL"),
-        ("503", "HTTP 503 UNAVAILABLE"),
-        ("429", "HTTP 429 RESOURCE_EXHAUSTED"),
+        ("500", "HTTP 500 INTERNAL from gemini-3.8-flash: An internal error has occurred."),
+        ("503", "HTTP 503 UNAVAILABLE from gemini-3.8-flash: The model is overloaded."),
+        ("429", "HTTP 429 RESOURCE_EXHAUSTED from gemini-3.8-flash: Resource has been"),
+    ],
+)
+def test_a_persistent_transient_fault_ends_the_run_and_the_next_run_tries_again(
+    fake, fenced, owner, kind, message
+):
+    for _ in range(3):
+        fake.faults.push(kind, retry_after=0) if kind == "429" else fake.faults.push(kind)
+    with pytest.raises(PaidCallTransient, match=message) as failure:
+        _call(_caller(fake, fenced))
+    assert "3 tries in this run" in str(failure.value)
+    assert fake.request_count == 3
+    assert [a.status for a in fenced.list_attempts("work-1")] == ["failed"] * 3
+    assert_balanced(owner)
+    # Nothing counted against the call: the next run makes it.
+    assert _call(_caller(fake, fenced)).value["allowed"] is True
+    assert fake.request_count == 4
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
         ("malformed", "not JSON"),
         ("schema", "invalid answer"),
         ("empty", "no candidates"),
         ("max_tokens", "cut off at max_output_tokens"),
     ],
 )
-def test_a_persistent_fault_is_a_clear_error_after_bounded_retries(
+def test_billed_unusable_answers_are_capped_per_work_key_naming_the_last_cause(
     fake, fenced, owner, kind, message
 ):
     for _ in range(3):
-        fake.faults.push(kind, retry_after=0) if kind == "429" else fake.faults.push(kind)
+        fake.faults.push(kind)
     with pytest.raises(PaidCallFailed, match=message) as failure:
         _call(_caller(fake, fenced))
-    assert "failed 3 times" in str(failure.value)
+    assert "got 3 billed answers it could not use" in str(failure.value)
     assert fake.request_count == 3
     assert [a.status for a in fenced.list_attempts("work-1")] == ["failed"] * 3
     assert_balanced(owner)
-    # Across runs too: the work key has spent its attempts.
-    with pytest.raises(PaidCallFailed, match="not retried again"):
+    # Across runs too: the work key has spent its attempts, and the error still names why.
+    with pytest.raises(PaidCallFailed, match=f"not retried again \\(last: .*{message}"):
         _call(_caller(fake, fenced))
     assert fake.request_count == 3
 
@@ -143,7 +174,7 @@ def test_a_safety_block_is_a_billed_definite_decision(fake, fenced, owner, kind)
 def test_a_timeout_is_unknown_then_the_next_run_settles_it_at_the_estimate(fake, fenced, owner):
     fake.faults.push("hang", hang_s=3)
     with pytest.raises(PaidCallUnknown, match="no answer: ReadTimeout"):
-        _call(_caller(fake, fenced, timeout_s=0.5))
+        _call(_caller(fake, fenced, timeout_s=0.5, tries=1))
     book = assert_balanced(owner)
     assert book["held"] > 0 and book["settled"] == 0  # the reservation is kept
     assert [a.status for a in fenced.list_attempts("work-1")] == ["unknown"]
@@ -158,14 +189,14 @@ def test_a_timeout_is_unknown_then_the_next_run_settles_it_at_the_estimate(fake,
 def test_a_dropped_connection_is_unknown(fake, fenced, owner):
     fake.faults.push("drop")
     with pytest.raises(PaidCallUnknown, match="no answer"):
-        _call(_caller(fake, fenced))
+        _call(_caller(fake, fenced, tries=1))
     assert assert_balanced(owner)["held"] > 0
 
 
 def test_an_unreachable_server_releases_the_reservation(fenced, owner):
     client = make_client(KEY, "http://127.0.0.1:9", 2.0)  # nothing listens on port 9
-    caller = PaidCaller(client, context(fenced), max_attempts=2, sleep=lambda s: None)
-    with pytest.raises(PaidCallFailed, match="not sent: ConnectError"):
+    caller = PaidCaller(client, context(fenced), transient_tries=2, sleep=lambda s: None)
+    with pytest.raises(PaidCallTransient, match="not sent: ConnectError"):
         _call(caller)
     book = assert_balanced(owner)
     assert book["released"] == book["reserved"] > 0

@@ -397,6 +397,11 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("settle_paid_call", (done, "succeeded", 1, E, token), NotFound),
         ("release_paid_call", (unknown, E, token), NotFound),
         ("mark_paid_call_unknown", (999_999, E, token), NotFound),
+        # Failure classes and refusals of paid calls (0019).
+        ("refuse_paid_call", (999_999, "model", E, token), NotFound),
+        ("refuse_paid_call", (None, "model", E, token), InvalidInput),
+        ("rearm_paid_calls", ("nope", None, "r"), NotFound),
+        ("rearm_paid_calls", ("tech", None, ""), InvalidInput),
         ("invalidate_scene_cache", ("", "u", "r"), InvalidInput),
         ("invalidate_scene_cache", ("h", "u", None), InvalidInput),
         # 0010 (feeds): the trend sources' conditional-GET cache.
@@ -597,6 +602,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "voice_halts",
         "video_stats",  # 0016: needs a published video
         "media_collections",  # 0018: filled by housekeeping only
+        "paid_call_refusals",  # 0019: needs a provider's refusal
     }
 
     for rpc, args, expected in cases:

@@ -118,6 +118,7 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("settle_paid_call", (ids.get("paid", 1), "succeeded", 5, Jsonb({}), token)),
         ("release_paid_call", (ids.get("paid", 1), Jsonb({}), token)),
         ("mark_paid_call_unknown", (ids.get("paid", 1), Jsonb({}), token)),
+        ("refuse_paid_call", (ids.get("paid", 1), "model", Jsonb({}), token)),
         # issue 11, slice "probe" (0014)
         (
             "record_bound_review",
