@@ -7,19 +7,20 @@ What a hop sensor requests, for each partition with such scripts, is decided fro
 instance's own record of that job's runs for the partition (`hop_decision`):
 - a run of the job for the partition is queued or in progress: nothing (it will do the work);
 - no run since the partition's newest update: one run, run_key `<hop>:<partition>:<update>`;
-- runs since then, none of which moved the partition on (they failed, or ended with the work
-  still there): a retry, at most MAX_RETRIES of them, each after a backoff that doubles from
-  RETRY_BACKOFF_S; the run_key names the retry, `...:retry<n>`;
-- MAX_CONSECUTIVE_FAILURES failed runs in a row, progress or not: nothing more until an operator
-  looks (a run that fails after touching its rows would otherwise retry forever).
+- runs since then that did not move the partition on (they failed, or ended with the work still
+  there), or failed runs in a row that touched its rows on the way down: a retry, under the
+  rule of mdame_domain.retry_window (capped exponential backoff with jitter, for as long as the
+  partition's day is in the retry window); the run_key names the retry, `...:retry<n>`.
 The decision depends only on the database and the run records, never on the clock's bucket,
 so evaluating a sensor again while nothing changed requests nothing new (the same run_key).
+The content job's own retries use the same rule (mdame_assets.defs.content_retry).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -27,8 +28,10 @@ import dagster as dg
 
 from mdame_assets.jobs import partition_tags
 from mdame_assets.lifecycle import script_states
-from mdame_assets.partitions import partition_key
+from mdame_assets.partitions import PartitionRef, partition_key
+from mdame_core.settings import count_setting, seconds_setting
 from mdame_core.state import PartitionWork
+from mdame_domain.retry_window import RetryWindow, retry_verdict
 
 AWAITING_CLIPS = ("planned",)
 AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")
@@ -36,9 +39,9 @@ AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")
 # How often each hop sensor looks for work. MDAME_HOP_SENSOR_INTERVAL_S shortens it where a
 # person or a test waits on the hop (the UI browser test: a backfill crosses both hops).
 HOP_SENSOR_INTERVAL_S = int(os.environ.get("MDAME_HOP_SENSOR_INTERVAL_S") or 30)
-MAX_RETRIES = 3
-RETRY_BACKOFF_S = 120.0
-MAX_CONSECUTIVE_FAILURES = 5
+RETRY_WINDOW_DAYS_ENV = "MDAME_RETRY_WINDOW_DAYS"
+RETRY_BACKOFF_ENV = "MDAME_RETRY_BACKOFF_S"
+RETRY_BACKOFF_MAX_ENV = "MDAME_RETRY_BACKOFF_MAX_S"
 PARTITION_NAME_TAG = "dagster/partition"  # Dagster's own tag: a run's full partition key
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
@@ -47,6 +50,57 @@ IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
+
+
+def retry_window() -> RetryWindow:
+    """The retry rule's settings, read at every evaluation (a test shortens them)."""
+    default = RetryWindow()
+    return RetryWindow(
+        days=count_setting(RETRY_WINDOW_DAYS_ENV, default.days),
+        backoff_s=seconds_setting(RETRY_BACKOFF_ENV, default.backoff_s),
+        backoff_max_s=seconds_setting(RETRY_BACKOFF_MAX_ENV, default.backoff_max_s),
+    )
+
+
+def runs_by_partition(
+    instance: dg.DagsterInstance,
+    job_name: str,
+    keys: Iterable[str],
+    created_after: datetime | None = None,
+) -> dict[str, list[dg.RunRecord]]:
+    """The job's runs for each partition key, newest first, read in one query."""
+    wanted = sorted(set(keys))
+    found: dict[str, list[dg.RunRecord]] = defaultdict(list)
+    if not wanted:
+        return found
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(
+            job_name=job_name, tags={PARTITION_NAME_TAG: wanted}, created_after=created_after
+        )
+    )
+    for record in records:  # newest first: the storage orders by id, descending
+        found[record.dagster_run.tags[PARTITION_NAME_TAG]].append(record)
+    return found
+
+
+def in_progress(runs: Sequence[dg.RunRecord]) -> bool:
+    return any(r.dagster_run.status in IN_PROGRESS for r in runs)
+
+
+def failures_in_a_row(runs: Sequence[dg.RunRecord]) -> int:
+    """How many of the newest runs failed, counting back to the first that did not."""
+    count = 0
+    for record in runs:
+        if record.dagster_run.status != dg.DagsterRunStatus.FAILURE:
+            break
+        count += 1
+    return count
+
+
+def ended_at(record: dg.RunRecord) -> datetime:
+    if record.end_time is not None:
+        return datetime.fromtimestamp(record.end_time, UTC)
+    return record.create_timestamp
 
 
 @dataclass(frozen=True)
@@ -61,46 +115,39 @@ def hop_decision(
     last_update: datetime,
     runs: Sequence[dg.RunRecord],
     now: datetime,
+    window: RetryWindow,
 ) -> HopDecision:
     """What to request for one partition, given its job's runs for it (newest first)."""
-    if any(r.dagster_run.status in IN_PROGRESS for r in runs):
+    if in_progress(runs):
         return HopDecision(None, f"{key}: a run is queued or in progress")
     base = f"{prefix}:{key}:{last_update.isoformat()}"
-    failures = 0
-    for record in runs:
-        if record.dagster_run.status != dg.DagsterRunStatus.FAILURE:
-            break
-        failures += 1
-    if failures >= MAX_CONSECUTIVE_FAILURES:
-        return HopDecision(None, f"{key}: {failures} failed runs in a row; needs an operator")
     since = [r for r in runs if r.create_timestamp > last_update]
-    if not since:
+    failed = failures_in_a_row(runs)
+    # A failed run that touched the partition's rows moved its update past its own start: that
+    # is no new work but a failure, or such a run would be requested again at once, forever.
+    failed_after_touching = not since and failed > 0 and ended_at(runs[0]) >= last_update
+    if not since and not failed_after_touching:
         return HopDecision(base, f"{key}: new work")
-    retries = len(since)
-    if retries > MAX_RETRIES:
-        return HopDecision(None, f"{key}: {MAX_RETRIES} retries made no progress")
-    ended = max(
-        (r.end_time for r in since if r.end_time is not None),
-        default=since[0].create_timestamp.timestamp(),
-    )
-    wait_s = RETRY_BACKOFF_S * 2 ** (retries - 1)
-    if now.timestamp() < ended + wait_s:
-        return HopDecision(None, f"{key}: retry {retries} after {wait_s:.0f}s backoff")
-    return HopDecision(f"{base}:retry{retries}", f"{key}: retry {retries}, no progress since")
+    retry = max(len(since), failed)
+    day = PartitionRef.parse(key).day
+    verdict = retry_verdict(window, key, day, retry, ended_at(runs[0]), now)
+    if not verdict.due:
+        return HopDecision(None, verdict.reason)
+    if since:
+        return HopDecision(f"{base}:retry{len(since)}", f"{verdict.reason}, no progress since")
+    return HopDecision(base, f"{verdict.reason}, after {failed} failed run(s) in a row")
 
 
 def hop_sensor_result(
     context: dg.SensorEvaluationContext, job_name: str, prefix: str, work: list[PartitionWork]
 ) -> dg.SensorResult:
     now = datetime.now(UTC)
+    window = retry_window()
+    keys = {str(partition_key(w.partition_date, w.dimension_slug)): w for w in work}
+    runs = runs_by_partition(context.instance, job_name, keys)
     requests, skipped = [], []
-    for item in work:
-        key = str(partition_key(item.partition_date, item.dimension_slug))
-        runs = context.instance.get_run_records(
-            filters=dg.RunsFilter(job_name=job_name, tags={PARTITION_NAME_TAG: key}),
-            limit=MAX_RETRIES + MAX_CONSECUTIVE_FAILURES + 1,
-        )
-        decision = hop_decision(prefix, key, item.last_update, runs, now)
+    for key, item in keys.items():
+        decision = hop_decision(prefix, key, item.last_update, runs.get(key, []), now, window)
         if decision.run_key is None:
             skipped.append(decision.reason)
             continue

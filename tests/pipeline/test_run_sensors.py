@@ -1,7 +1,8 @@
 """Dagster-native orchestration, against a real instance and database: run status sensors
 finish pipeline_runs rows; hop sensors skip partitions whose run is queued or in progress,
-re-request nothing new while nothing changed, and retry a partition that made no progress a
-bounded number of times after a backoff; the jobs retry transient errors with a RetryPolicy."""
+re-request nothing new while nothing changed, and retry a partition that made no progress after
+a capped backoff for as long as its day is in the retry window; the jobs retry transient errors
+with a RetryPolicy."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ import yaml
 from mdame_assets import gpu, orchestrator
 from mdame_assets.defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.defs.hops import (
-    MAX_CONSECUTIVE_FAILURES,
-    MAX_RETRIES,
-    PARTITION_NAME_TAG,
-    RETRY_BACKOFF_S,
+    RETRY_BACKOFF_ENV,
+    RETRY_WINDOW_DAYS_ENV,
+    ended_at,
     hop_decision,
 )
 from mdame_assets.defs.run_sensors import (
@@ -32,9 +32,11 @@ from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.jobs import DIMENSION_TAG, TRANSIENT_RETRY, partition_tags
+from mdame_assets.jobs import DIMENSION_TAG, TRANSIENT_RETRY
 from mdame_assets.partitions import content_partitions, partition_key
 from mdame_core.settings import REPO_ROOT
+from mdame_domain.retry_window import RetryWindow
+from tests import runkit
 
 DAY = date(2026, 11, 29)
 KEY = str(partition_key(DAY, "science"))
@@ -58,14 +60,11 @@ def pipeline_row_status(pipeline, run_id: str) -> str:
 
 
 def add_run(instance, status, job_name="scene_clips_job", key=KEY) -> dg.DagsterRun:
-    run = dg.DagsterRun(
-        job_name=job_name,
-        run_id=str(uuid.uuid4()),
-        status=status,
-        tags={PARTITION_NAME_TAG: key, **partition_tags(key)},
-    )
-    instance.add_run(run)
-    return run
+    return runkit.add_run(instance, status, job_name, key)
+
+
+def fail_runs(instance, count: int, key: str = KEY) -> list[dg.RunRecord]:
+    return runkit.fail_runs(instance, count, "scene_clips_job", key)
 
 
 # -- run status sensors ----------------------------------------------------------------------
@@ -178,52 +177,88 @@ def test_hop_sensor_requests_nothing_while_the_partitions_run_is_pending(planned
     assert len(evaluate(planned).run_requests) == 1
 
 
-def record_of(instance, run: dg.DagsterRun) -> dg.RunRecord:
-    return instance.get_run_record_by_id(run.run_id)
+@pytest.fixture
+def records(tmp_path):
+    """An instance for run records alone (the retry rule's tests need no database)."""
+    with runkit.quick_instance(tmp_path / "events") as instance:
+        yield instance
 
 
-def test_a_partition_that_made_no_progress_is_retried_after_a_backoff_a_bounded_number_of_times(
-    planned,
+def window_holding(day: date, **backoff: float) -> RetryWindow:
+    """A retry window that still holds `day` today (the test partition's day is fixed)."""
+    return RetryWindow(days=(datetime.now(UTC).date() - day).days + 1, **backoff)
+
+
+# The partition's newest update, before any of its runs (the content run that planned it).
+PLANNED_AT = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
+
+
+def test_a_partition_that_failed_ten_times_in_a_row_is_retried_after_its_backoff_in_the_window(
+    records,
 ):
-    instance = planned.instance
-    [work] = planned.state.partitions_with_scripts_in(("planned",))
-    runs: list[dg.RunRecord] = []
-    now = datetime.now(UTC)
+    runs = fail_runs(records, 10)
+    window = window_holding(DAY, backoff_s=120.0, backoff_max_s=3600.0)
+    ended = ended_at(runs[0])
+    wait_s = window.backoff(KEY, 10)
+    assert 0.8 * 3600 <= wait_s <= 3600  # ten doublings of 120 s: at the cap
+    soon = hop_decision("clips", KEY, PLANNED_AT, runs, ended + timedelta(seconds=60), window)
+    assert soon.run_key is None and "retry 10" in soon.reason and "backoff" in soon.reason
+    later = ended + timedelta(seconds=wait_s + 1)
+    decision = hop_decision("clips", KEY, PLANNED_AT, runs, later, window)
+    assert decision.run_key == f"clips:{KEY}:{PLANNED_AT.isoformat()}:retry10"
+    # The same facts give the same run_key: a repeated evaluation requests nothing new.
+    assert hop_decision("clips", KEY, PLANNED_AT, runs, later, window) == decision
 
-    for n in range(1, MAX_RETRIES + 1):
-        run = add_run(instance, dg.DagsterRunStatus.STARTED)
-        instance.report_run_failed(run, "no progress")
-        runs.insert(0, record_of(instance, run))
-        ended = datetime.fromtimestamp(runs[0].end_time, UTC)
-        soon = hop_decision("clips", KEY, work.last_update, runs, ended + timedelta(seconds=1))
-        assert soon.run_key is None and "backoff" in soon.reason
-        later = ended + timedelta(seconds=RETRY_BACKOFF_S * 2 ** (n - 1) + 1)
-        decision = hop_decision("clips", KEY, work.last_update, runs, later)
-        assert decision.run_key and decision.run_key.endswith(f":retry{n}")
-
-    run = add_run(instance, dg.DagsterRunStatus.STARTED)
-    instance.report_run_failed(run, "no progress")
-    runs.insert(0, record_of(instance, run))
-    gave_up = hop_decision("clips", KEY, work.last_update, runs, now + timedelta(days=1))
-    assert gave_up.run_key is None and "no progress" in gave_up.reason
+    closed = hop_decision(
+        "clips", KEY, PLANNED_AT, runs, window.closes_at(DAY) + timedelta(hours=1), window
+    )
+    assert (
+        closed.run_key is None and "left the" in closed.reason and "retry window" in closed.reason
+    )
 
 
-def test_progress_starts_a_fresh_run_key_but_failures_in_a_row_stop_for_good(planned):
-    instance = planned.instance
-    [work] = planned.state.partitions_with_scripts_in(("planned",))
-    runs = []
-    for _ in range(MAX_CONSECUTIVE_FAILURES):
-        run = add_run(instance, dg.DagsterRunStatus.STARTED)
-        instance.report_run_failed(run, "failed after touching its rows")
-        runs.insert(0, record_of(instance, run))
-    far = datetime.now(UTC) + timedelta(days=1)
-    # As if the partition had changed after every one of them: still not retried forever.
-    progressed = far - timedelta(hours=1)
-    decision = hop_decision("clips", KEY, progressed, runs, far)
-    assert decision.run_key is None and "in a row" in decision.reason
-    # With fewer failures, the change is new work with its own run key.
-    fresh = hop_decision("clips", KEY, progressed, runs[:1], far)
-    assert fresh.run_key == f"clips:{KEY}:{progressed.isoformat()}"
+def test_a_failed_run_that_touched_the_partition_waits_its_backoff_but_a_later_change_does_not(
+    records,
+):
+    runs = fail_runs(records, 5)
+    window = window_holding(DAY, backoff_s=120.0, backoff_max_s=3600.0)
+    # The newest failed run updated the partition's rows before failing: the update is its own.
+    touched = runs[0].create_timestamp
+    assert ended_at(runs[0]) >= touched
+    ended = ended_at(runs[0])
+    soon = hop_decision("clips", KEY, touched, runs, ended + timedelta(seconds=1), window)
+    assert soon.run_key is None and "retry 5" in soon.reason
+    later = ended + timedelta(seconds=window.backoff(KEY, 5) + 1)
+    retried = hop_decision("clips", KEY, touched, runs, later, window)
+    assert retried.run_key == f"clips:{KEY}:{touched.isoformat()}"
+    assert "5 failed run(s) in a row" in retried.reason
+
+    # A change after the last run ended (an operator re-armed the work): new work, at once,
+    # even for a day long out of the retry window.
+    rearmed = ended + timedelta(minutes=5)
+    far = datetime.now(UTC) + timedelta(days=30)
+    fresh = hop_decision("clips", KEY, rearmed, runs, far, window)
+    assert fresh.run_key == f"clips:{KEY}:{rearmed.isoformat()}"
+
+
+def test_the_hop_sensor_retries_by_its_settings_and_says_when_the_window_closed(
+    planned, monkeypatch
+):
+    fail_runs(planned.instance, 3)
+    fail_runs(planned.instance, 1, key="2026-11-28|science")  # another partition's: not counted
+    monkeypatch.setenv(RETRY_BACKOFF_ENV, "0.001")
+    days_ago = (datetime.now(UTC).date() - DAY).days
+    monkeypatch.setenv(RETRY_WINDOW_DAYS_ENV, str(days_ago))
+    first, again = evaluate(planned), evaluate(planned)
+    [request] = first.run_requests
+    assert request.partition_key == KEY and request.run_key.endswith(":retry3")
+    assert [r.run_key for r in again.run_requests] == [request.run_key]
+
+    monkeypatch.setenv(RETRY_WINDOW_DAYS_ENV, str(days_ago - 1))
+    closed = evaluate(planned)
+    assert closed.run_requests == []
+    assert "left the" in closed.skip_reason.skip_message
+    assert f"{days_ago - 1}-day retry window" in closed.skip_reason.skip_message
 
 
 def test_every_run_of_a_partition_carries_the_dimension_tag_the_run_queue_limits(pipeline):
