@@ -12,6 +12,7 @@ from mdame_assets.defs.analytics.assets import video_stats
 from mdame_assets.defs.analytics.schedules import analytics_job, daily_analytics_schedule
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.defs.auditor.schedules import weekly_audit_schedule, weekly_operations_job
+from mdame_assets.defs.content_retry import content_retry_sensor
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.housekeeping.assets import (
     housekeeping,
@@ -66,7 +67,7 @@ defs = dg.Definitions.merge(
         asset_checks=[topics_safety, hook_score, scene_count],
         jobs=[content_job],
         schedules=[daily_content_schedule],
-        sensors=[dimension_registry_sensor],
+        sensors=[dimension_registry_sensor, content_retry_sensor],
     ),
     dg.Definitions(assets=[scene_clips_spec]),
     dg.Definitions(

@@ -1,4 +1,6 @@
-"""The daily schedule: 10:00 UTC, today's partition for every active dimension."""
+"""The daily schedule: 10:00 UTC, today's partition for every active dimension, once; a
+partition whose run fails is requested again by the content retry sensor
+(mdame_assets.defs.content_retry), not by this schedule."""
 
 import dagster as dg
 
