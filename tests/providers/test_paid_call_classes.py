@@ -14,6 +14,7 @@ import pytest
 from mdame_cli.main import main as mdame
 from mdame_core.state import StateStore
 from mdame_domain.model_output import safety_verdict
+from mdame_domain.paid_calls import failure_class, refusal_fix, refusal_scope
 from mdame_resources.providers.gemini import (
     PaidCaller,
     PaidCallRefused,
@@ -259,3 +260,37 @@ def test_the_steps_retry_policy_skips_a_refusal_and_retries_a_transient_failure(
 
     result = paid_job.execute_in_process(raise_on_error=False)
     assert not result.success and len(seen) == tries
+
+
+def test_a_retry_after_longer_than_the_runs_wait_ends_the_run_at_once(fake, fenced, owner):
+    fake.faults.push("429", retry_after=60)
+    run = _Run(fake, fenced)
+    with pytest.raises(PaidCallTransient, match="HTTP 429 RESOURCE_EXHAUSTED"):
+        run.call()
+    assert run.waits == [] and fake.request_count == 1  # no 60 s wait inside the step
+    assert _Run(fake, fenced).call().value["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "scope"),
+    [
+        (400, "permanent", "request"),
+        (401, "permanent", "key"),
+        (403, "permanent", "key"),
+        (404, "permanent", "model"),
+        (409, "permanent", "request"),
+        (408, "transient", "request"),
+        (429, "transient", "request"),
+        (499, "transient", "request"),
+        (500, "transient", "request"),
+        (503, "transient", "request"),
+    ],
+)
+def test_status_classes_and_refusal_scopes(status, kind, scope):
+    assert failure_class(status) == kind
+    if kind == "permanent":
+        assert refusal_scope(status) == scope
+        fix = refusal_fix(status, model="m-1", model_field="gemini_tts_model", dimension="tech")
+        assert "mdame calls retry --dimension tech" in fix
+        assert ("GEMINI_API_KEY" in fix) == (status in (401, 403))
+        assert ("gemini_tts_model" in fix) == (status != 401 and status != 403)
