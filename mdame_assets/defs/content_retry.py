@@ -7,7 +7,8 @@ failed, this sensor requests content_job again under the rule of mdame_domain.re
 (retry n = the failed runs in a row, after a capped backoff with jitter), unless a run of it is
 queued or in progress or the partition has published a video. The run_key names the failed run
 it follows, `content:<partition>:retry<n>:<run id>`: the same facts give the same key, and each
-new failure a new one.
+new failure a new one. It looks as often as the hop sensors (MDAME_HOP_SENSOR_INTERVAL_S), and
+reads the content runs of every candidate partition in one query.
 """
 
 from __future__ import annotations
