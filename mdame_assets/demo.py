@@ -189,7 +189,7 @@ def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
         {"dim": dim.id, "day": ref.day},
     )
     halts = state._select(
-        """SELECT h.last_reason FROM mdame.voice_halts h JOIN mdame.scripts s
+        """SELECT h.last_reason, h.next_retry_at FROM mdame.voice_halts h JOIN mdame.scripts s
                ON s.id = h.script_id
             WHERE s.dimension_id = %s AND s.partition_date = %s
               AND s.state IN ('halted', 'failed') ORDER BY s.id""",
@@ -209,11 +209,15 @@ def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
         topics_open=open_topics,
         scripts=Counter(s.state for s in scripts),
         budget_exhausted=bool(budget_refused),
-        voice_halts=tuple(reason for (reason,) in halts),
+        voice_halts=tuple(f"{reason} ({_retry(at)})" for reason, at in halts),
         accounts=len(state.list_accounts(ref.dimension, active_only=True)),
         blocked_accounts=tuple(blocked),
         no_quota_accounts=tuple(no_quota),
     )
+
+
+def _retry(at: datetime | None) -> str:
+    return f"voice retried from {at:%Y-%m-%d %H:%M %Z}" if at else "no retry left: failed"
 
 
 def summary(

@@ -29,7 +29,8 @@ class PartitionFacts:
     topics_open: int = 0  # decided neither way, or approved and never scripted
     scripts: Counter[str] = field(default_factory=Counter)  # state -> count, all of the day's
     budget_exhausted: bool = False  # a paid call was refused by the daily cap today
-    voice_halts: tuple[str, ...] = ()  # the last reason of each halted (or halt-failed) script
+    # Each halted (or halt-failed) script's last reason and when its voice is retried.
+    voice_halts: tuple[str, ...] = ()
     accounts: int = 0  # active publishing accounts
     blocked_accounts: tuple[str, ...] = ()  # 'handle (why)' of pending publications' accounts
     no_quota_accounts: tuple[str, ...] = ()  # handles whose publication waits for quota
@@ -61,21 +62,22 @@ def _rejections(topics: tuple[str, ...], scripts: tuple[str, ...]) -> str:
 
 def unpublished_reason(facts: PartitionFacts) -> Verdict:
     """Why `facts`' partition published no video. Faults first (they explain the rest: a failed
-    stage leaves later work undone), then holds, then the rules' own rejections."""
+    stage leaves later work undone; a voice HALT, which fails its step, before the bare
+    error), then holds, then the rules' own rejections."""
     if not facts.registered:
         return Verdict("the dimension is not registered in the database", False)
+    if facts.voice_halts:  # it fails the voice step too: the halt says more
+        return Verdict(
+            f"voice HALT on {len(facts.voice_halts)} script(s), every voice provider failed: "
+            + facts.voice_halts[0],
+            False,
+        )
     if not facts.ran_ok:
         return Verdict(f"a stage failed: {facts.run_error or 'run failed'}", False)
     if facts.budget_exhausted:
         return Verdict(
             "the daily budget cap (daily_budget_usd) refused a paid call today; "
             "the rest waits for tomorrow's budget or a higher cap",
-            False,
-        )
-    if facts.voice_halts:
-        return Verdict(
-            f"voice HALT on {len(facts.voice_halts)} script(s): {facts.voice_halts[0]} "
-            "(every voice provider failed; retried after a backoff)",
             False,
         )
     if facts.blocked_accounts:

@@ -41,8 +41,8 @@ def test_every_topic_rejected_is_nothing_to_fix_and_says_by_what() -> None:
         ({"registered": False}, "not registered"),
         ({"budget_exhausted": True, "topics_open": 2}, "daily budget cap (daily_budget_usd)"),
         (
-            {"voice_halts": ("edge-tts: no audio; gemini-tts: 503",), "scripts": Counter(halted=1)},
-            "voice HALT on 1 script(s): edge-tts: no audio",
+            {"voice_halts": ("edge: 403 (no retry left)",), "ran_ok": False, "run_error": "x"},
+            "voice HALT on 1 script(s), every voice provider failed: edge: 403 (no retry left)",
         ),
         (
             {"blocked_accounts": ("@tech (needs reauth)",), "scripts": Counter(publishing=1)},
