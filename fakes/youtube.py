@@ -277,6 +277,15 @@ class FakeYouTube:
             self.state.save()
             return video_id
 
+    def remove_video(self, video_id: str) -> None:
+        """The video is deleted from its channel (by its owner, or by YouTube): lists and
+        videos.list no longer have it."""
+        with self.state.lock:
+            video = self.state.data["videos"].pop(video_id)
+            uploads = self.state.data["channels"][video["channel"]]["videos"]
+            uploads[:] = [v for v in uploads if v != video_id]
+            self.state.save()
+
     def set_statistics(self, video_id: str, views: int, likes: int, comments: int = 0) -> None:
         """What videos.list(part="statistics") answers for a video from now on (issue 12)."""
         with self.state.lock:

@@ -1264,6 +1264,11 @@ class StateStore:
         out or in flight (reconcile first)."""
         return self._scalar("fail_script", script_id, from_state, reason, self._token())
 
+    def retire_publication(self, publication_id: int, reason: str) -> str:
+        """Ends a pending publication of an inactive account ('failed', its quota released);
+        one with an upload in flight is refused (settle it with the channel first)."""
+        return self._scalar("retire_publication", publication_id, reason, self._token())
+
     # -- YouTube publishing (0012, issue 9) ------------------------------------------------
     def begin_bucket_upload(
         self,

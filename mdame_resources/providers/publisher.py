@@ -1,4 +1,12 @@
-"""Publishing channels: the local outbox offline, YouTube Data API in production."""
+"""Publishing channels, all through one resumable protocol (mdame_domain.channel).
+
+`PublisherResource` holds the whole publishing logic: sessions committed before the first byte,
+chunks sent once, resumes from what the session holds, reconciliation by a search of the
+channel's own uploads, processing and thumbnails, every list call metered. Its implementations
+differ only in the channel they open for an account: the local outbox offline
+(`OutboxPublisher`), the YouTube Data API in production (`YouTubePublisher`). So the demo, the
+pipeline tests and the crash matrix run the publishing code production runs.
+"""
 
 from __future__ import annotations
 
@@ -20,129 +28,39 @@ from mdame_domain.analytics import (
     parse_statistics,
     simulated_counters,
 )
-from mdame_domain.credentials import Envelope, associated_data, load_master_key, open_grant
+from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, TransferInterrupted
+from mdame_domain.credentials import (
+    CredentialError,
+    Envelope,
+    associated_data,
+    load_master_key,
+    open_grant,
+)
 from mdame_domain.media_store import sha256_file
-from mdame_domain.outbox import ContentMismatch, OutboxEntry, outbox_video_id, publish_to_outbox
+from mdame_domain.outbox import ContentMismatch, OutboxChannel
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.base import ProviderResource
 
 
-class PublisherResource(ProviderResource):
-    # YouTube charges 1,600 quota units per videos.insert; the outbox mirrors that accounting.
-    upload_quota_units: int = 1600
-    # The longest one upload request may still be in flight after its holder lost the lock (it
-    # checks the fence between requests): another holder settles the upload only after this.
-    upload_grace_s: int = 120
-
-    @property
-    def resumable(self) -> bool:
-        """True: the publications stage hands the whole upload to `upload(job)` (sessions,
-        resumes and their RPCs); False: `publish`/`find` around begin/finish_upload."""
-        return False
-
-    @property
-    def upload_quota_bucket(self) -> str:
-        return "units"
-
-    def upload(self, job: UploadJob) -> str | None:
-        raise NotImplementedError(f"{self.provider_name} is not a resumable publisher")
-
-    def check_processing(self, job: UploadJob, video_id: str) -> None:
-        """Records a published video's processing state (resumable publishers only)."""
-
-    def publish(
-        self,
-        dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict[str, Any],
-        thumbnail: Path | None = None,
-    ) -> str:
-        """Publishes once per work_key (with its thumbnail JPEG, if any) and returns the
-        channel's video id."""
-        raise NotImplementedError
-
-    def set_thumbnail(self, job: UploadJob, video_id: str) -> None:
-        """Sets job.thumbnail on a published video once (resumable publishers only)."""
-
-    def find(self, dimension_slug: str, work_key: str) -> str | None:
-        """The video id already published for work_key, if any: reconciles an unknown outcome."""
-        raise NotImplementedError
-
-    def video_statistics(
-        self,
-        state: StateStore,
-        account: Account,
-        dimension_slug: str,
-        videos: Mapping[str, date],
-        day: date,
-    ) -> dict[str, VideoCounters]:
-        """The channel's counters of `videos` (video id -> the day it was published) as read on
-        `day`; a video the channel no longer has is left out. Issue 12, analytics. `state` is
-        an unfenced client: list calls are charged to the account's quota ledger."""
-        raise NotImplementedError(f"{self.provider_name} has no statistics")
-
-
-class OutboxPublisher(PublisherResource):
-    root: str = ""  # empty: $MDAME_HOME/outbox
-
-    @property
-    def offline(self) -> bool:
-        return True
-
-    def folder(self) -> Path:
-        return Path(self.root) if self.root else mdame_home() / "outbox"
-
-    def publish(
-        self,
-        dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict[str, Any],
-        thumbnail: Path | None = None,
-    ) -> str:
-        video_id = outbox_video_id(work_key)
-        entry: OutboxEntry = publish_to_outbox(
-            self.folder(), dimension_slug, video_id, video, metadata, thumbnail=thumbnail
-        )
-        return entry.video_id
-
-    def find(self, dimension_slug: str, work_key: str) -> str | None:
-        video_id = outbox_video_id(work_key)
-        done = (self.folder() / dimension_slug / video_id / "metadata.json").exists()
-        return video_id if done else None
-
-    def video_statistics(
-        self,
-        state: StateStore,
-        account: Account,
-        dimension_slug: str,
-        videos: Mapping[str, date],
-        day: date,
-    ) -> dict[str, VideoCounters]:
-        """Simulated viewers: a seeded model, deterministic from the video id and the day (no
-        quota: the outbox is not a metered channel)."""
-        return {vid: simulated_counters(vid, published, day) for vid, published in videos.items()}
-
-
 class StatisticsUnavailable(Exception):
     """The channel did not answer a statistics read (quota exhausted, a refused grant, an API
-    error): this account's counters wait for the next read (issue 12)."""
+    error): this account's counters wait for the next read."""
 
 
 class AccountUnavailable(Exception):
-    """The account may not be published to now (paused by the channel, or its grant revoked):
-    nothing is half published, the publication waits."""
+    """The account may not be published to now (paused by the channel, its grant revoked or
+    missing): nothing is half published, the publication waits."""
 
 
 @dataclass
 class UploadJob:
-    """One publication's upload, handed to a resumable publisher by the publications stage.
+    """One publication's upload, handed to the publisher by the publications stage.
 
     `state` is the stage's fenced store: every RPC the publisher makes goes through it.
-    `attempt_id` is the attempt begin_upload just recorded ('submit'), or None to resume the
-    publication's unsettled upload ('reconcile'). `progress(sent, total)` is called after every
-    chunk the channel confirmed (logs, Dagster metadata)."""
+    `attempt_id` is the attempt begin_bucket_upload just recorded ('submit'), or None to take
+    over the publication's unsettled upload ('reconcile'). `settle_only`: take it over only to
+    learn its outcome, never sending another byte (an account no longer published to).
+    `progress(sent, total)` is called after every chunk the channel confirmed."""
 
     state: StateStore
     dimension_slug: str
@@ -159,32 +77,30 @@ class UploadJob:
     log: Callable[..., None]
     progress: Callable[[int, int], None] = lambda sent, total: None
     current_attempt: int | None = None  # the attempt this holder is driving
-    thumbnail: Path | None = None  # the render's thumbnail JPEG (issue 11), set once published
+    thumbnail: Path | None = None  # the render's thumbnail JPEG, set once published
+    settle_only: bool = False
 
 
-class YouTubePublisher(PublisherResource):
-    """videos.insert through a resumable session that survives any crash (issue 9).
+class PublisherResource(ProviderResource):
+    """videos.insert through a resumable session that survives any crash.
 
     Commit points (each one RPC): begin_bucket_upload (insert quota, attempt 'submitted'),
     open_upload_session (the session URI, SHA-256 and size, before the first byte),
-    finish_upload (the video id), record_video_processing. After any interruption the next run
-    takes the upload over (resume_upload) and asks the session where it stands: it resumes from
-    the Range the session reports, or takes the completed video. A session that is gone is never
-    replaced before the channel's uploads playlist was searched for this publication's marker
-    and a match confirmed with videos.list. Chunks are sent once each, never retried by a
-    client; every list call is charged to the account's units bucket through the ledger.
-    """
+    finish_upload (the video id), record_video_processing, record_thumbnail. After any
+    interruption the next run takes the upload over (resume_upload) and asks the session where
+    it stands: it resumes from what the session holds, or takes the completed video. A session
+    that is gone is never replaced before the channel's uploads were searched for this
+    publication's marker and a match confirmed with videos.list. Chunks are sent once each,
+    never retried by a client; every list call is charged to the account's units bucket."""
 
-    client_secrets_file: str = ""  # Google's installed-app client JSON (client id and secret)
-    root_url: str = ""  # empty: MDAME_YOUTUBE_ROOT_URL, else Google's
-    token_uri: str = ""  # empty: MDAME_GOOGLE_TOKEN_URI, else Google's
-    master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
+    # The longest one upload request may still be in flight after its holder lost the lock (it
+    # checks the fence between requests): another holder settles the upload only after this.
+    upload_grace_s: int = 120
     chunk_size: int = 8 * 1024 * 1024
-    timeout_s: float = 60.0
-    search_pages: int = 20  # uploads-playlist pages searched for a lost upload (1 unit each)
+    search_pages: int = 20  # uploads pages searched for a lost upload (1 unit each)
     processing_polls: int = 6
     processing_poll_s: float = 10.0
-    upload_quota_units: int = 1  # videos.insert: 1 call of the insert bucket (2026 model)
+    upload_quota_units: int = 1  # videos.insert: 1 call of the insert bucket
     thumbnail_quota_units: int = 50  # thumbnails.set, units bucket
     # A 5xx on thumbnails.set is the channel's hiccup, not a refusal: tried again, backing off
     # from thumbnail_retry_s, before it is recorded as failed (the publication stands).
@@ -193,79 +109,48 @@ class YouTubePublisher(PublisherResource):
     mime_type: str = "video/mp4"
 
     @property
-    def resumable(self) -> bool:
-        return True
-
-    @property
     def upload_quota_bucket(self) -> str:
         return "insert"
 
-    def publish(
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> ChannelApi:
+        """The account's channel. Raises AccountUnavailable when it cannot be opened."""
+        raise NotImplementedError(f"{self.provider_name} opens no channel")
+
+    def video_statistics(
         self,
+        state: StateStore,
+        account: Account,
         dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict[str, Any],
-        thumbnail: Path | None = None,
-    ) -> str:
-        raise NotImplementedError("YouTubePublisher publishes through upload(job)")
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """The channel's counters of `videos` (video id -> the day it was published) as read on
+        `day`; a video the channel no longer has is left out. `state` is an unfenced client:
+        list calls are charged to the account's quota ledger."""
+        raise NotImplementedError(f"{self.provider_name} has no statistics")
 
-    def find(self, dimension_slug: str, work_key: str) -> str | None:
-        raise NotImplementedError("YouTubePublisher reconciles through upload(job)")
+    def _api(self, job: UploadJob) -> ChannelApi:
+        return self.channel(job.state, job.account, job.dimension_slug)
 
-    # -- credentials -----------------------------------------------------------------------
-    def _client(self) -> tuple[str, str]:
-        if not self.client_secrets_file:
-            raise RuntimeError("YouTubePublisher needs client_secrets_file")
-        raw = json.loads(Path(self.client_secrets_file).read_text())
-        app = raw.get("installed") or raw.get("web") or {}
-        return str(app["client_id"]), str(app["client_secret"])
-
-    def _api(self, job: UploadJob) -> Any:
-        """The account's API client; its refresh token is decrypted here, in memory only."""
-        return self._account_api(job.state, job.account, job.dimension_slug)
-
-    def _account_api(self, state: StateStore, account: Account, dimension_slug: str) -> Any:
-        from mdame_resources.providers.youtube_api import YouTubeApi
-
-        stored = state.account_credential(account.id)
-        if stored is None:
-            raise AccountUnavailable(
-                f"account {account.handle} has no stored grant: run "
-                f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
-            )
-        master = load_master_key(
-            Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
-        )
-        grant = open_grant(
-            master,
-            associated_data(mdame_env(), account.platform, account.handle),
-            Envelope(*stored),
-        )
-        client_id, client_secret = self._client()
-        return YouTubeApi(
-            str(grant["refresh_token"]),
-            client_id,
-            client_secret,
-            root_url=self.root_url or None,
-            token_uri=self.token_uri or None,
-            timeout_s=self.timeout_s,
-        )
-
-    # -- the upload ------------------------------------------------------------------------
     def upload(self, job: UploadJob) -> str | None:
         """The video id once published; None when the upload went back to pending (begin
         again: a new session). Raises AccountUnavailable (nothing half published) or, after an
         interruption, with the attempt left 'unknown' for the next run to resume."""
-        from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
-
         attempt_id = job.attempt_id
+        # Set before anything can fail: whatever fails from here on is settled by _abandon,
+        # never left 'uploading' with its attempt 'submitted' and its quota reserved.
+        job.current_attempt = attempt_id
         try:
             api = self._api(job)
             self._settle_orphaned_list_calls(job)
             if attempt_id is None:
                 return self._resume(job, api)
             return self._fresh(job, api, attempt_id)
+        except AccountUnavailable as exc:
+            # No grant, or one that cannot be opened: refused before any session, nothing sent.
+            raise_environment_alert(job.state, job.dimension_slug, "reauth_needed", str(exc))
+            self._abandon(job, attempt_id, "failed", "account unavailable")
+            raise
         except GrantRevoked as exc:
             job.state.mark_needs_reauth(job.account.id, str(exc))
             job.log("needs_reauth", account_id=job.account.id)
@@ -278,7 +163,7 @@ class YouTubePublisher(PublisherResource):
             )
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
-        except YouTubeError as exc:
+        except ChannelError as exc:
             if exc.reason in ("quotaExceeded", "uploadLimitExceeded"):
                 until = job.state.pause_account(job.account.id, exc.reason)
                 job.log(
@@ -296,10 +181,12 @@ class YouTubePublisher(PublisherResource):
                 )
                 self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", exc.reason)
                 raise AccountUnavailable(f"account {job.account.handle}: {exc.reason}") from None
-            self._abandon(job, attempt_id, "unknown", exc.reason)
+            self._abandon(job, attempt_id, "failed", exc.reason)
             raise
-        except BaseException:
-            self._abandon(job, attempt_id, "unknown", "interrupted")
+        except BaseException as exc:
+            # 'failed' settles an attempt that has no session (nothing was sent); one with a
+            # session becomes 'unknown', resumed from the session by the next run.
+            self._abandon(job, attempt_id, "failed", f"interrupted: {type(exc).__name__}")
             raise
 
     def check_processing(self, job: UploadJob, video_id: str) -> None:
@@ -321,8 +208,6 @@ class YouTubePublisher(PublisherResource):
         once it may have been charged, so a run killed mid-call leaves no open reservation and
         the ledger never counts less than the channel charged). A channel that refuses custom
         thumbnails is recorded as 'refused': the publication stands."""
-        from mdame_resources.providers.youtube_api import YouTubeError
-
         if job.thumbnail is None:
             return
         pub = job.state.get_work_unit("publication", job.publication_id)
@@ -338,7 +223,7 @@ class YouTubePublisher(PublisherResource):
                     units=self.thumbnail_quota_units,
                 )
                 break
-            except YouTubeError as exc:
+            except ChannelError as exc:
                 if exc.status >= 500 and attempt < attempts:
                     job.log(
                         "thumbnail_retry",
@@ -378,8 +263,6 @@ class YouTubePublisher(PublisherResource):
             return
 
     def _fresh(self, job: UploadJob, api: Any, attempt_id: int) -> str | None:
-        from mdame_resources.providers.youtube_api import TransferInterrupted, YouTubeError
-
         if (actual := sha256_file(job.video)) != job.sha256:
             # Refused before a session exists: not one byte is out, the attempt is over.
             job.state.finish_upload(attempt_id, "failed", None, {"reason": "content mismatch"})
@@ -392,9 +275,9 @@ class YouTubePublisher(PublisherResource):
         job.checkpoint()
         try:
             uri = api.initiate(job.body, job.notify_subscribers, size, self.mime_type)
-        except (TransferInterrupted, YouTubeError) as exc:
+        except (TransferInterrupted, ChannelError) as exc:
             reason = getattr(exc, "reason", "no answer")
-            if isinstance(exc, YouTubeError) and exc.reason in (
+            if isinstance(exc, ChannelError) and exc.reason in (
                 "quotaExceeded",
                 "uploadLimitExceeded",
             ):
@@ -433,6 +316,15 @@ class YouTubePublisher(PublisherResource):
             return self._after_gone(job, api, asked_at)
         if answer.video is not None:
             return self._finish(job, api, session.attempt_id, answer.video)
+        if job.settle_only:
+            # The session holds part of the file and nobody sends the rest (this holder has the
+            # lease): no video can come of it. Settled as not published, its quota released.
+            job.state.finish_upload(
+                session.attempt_id, "failed", None, {"reason": "abandoned: not sending the rest"}
+            )
+            job.current_attempt = None
+            job.log("upload_abandoned", attempt_id=session.attempt_id, held=answer.next_byte)
+            return None
         job.log("resume", attempt_id=session.attempt_id, from_byte=answer.next_byte)
         return self._transfer(
             job,
@@ -518,7 +410,106 @@ class YouTubePublisher(PublisherResource):
         """One call (a list call: 1 unit), charged to the account's units bucket."""
         return _metered_call(job.state, job.account.id, job.work_key, call, units)
 
-    # -- analytics (issue 12) ----------------------------------------------------------------
+    def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
+        status, polls = "processing", 0
+        for polls in range(1, self.processing_polls + 1):
+            found = self._metered(job, lambda: api.videos([video_id], "processingDetails"))
+            if not found:
+                # Removed from the channel (by its owner or the platform): the publication
+                # stands as published, its video recorded gone, and the partition carries on.
+                status = "removed"
+                break
+            status = found[0].get("processingDetails", {}).get("processingStatus", "processing")
+            if status != "processing":
+                break
+            if polls < self.processing_polls:
+                time.sleep(self.processing_poll_s)
+        job.state.record_video_processing(job.publication_id, status, {"polls": polls})
+        if status in ("failed", "terminated", "removed"):
+            job.log("processing_failed", video_id=video_id, processing=status)
+
+
+class OutboxPublisher(PublisherResource):
+    """The local outbox: $MDAME_HOME/outbox/<dimension>/<video_id>/ (video.mp4, metadata.json,
+    thumbnail.jpg), reached through the same protocol as YouTube (OutboxChannel)."""
+
+    root: str = ""  # empty: $MDAME_HOME/outbox
+    processing_poll_s: float = 0.0  # the outbox has processed a video once it holds it
+
+    @property
+    def offline(self) -> bool:
+        return True
+
+    def folder(self) -> Path:
+        return Path(self.root) if self.root else mdame_home() / "outbox"
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> ChannelApi:
+        return OutboxChannel(self.folder(), dimension_slug)
+
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """Simulated viewers: a seeded model, deterministic from the video id and the day (no
+        quota: the outbox is not a metered channel)."""
+        return {vid: simulated_counters(vid, published, day) for vid, published in videos.items()}
+
+
+class YouTubePublisher(PublisherResource):
+    """The YouTube Data API: each account's channel is opened with its sealed grant."""
+
+    client_secrets_file: str = ""  # Google's installed-app client JSON (client id and secret)
+    root_url: str = ""  # empty: MDAME_YOUTUBE_ROOT_URL, else Google's
+    token_uri: str = ""  # empty: MDAME_GOOGLE_TOKEN_URI, else Google's
+    master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
+    timeout_s: float = 60.0
+
+    def _client(self) -> tuple[str, str]:
+        if not self.client_secrets_file:
+            raise RuntimeError("YouTubePublisher needs client_secrets_file")
+        raw = json.loads(Path(self.client_secrets_file).read_text())
+        app = raw.get("installed") or raw.get("web") or {}
+        return str(app["client_id"]), str(app["client_secret"])
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> ChannelApi:
+        """The account's API client; its refresh token is decrypted here, in memory only."""
+        from mdame_resources.providers.youtube_api import YouTubeApi
+
+        stored = state.account_credential(account.id)
+        if stored is None:
+            raise AccountUnavailable(
+                f"account {account.handle} has no stored grant: run "
+                f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
+            )
+        try:
+            master = load_master_key(
+                Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
+            )
+            grant = open_grant(
+                master,
+                associated_data(mdame_env(), account.platform, account.handle),
+                Envelope(*stored),
+            )
+        except CredentialError as exc:
+            raise AccountUnavailable(
+                f"account {account.handle}: its stored grant cannot be opened ({exc}); check "
+                "MDAME_MASTER_KEY / MDAME_MASTER_KEY_FILE, or run `mdame accounts connect "
+                f"{dimension_slug} --account {account.handle}` again"
+            ) from None
+        client_id, client_secret = self._client()
+        return YouTubeApi(
+            str(grant["refresh_token"]),
+            client_id,
+            client_secret,
+            root_url=self.root_url or None,
+            token_uri=self.token_uri or None,
+            timeout_s=self.timeout_s,
+        )
+
     def video_statistics(
         self,
         state: StateStore,
@@ -531,9 +522,7 @@ class YouTubePublisher(PublisherResource):
         account's units bucket through the ledger before each call. Raises
         StatisticsUnavailable (the ledger or the channel refused: quota, grant, API error) or
         AccountUnavailable (no stored grant)."""
-        from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
-
-        api = self._account_api(state, account, dimension_slug)
+        api = self.channel(state, account, dimension_slug)
         out: dict[str, VideoCounters] = {}
         for ids in batches(list(videos)):
             try:
@@ -543,23 +532,10 @@ class YouTubePublisher(PublisherResource):
                     f"analytics:{dimension_slug}:{day.isoformat()}",
                     partial(api.videos, ids, "statistics"),
                 )
-            except (YouTubeError, GrantRevoked) as exc:
+            except (ChannelError, GrantRevoked) as exc:
                 raise StatisticsUnavailable(f"account {account.handle}: {exc}") from None
             out.update(parse_statistics(items))
         return out
-
-    def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
-        status = "processing"
-        for i in range(self.processing_polls):
-            [video] = self._metered(job, lambda: api.videos([video_id], "processingDetails"))
-            status = video.get("processingDetails", {}).get("processingStatus", "processing")
-            if status != "processing":
-                break
-            if i + 1 < self.processing_polls:
-                time.sleep(self.processing_poll_s)
-        job.state.record_video_processing(job.publication_id, status, {"polls": i + 1})
-        if status in ("failed", "terminated"):
-            job.log("processing_failed", video_id=video_id, processing=status)
 
 
 def _metered_call(
@@ -567,14 +543,12 @@ def _metered_call(
 ) -> Any:
     """One call, charged to the account's units bucket: reserved before, committed after (also
     when no answer came: it may have been charged), released when refused."""
-    from mdame_resources.providers.youtube_api import GrantRevoked, YouTubeError
-
     key = f"{key_prefix}:units:{uuid.uuid4().hex}"
     if state.reserve_bucket_quota(account_id, "units", units, key) is None:
-        raise YouTubeError("quota ledger", 403, "quotaExceeded")
+        raise ChannelError("quota ledger", 403, "quotaExceeded")
     try:
         result = call()
-    except (YouTubeError, GrantRevoked) as exc:
+    except (ChannelError, GrantRevoked) as exc:
         refused = isinstance(exc, GrantRevoked) or exc.reason == "quotaExceeded"
         (state.release_quota if refused else state.commit_quota)(key)
         raise

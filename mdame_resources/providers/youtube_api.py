@@ -17,7 +17,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,6 +29,8 @@ from googleapiclient.discovery import build_from_document  # type: ignore[import
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 from googleapiclient.http import build_http  # type: ignore[import-untyped]
 
+from mdame_domain.channel import ChannelError, GrantRevoked, SessionState, TransferInterrupted
+
 ROOT_URL_VAR = "MDAME_YOUTUBE_ROOT_URL"
 TOKEN_URI_VAR = "MDAME_GOOGLE_TOKEN_URI"
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -37,32 +38,6 @@ SCOPES = (
     "https://www.googleapis.com/auth/youtube.upload",
     "https://www.googleapis.com/auth/youtube.readonly",
 )
-
-
-class YouTubeError(Exception):
-    """The API refused a call. `reason` is the error's reason (quotaExceeded, ...)."""
-
-    def __init__(self, what: str, status: int, reason: str) -> None:
-        super().__init__(f"YouTube {what}: HTTP {status} {reason}")
-        self.status, self.reason = status, reason
-
-
-class GrantRevoked(Exception):
-    """The refresh token was revoked or expired (invalid_grant): the account needs re-auth."""
-
-
-class TransferInterrupted(Exception):
-    """A chunk or status query got no answer: the outcome is unknown, ask the session next."""
-
-
-@dataclass(frozen=True)
-class SessionState:
-    """What the session says: `video` when the upload completed, else the next byte to send;
-    `gone` when the session no longer exists (404/410)."""
-
-    next_byte: int = 0
-    video: dict[str, Any] | None = None
-    gone: bool = False
 
 
 def _discovery(root_url: str | None) -> dict[str, Any]:
@@ -84,7 +59,7 @@ def _reason(content: bytes | str | None) -> str:
 
 
 class YouTubeApi:
-    """One channel's authorised client. The refresh token lives only in this object's
+    """One channel's authorised client (a ChannelApi). The refresh token lives only in this object's
     credentials (memory) and is never part of a message, log line or repr."""
 
     def __init__(
@@ -135,7 +110,9 @@ class YouTubeApi:
         except RefreshError as exc:
             raise _refresh_error(exc) from None
         except HttpError as exc:
-            raise YouTubeError(what, int(exc.resp.status), _reason(exc.content)) from None
+            raise ChannelError(
+                f"YouTube {what}", int(exc.resp.status), _reason(exc.content)
+            ) from None
 
     # -- reads (1 unit each) -----------------------------------------------------------
     def uploads_playlist(self) -> str:
@@ -193,7 +170,9 @@ class YouTubeApi:
         except (OSError, http.client.HTTPException) as exc:
             raise TransferInterrupted(f"session initiation: {type(exc).__name__}") from None
         if resp.status != 200 or "location" not in resp:
-            raise YouTubeError("videos.insert (initiate)", int(resp.status), _reason(content))
+            raise ChannelError(
+                "YouTube videos.insert (initiate)", int(resp.status), _reason(content)
+            )
         return str(resp["location"])
 
     def _put(self, session_uri: str, body: bytes, content_range: str) -> tuple[int, Any, bytes]:
@@ -230,7 +209,7 @@ class YouTubeApi:
             return SessionState(gone=True)
         if status >= 500:
             raise TransferInterrupted(f"{what}: HTTP {status}")
-        raise YouTubeError(what, status, _reason(content))
+        raise ChannelError(f"YouTube {what}", status, _reason(content))
 
     def query(self, session_uri: str, size: int) -> SessionState:
         """Where the session stands (a status query: an empty PUT, bytes */size)."""

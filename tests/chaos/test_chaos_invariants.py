@@ -12,7 +12,7 @@ from datetime import date
 from mdame_assets.runtime import held_lock
 from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import sha256_file
-from mdame_resources.providers.publisher import OutboxPublisher
+from mdame_domain.outbox import outbox_video_id, publish_to_outbox
 from tests.chaos.invariants import snapshot, violations
 
 DAY = date(2026, 11, 29)
@@ -130,8 +130,10 @@ def _publication(state, dim: int, tmp_path) -> tuple[int, str]:
         assert fenced.reserve_quota(account.id, 1600, "pub-key") is not None
         fenced.transition("publication", pub, "pending", "uploading")
         attempt = fenced.record_attempt("pub-key", "outbox", sha, "submitted")
-        channel = OutboxPublisher(root=str(tmp_path / "outbox"))
-        video_id = channel.publish("dd", "pub-key", video, {"published_at": "2026-11-30"})
+        video_id = outbox_video_id("a session of pub-key")
+        publish_to_outbox(
+            tmp_path / "outbox", "dd", video_id, video, {"published_at": "2026-11-30"}
+        )
         fenced.finish_upload(attempt, "succeeded", video_id)
     return pub, sha
 

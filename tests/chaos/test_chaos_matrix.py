@@ -35,8 +35,10 @@ PHASES = (
     "finish_visuals",
     "record_voice",
     "record_reviewed_render",  # issue 11: record_render with technical and content reviews
-    "begin_upload",
+    "begin_bucket_upload",  # publications: the same resumable protocol as YouTube's
+    "open_upload_session",
     "finish_upload",
+    "record_video_processing",
 )
 # The piecewise writers the phases replaced: a run commits none of them on its own any more.
 SUPERSEDED = (
@@ -46,7 +48,6 @@ SUPERSEDED = (
     "put_scene_cache",
     "record_attempt",
     "finish_attempt",
-    "commit_quota",
     "reserve_quota",
     "log_safety_decision",
     "record_review",
@@ -71,7 +72,8 @@ def test_crashes_across_the_stages_converge_to_the_clean_end_state(
             clean.nth("plan_scenes", -1),  # scene_plan: scenes, jobs and script, together
             clean.nth("complete_scene_job", 1),  # scene_clips: a job done under a lease
             clean.nth("record_voice", 1),  # voice_tracks
-            clean.nth("begin_upload", 1),  # publications: before/after the recovery point
+            clean.nth("begin_bucket_upload", 1),  # publications: before/after the recovery point
+            clean.nth("open_upload_session", 1),  # the session, committed before any byte
             clean.nth("finish_upload", 1),  # publications: before/after the outcome commit
         ]
     )

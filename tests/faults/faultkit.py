@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,7 +28,9 @@ import psycopg
 
 from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import held_lock
-from mdame_core.state import StateStore
+from mdame_core.state import Account, StateStore
+from mdame_domain.channel import ChannelApi, SessionState, TransferInterrupted
+from mdame_domain.outbox import OutboxChannel
 from mdame_resources.providers.publisher import OutboxPublisher
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
@@ -177,56 +180,61 @@ def terminate_when_blocked(
 # ------------------------------------------------------------------------------------------
 # Stand-ins for external services
 # ------------------------------------------------------------------------------------------
-CALLS: list[tuple[str, str]] = []  # (method, work_key) of every channel call, in order
+CALLS: list[tuple[str, str]] = []  # (method, dimension) of every channel call, in order
+
+
+class _RecordingChannel(OutboxChannel):
+    """The outbox channel, recording each call (did a rerun ask, or submit again?); `fault`
+    decides what happens to the chunk that completes the upload."""
+
+    def __init__(self, root: Path, dimension_slug: str, fault: str = "") -> None:
+        super().__init__(root, dimension_slug)
+        self.fault = fault
+
+    def initiate(self, body: dict, notify_subscribers: bool, size: int, mime: str) -> str:
+        CALLS.append(("initiate", self.dimension_slug))
+        return super().initiate(body, notify_subscribers, size, mime)
+
+    def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState:
+        CALLS.append(("send_chunk", self.dimension_slug))
+        last = start + len(data) == size
+        if last and self.fault == "lost":
+            # The request never reached a live session: the channel forgot it with its bytes.
+            shutil.rmtree(Path(urlsplit(session_uri).path), ignore_errors=True)
+            raise TransferInterrupted("PUT: TimeoutError (upload sent, no answer in time)")
+        answer = super().send_chunk(session_uri, data, start, size)
+        if last and self.fault == "published":
+            raise TransferInterrupted("PUT: TimeoutError (upload sent, no answer in time)")
+        return answer
+
+    def query(self, session_uri: str, size: int) -> SessionState:
+        CALLS.append(("query", self.dimension_slug))
+        return super().query(session_uri, size)
+
+    def uploads_playlist(self) -> str:
+        CALLS.append(("search", self.dimension_slug))
+        return super().uploads_playlist()
 
 
 class RecordingOutbox(OutboxPublisher):
-    """The offline channel, recording each call (did a rerun ask, or submit again?)."""
+    """The offline publisher over a recording channel."""
 
-    def publish(
-        self,
-        dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict,
-        thumbnail: Path | None = None,
-    ) -> str:
-        CALLS.append(("publish", work_key))
-        return super().publish(dimension_slug, work_key, video, metadata, thumbnail)
+    fault: str = ""
 
-    def find(self, dimension_slug: str, work_key: str) -> str | None:
-        CALLS.append(("find", work_key))
-        return super().find(dimension_slug, work_key)
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> ChannelApi:
+        return _RecordingChannel(self.folder(), dimension_slug, self.fault)
 
 
 class PublishedThenTimeout(RecordingOutbox):
     """The upload goes through, the answer never comes: the UNKNOWN outcome."""
 
-    def publish(
-        self,
-        dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict,
-        thumbnail: Path | None = None,
-    ) -> str:
-        super().publish(dimension_slug, work_key, video, metadata, thumbnail)
-        raise TimeoutError("upload sent, no response within the deadline")
+    fault: str = "published"
 
 
 class LostThenTimeout(RecordingOutbox):
-    """The request never reaches the channel and the client times out: also UNKNOWN to us."""
+    """The last chunk never reaches a live session and the client times out: also UNKNOWN."""
 
-    def publish(
-        self,
-        dimension_slug: str,
-        work_key: str,
-        video: Path,
-        metadata: dict,
-        thumbnail: Path | None = None,
-    ) -> str:
-        CALLS.append(("publish", work_key))
-        raise TimeoutError("upload sent, no response within the deadline")
+    fault: str = "lost"
 
 
 class HangingVisuals(VisualsResource):

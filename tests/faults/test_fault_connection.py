@@ -6,11 +6,11 @@ Three faults, each inside the publishing stage (where a wrong guess would mean a
   published, quota committed, in one statement) is lost (a proxy lets the statement commit, then
   cuts the connection): the call raised, yet the upload is recorded as done; the rerun sees
   that and does not submit again;
-- pg_terminate_backend kills begin_upload (the recovery point before the upload: publication,
+- pg_terminate_backend kills begin_bucket_upload (the recovery point before the upload: publication,
   quota reservation, attempt 'submitted', publication 'uploading') while it waits on the
   account row: nothing of it committed, so the rerun begins afresh and uploads once;
-- a statement timeout cancels begin_upload while it waits there: likewise nothing committed, so
-  the rerun reserves (once) and publishes.
+- a statement timeout cancels begin_bucket_upload while it waits there: likewise nothing
+  committed, so the rerun reserves (once) and publishes.
 All three end in the same state as an undisturbed run.
 """
 
@@ -27,7 +27,7 @@ from faultkit import (
 
 from mdame_assets.defs.publications.assets import publications
 from mdame_domain.idempotency import idempotency_key
-from mdame_domain.outbox import list_outbox, outbox_video_id
+from mdame_domain.outbox import list_outbox
 from mdame_resources.state import StateStoreResource
 from tests.chaos.invariants import violations
 
@@ -49,10 +49,8 @@ def _assert_converged(rig, attempts: list[str]) -> None:
     [account] = rig.state.list_accounts("science")
     assert rig.script().state == "published"
     assert pub.state == "published"
-    assert pub.result["video_id"] == outbox_video_id(pub.idempotency_key)
     assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == attempts
-    usage = rig.state.quota_usage(account.id)
-    assert (usage.reserved_units, usage.committed_units) == (0, 1600)
+    assert rig.state.bucket_usage(account.id)["insert"] == (0, 1)
     assert [e.video_id for e in list_outbox(rig.home / "outbox")] == [pub.result["video_id"]]
     assert violations(rig.db.app, rig.home, rig.home / "media") == []
 
@@ -82,13 +80,12 @@ def test_commit_whose_reply_is_lost_is_seen_as_done_by_the_rerun(rig):
     [account] = rig.state.list_accounts("science")
     assert pub.state == "published"
     assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == ["succeeded"]
-    usage = rig.state.quota_usage(account.id)
-    assert (usage.reserved_units, usage.committed_units) == (0, 1600)
+    assert rig.state.bucket_usage(account.id)["insert"] == (0, 1)
     assert rig.script().state == "publishing"  # the step died before finishing the script
 
     _rerun(rig)
 
-    assert ("publish", pub.idempotency_key) not in CALLS  # done, so not submitted again
+    assert "initiate" not in [method for method, _ in CALLS]  # done, so not submitted again
     _assert_converged(rig, ["succeeded"])
 
 
@@ -96,12 +93,12 @@ def test_rpc_killed_by_pg_terminate_backend_did_not_happen_and_is_redone(rig):
     key = _publication_key(rig)
     [account] = rig.state.list_accounts("science")
     with owner_transaction(rig.db.owner) as owner:
-        # The account row serialises quota reservations: begin_upload waits on it right there,
+        # The account row serialises quota reservations: begin_bucket_upload waits on it there,
         # after creating the publication in the same (uncommitted) statement.
         owner.execute(
             "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
-        killer = terminate_when_blocked(rig.su_url, rig.db.name, "begin_upload")
+        killer = terminate_when_blocked(rig.su_url, rig.db.name, "begin_bucket_upload")
         first = rig.materialize([publications], publisher=RecordingOutbox())
         killer.join(30)
 
@@ -111,14 +108,14 @@ def test_rpc_killed_by_pg_terminate_backend_did_not_happen_and_is_redone(rig):
     # The killed call did not commit, any of it: no publication, no reservation, no attempt.
     assert rig.state.list_work_units("publication") == []
     assert rig.state.list_attempts(key) == []
-    usage = rig.state.quota_usage(account.id)
-    assert (usage.reserved_units, usage.committed_units) == (0, 0)
+    assert rig.state.bucket_usage(account.id) == {}
     assert list_outbox(rig.home / "outbox") == []
 
     _rerun(rig)
 
-    # Nothing was in flight, so nothing to ask: one begin, one upload.
-    assert [("publish", key)] == CALLS
+    # Nothing was in flight, so nothing to ask: one session, its bytes, no status query.
+    methods = [method for method, _ in CALLS]
+    assert methods[0] == "initiate" and set(methods) == {"initiate", "send_chunk"}
     _assert_converged(rig, ["succeeded"])
 
 
@@ -126,7 +123,7 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
     [account] = rig.state.list_accounts("science")
     impatient = ShortTimeoutState(database_url=rig.db.app, statement_timeout_ms=500)
     with owner_transaction(rig.db.owner) as owner:
-        # The account row serialises quota reservations: begin_upload waits on it, times out.
+        # The account row serialises quota reservations: begin_bucket_upload waits, times out.
         owner.execute(
             "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
@@ -134,13 +131,12 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
 
     assert not first.success
     assert "statement timeout" in _errors(first)
-    assert "begin_upload" in _errors(first)
+    assert "begin_bucket_upload" in _errors(first)
     assert rig.script().state == "publishing"
     # Cancelled whole: no publication, nothing reserved, nothing submitted.
     assert rig.state.list_work_units("publication") == []
     assert rig.state.list_attempts(_publication_key(rig)) == []
-    usage = rig.state.quota_usage(account.id)
-    assert (usage.reserved_units, usage.committed_units) == (0, 0)
+    assert rig.state.bucket_usage(account.id) == {}
     assert list_outbox(rig.home / "outbox") == []
 
     _rerun(rig)

@@ -3,7 +3,7 @@
 Stalled long enough in voice_queued / render_queued: one attempt is counted and the script
 stays for its stage to resume, or it is failed with the reason once max attempts are used.
 Recently changed ones are left alone. A 'publishing' script is never failed while an upload's
-outcome is unknown: the channel is asked first (reconcile_upload), and giving up on a script
+outcome is unknown (the publications stage asks the channel), and giving up on a script
 fails it, its pending publications and their quota together (fail_script). Concurrent passes
 converge (the pipeline lock lets one act at a time; the other gets LockBusy and is retried, as
 the RetryPolicy retries a step), and a pass that loses a race to another writer re-reads instead
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from faultkit import (
     age,
@@ -37,8 +36,6 @@ from mdame_assets.defs.recovery.logic import (
 )
 from mdame_assets.runtime import LockBusy, held_lock
 from mdame_core.state import StateStore
-from mdame_domain.outbox import list_outbox
-from mdame_resources.providers.publisher import OutboxPublisher
 
 OLD = STALL_AFTER_S * 6  # stalled for an hour
 RECENT = 60.0  # changed a minute ago: a run may just have crashed, or still be on it
@@ -67,12 +64,10 @@ def _publication(
     account_id: int,
     name: str,
     attempt_status: str | None,
-    channel: OutboxPublisher | None,
 ) -> None:
     """A publication as a crash or a timeout leaves it: quota reserved; with attempt_status,
     mid-upload with that attempt (submitted by a holder whose lease has run out since, as a
-    crashed run's has); with a channel, the video actually arrived there. `state` holds the
-    dimension's lock."""
+    crashed run's has). `state` holds the dimension's lock."""
     render = state.upsert_work_unit("render", f"render:{name}", {"script_id": script_id})
     key = f"publication:{name}"
     pub = state.upsert_work_unit(
@@ -87,10 +82,6 @@ def _publication(
         if attempt_status == "unknown":
             state.finish_attempt(attempt, "unknown")
         end_attempt_leases(owner_url, key)
-    if channel is not None:  # the upload did reach the channel
-        video = channel.folder().parent / f"{name}.mp4"
-        video.write_bytes(b"not really a video")
-        channel.publish("science", key, video, {"published_at": "2026-11-30T00:00:00+00:00"})
     age(owner_url, "scripts", script_id, OLD)
 
 
@@ -98,13 +89,9 @@ def _unit(state: StateStore, kind: str, unit_id: int):
     return state.get_work_unit(kind, unit_id)
 
 
-def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
-    state, fresh_db, tmp_path: Path
-):
+def test_stalled_scripts_resume_or_fail_and_publishing_is_left_to_reconcile(state, fresh_db):
     dim, account = seed_dimension(state)
     other, _ = seed_dimension(state, "cooking")
-    channel = OutboxPublisher(root=str(tmp_path / "outbox"))
-    (tmp_path / "outbox").mkdir()
     url = fresh_db.owner
     with seeding(state) as w, seeding(state, "cooking") as w_other:
         ids = {
@@ -119,13 +106,13 @@ def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
                 w_other, url, other, "od", "voice_queued", MAX_ATTEMPTS, OLD
             ),
         }
-        for name, status, arrived, attempts in [
-            ("pub_out", "unknown", True, MAX_ATTEMPTS),  # uploaded, answer lost
-            ("pub_lost", "submitted", False, MAX_ATTEMPTS),  # crashed mid-upload, none arrived
-            ("pub_pending", None, False, 0),  # never got to the upload
+        for name, status, attempts in [
+            ("pub_out", "unknown", MAX_ATTEMPTS),  # uploaded, answer lost
+            ("pub_lost", "submitted", MAX_ATTEMPTS),  # crashed mid-upload
+            ("pub_pending", None, 0),  # never got to the upload
         ]:
             ids[name] = seed_script(w, dim, name, "publishing", attempts)
-            _publication(w, url, ids[name], account, name, status, channel if arrived else None)
+            _publication(w, url, ids[name], account, name, status)
     before = {name: _unit(state, "script", i) for name, i in ids.items()}
 
     # Without a publisher (the pipeline's pass in trends): publishing is left to be reconciled.
@@ -151,33 +138,13 @@ def test_stalled_scripts_resume_or_fail_and_publishing_is_reconciled_not_failed(
     for name in ("voice_recent", "render_recent", "voiced_old", "other_dimension"):
         assert after[name] == before[name], name
 
-    # With the publisher: ask the channel, then decide on what it said.
-    informed = recover_dimension_locked(state, "science", publisher=channel)
-
-    assert sorted(informed.reconciled) == sorted(
-        [pub_out.id, state.get_work_unit("publication", "publication:pub_lost").id]
-    )
-    # The video is out: published, attempt settled, script left for the stage to finish.
-    pub_out = state.get_work_unit("publication", "publication:pub_out")
-    assert pub_out.state == "published" and pub_out.result["video_id"]
-    [attempt] = state.list_attempts("publication:pub_out")
-    assert (attempt.status, attempt.detail["reconciled_from"]) == ("succeeded", "unknown")
-    assert _unit(state, "script", ids["pub_out"]).state == "publishing"
-    # Nothing arrived and nothing is in flight, attempts used up: failed, quota given back.
-    pub_lost = state.get_work_unit("publication", "publication:pub_lost")
-    assert pub_lost.state == "failed"
-    assert [a.status for a in state.list_attempts("publication:pub_lost")] == ["failed"]
-    assert _unit(state, "script", ids["pub_lost"]).state == "failed"
-    assert rows(
-        fresh_db.app,
-        "SELECT state FROM mdame.quota_ledger WHERE quota_key = 'publication:pub_lost'",
-    ) == [("released",)]
-    assert len(list_outbox(tmp_path / "outbox")) == 1
-
-    # A pass right after changes nothing more.
+    # The pass never asks the channel nor fails an upload in flight: the publications stage
+    # takes it over through the publisher's own resume path. A pass right after changes nothing.
     snapshot = {name: _unit(state, "script", i) for name, i in ids.items()}
-    recover_dimension_locked(state, "science", publisher=channel)
+    again = recover_dimension_locked(state, "science")
+    assert sorted(again.to_reconcile) == sorted([ids["pub_out"], ids["pub_lost"]])
     assert {name: _unit(state, "script", i) for name, i in ids.items()} == snapshot
+    assert state.get_work_unit("publication", "publication:pub_lost").state == "uploading"
 
 
 def test_two_concurrent_passes_converge(state, fresh_db):
@@ -238,7 +205,7 @@ def test_a_pass_that_loses_a_race_re_reads_instead_of_crashing(state, fresh_db):
                 StateStore(fresh_db.app, env="dev", pool_max=2) as mine,
                 held_lock(mine, "science", "raced-pass") as fenced,
             ):
-                outcome["report"] = recover(fenced, dim, "science")
+                outcome["report"] = recover(fenced, dim)
         except Exception as exc:  # reported below
             outcome["error"] = exc
 

@@ -36,7 +36,8 @@ def test_manual_rerun_of_a_finished_partition_adds_no_row_and_no_file(rig):
 # In this file (not one of its own) so that it shares its worker's `rendered` partition.
 def test_published_at_is_the_moment_of_publishing(rig):
     """metadata.json's `published_at` is when the video was published, not the partition's
-    end of day (the next midnight, which looked future-dated); its day is kept beside it."""
+    end of day (the next midnight, which looked future-dated); beside it, the resource the
+    channel was sent, its description carrying the publication's marker."""
     before = datetime.now(UTC).replace(microsecond=0)
     assert rig.materialize([publications]).success
     after = datetime.now(UTC)
@@ -46,4 +47,5 @@ def test_published_at_is_the_moment_of_publishing(rig):
         document = json.loads(entry.metadata_path.read_text(encoding="utf-8"))
         published = datetime.fromisoformat(document["published_at"])
         assert before <= published <= after + timedelta(seconds=1), document["published_at"]
-        assert document["partition_day"] == "2026-11-29"
+        assert document["status"]["containsSyntheticMedia"] is True
+        assert "mdame:" in document["description"] == document["snippet"]["description"]

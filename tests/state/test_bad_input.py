@@ -343,6 +343,8 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("resume_upload", (999_999, token), NotFound),
         ("record_video_processing", (999_999, "succeeded", E, token), NotFound),
         ("record_video_processing", (1, "maybe", E, token), InvalidInput),
+        ("retire_publication", (999_999, "deactivated", token), NotFound),
+        ("retire_publication", (1, "", token), InvalidInput),
         # issue 11, slice "probe" (0014)
         (
             "record_bound_review",

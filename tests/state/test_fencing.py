@@ -110,6 +110,7 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("open_upload_session", (ids["attempt"], "http://127.0.0.1/s", SHA, 10, token)),
         ("resume_upload", (ids["publication"], token)),
         ("record_video_processing", (ids["publication"], "succeeded", Jsonb({}), token)),
+        ("retire_publication", (ids["publication"], "why", token)),
         ("pause_account", (ids["account"], "quotaExceeded", token)),
         ("mark_needs_reauth", (ids["account"], "why", token)),
         ("halt_voice", (ids["script"], "why", 900, 4, token)),

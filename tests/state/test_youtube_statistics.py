@@ -9,8 +9,8 @@ import pytest
 from youtube_kit import publisher, store_grant
 
 from mdame_domain.analytics import VideoCounters
+from mdame_domain.channel import ChannelError
 from mdame_resources.providers.publisher import OutboxPublisher, StatisticsUnavailable
-from mdame_resources.providers.youtube_api import YouTubeError
 
 DAY = date(2026, 11, 29)
 
@@ -33,8 +33,8 @@ def test_statistics_are_read_fifty_ids_a_call_and_charged(state, fake, master, t
     assert len(lists) == 2
     assert state.bucket_usage(account.id)["units"] == (0, 2)  # committed in the ledger
 
-    with pytest.raises(YouTubeError, match="HTTP 400"):  # why the reads are batched
-        pub._account_api(state, account, "tech").videos(ids[:51], "statistics")
+    with pytest.raises(ChannelError, match="HTTP 400"):  # why the reads are batched
+        pub.channel(state, account, "tech").videos(ids[:51], "statistics")
 
     fake.faults.push("list_quota_exceeded")  # the channel refuses: released, not charged
     with pytest.raises(StatisticsUnavailable, match="quotaExceeded"):

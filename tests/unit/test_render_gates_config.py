@@ -12,7 +12,6 @@ import pytest
 
 from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, parse_dimension
 from mdame_domain.outbox import ContentMismatch, list_outbox, publish_to_outbox
-from mdame_resources.providers.publisher import OutboxPublisher
 
 
 def _data(**extra: Any) -> dict[str, Any]:
@@ -63,23 +62,3 @@ def test_the_outbox_refuses_bytes_other_than_the_approved(tmp_path: Path, video:
         publish_to_outbox(root, "tech", "abcDEF12345", video, wrong)
     assert list_outbox(root) == []
     assert [p.name for p in (root / "tech").iterdir()] == []  # no temp folder left either
-
-
-def test_the_outbox_channel_writes_the_thumbnail_next_to_the_video(
-    tmp_path: Path, video: Path
-) -> None:
-    thumb = tmp_path / "thumb.jpg"
-    thumb.write_bytes(b"\xff\xd8 a jpeg")
-    sha = hashlib.sha256(video.read_bytes()).hexdigest()
-    channel = OutboxPublisher(root=str(tmp_path / "outbox"))
-    video_id = channel.publish("tech", "key-1", video, {**META, "render_sha256": sha}, thumb)
-    [entry] = list_outbox(tmp_path / "outbox")
-    assert entry.video_id == video_id
-    assert (entry.folder / "thumbnail.jpg").read_bytes() == thumb.read_bytes()
-    document = json.loads(entry.metadata_path.read_text())
-    assert document["sha256"] == sha
-    assert document["thumbnail_sha256"] == hashlib.sha256(thumb.read_bytes()).hexdigest()
-    # Idempotent: the same publication again returns the same entry.
-    assert channel.publish("tech", "key-1", video, {**META, "render_sha256": sha}, thumb) == (
-        video_id
-    )

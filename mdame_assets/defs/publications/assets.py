@@ -1,30 +1,31 @@
 """publications: each approved render published once per active account, crash-safe.
 
-The upload is an external side effect, so it follows Stripe-style recovery points, each one RPC:
-begin_upload (publication, quota reservation, attempt 'submitted' and publication 'uploading',
-together), the upload, then finish_upload (outcome, publication state and quota, together). A
-run that finds an upload whose outcome nobody recorded asks the channel first
-(reconcile_upload), never submitting again while an earlier submission may still land.
+The upload is an external side effect, so it follows Stripe-style recovery points, each one RPC
+(see PublisherResource): begin_bucket_upload (publication, quota reservation, attempt
+'submitted' and publication 'uploading', together), the session committed before the first
+byte, then finish_upload (outcome, publication state and quota, together). A run that finds an
+upload whose outcome nobody recorded takes it over and asks the channel first, never submitting
+again while an earlier submission may still land.
 """
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.recovery.logic import reconcile_publication
+from mdame_assets.defs.recovery.logic import in_flight
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
-from mdame_core.state import Account, StateStore, UploadStart, WorkUnit
+from mdame_core.state import Account, StateStore, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
-from mdame_domain.outbox import ContentMismatch, link_or_copy
+from mdame_domain.outbox import link_or_copy
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.media import MediaStoreResource
@@ -60,77 +61,6 @@ def _thumbnail(media: MediaStoreResource, render: WorkUnit) -> Path | None:
     if not uri or not sha256:
         return None
     return media.store().verified_path(uri, sha256)
-
-
-def _metadata(step: Step, script: WorkUnit, sha256: str) -> dict[str, Any]:
-    return {
-        "title": script.payload["script"]["hook"],
-        "description": script.payload["script"]["text"],
-        "dimension": step.partition.dimension,
-        "made_for_kids": step.dimension.made_for_kids,
-        "synthetic_media": step.dimension.synthetic_media,
-        "partition_day": step.partition.day.isoformat(),
-        "render_sha256": sha256,
-    }
-
-
-def _publish_once(
-    step: Step,
-    key: str,
-    payload: dict[str, Any],
-    publisher: PublisherResource,
-    video: Path,
-    metadata: dict[str, Any],
-    thumbnail: Path | None = None,
-) -> str | None:
-    """The publication's video id, uploading it if needed; None when the account's quota for
-    today is used up (nothing reserved, nothing partial)."""
-
-    def begin() -> UploadStart:
-        return step.state.begin_upload(
-            key,
-            payload,
-            publisher.upload_quota_units,
-            publisher.provider_name,
-            step.dimension.required_reviews,
-            publisher.upload_grace_s,
-        )
-
-    start = begin()
-    if start.action == "reconcile":
-        # Published by the earlier submission, or pending again (the channel has nothing).
-        reconcile_publication(step.state, start.publication_id, publisher, step.partition.dimension)
-        start = begin()
-    if start.action in ("no_quota", "skipped"):  # skipped: paused or needs_reauth (0012)
-        status = "quota_exhausted" if start.action == "no_quota" else "account_skipped"
-        step.log(status, account_id=payload["account_id"])
-        if start.action == "no_quota":
-            step.alert("quota_exhausted", f"account {payload['account_id']}: no upload quota left")
-        return None
-    if start.action == "submit":
-        assert start.attempt_id is not None  # begin_upload returns it with 'submit'
-        step.checkpoint()  # no side effect once the lock is known lost
-        # The moment it is published, not the partition's end of day (which looks future-dated);
-        # a re-run finds the entry already there and keeps its metadata.
-        published = {**metadata, "published_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        try:
-            video_id = publisher.publish(
-                step.partition.dimension, key, video, published, thumbnail=thumbnail
-            )
-        except ContentMismatch as exc:
-            # A definite refusal before anything was published: the attempt fails, the
-            # reservation is released, and the run says why.
-            step.state.finish_upload(start.attempt_id, "failed", None, {"reason": str(exc)})
-            raise dg.Failure(str(exc), allow_retries=False) from None
-        except TimeoutError:
-            # Sent but no answer: unknown. Everything stays reserved; the next run asks first.
-            step.state.finish_upload(start.attempt_id, "unknown")
-            raise
-        step.state.finish_upload(start.attempt_id, "succeeded", video_id)
-    pub = step.state.get_work_unit("publication", start.publication_id)
-    if pub is None or pub.state != "published":
-        raise dg.Failure(f"publication {key[:16]} is not published after its upload")
-    return pub.result["video_id"]
 
 
 def _progress_into(
@@ -178,10 +108,12 @@ def publish_resumable(
     dimension_slug: str,
     progress: Any = None,
     thumbnail: Path | None = None,
+    settle_only: bool = False,
 ) -> str | None:
-    """One publication through a resumable publisher: begin (or take over the unsettled
-    upload), then the publisher's upload. The video id, or None when the account has no quota
-    or may not be published to now (nothing half published). `state` is fenced."""
+    """One publication: begin (or take over the unsettled upload), then the publisher's
+    upload. The video id, or None when the account has no quota or may not be published to now
+    (nothing half published). `settle_only`: only learn the outcome of an upload in flight,
+    never starting or continuing one (None: not published). `state` is fenced."""
     marker = publication_marker(key)
     body = video_resource(meta, marker)  # refused before anything is reserved or sent
     for _ in range(3):
@@ -222,7 +154,10 @@ def publish_resumable(
             checkpoint=checkpoint,
             log=log,
             thumbnail=thumbnail,
+            settle_only=settle_only,
         )
+        if settle_only and start.action == "submit":
+            raise RuntimeError(f"publication {key[:16]}: settle_only began a new upload")
         if progress is not None:
             job.progress = progress
         if start.action == "published":
@@ -239,9 +174,37 @@ def publish_resumable(
         except AccountUnavailable as exc:
             log("account_unavailable", account_id=account.id, reason=str(exc))
             return None
-        if video_id is not None:
+        if video_id is not None or settle_only:
             return video_id
     raise dg.Failure(f"publication {key[:16]} did not settle after three sessions")
+
+
+def retire_publication(
+    state: StateStore,
+    key: str,
+    account: Account,
+    publish: Callable[..., str | None],
+    log: Callable[..., None],
+) -> tuple[str | None, bool]:
+    """An account that was deactivated gets no new publication; one it already has is
+    settled: an upload in flight is taken over only to learn its outcome (published, or
+    abandoned with nothing out), and what did not publish ends 'failed' with its quota
+    released. `publish(settle_only=True)` is this publication's publish_resumable. Returns
+    (video id or None, settled): not settled while the channel cannot be asked."""
+    pub = state.get_work_unit("publication", key)
+    if pub is None or pub.state == "failed":
+        return None, True
+    if pub.state == "published":
+        return str(pub.result["video_id"]), True
+    if in_flight(state, pub):
+        if (video_id := publish(settle_only=True)) is not None:
+            return video_id, True
+        pub = state.get_work_unit("publication", key)
+        if pub is None or in_flight(state, pub):
+            return None, False
+    state.retire_publication(pub.id, f"account {account.handle} was deactivated")
+    log("publication_retired", account_id=account.id, publication_id=pub.id)
+    return None, True
 
 
 def _publish_script(
@@ -257,10 +220,7 @@ def _publish_script(
     video_ids, complete = [], True
     thumbnail = _thumbnail(media, render)
     with _private_copy(media, render) as (video, sha256):
-        metadata = _metadata(step, script, sha256)
         for account in step.state.list_accounts(step.partition.dimension):
-            if not account.active:
-                continue
             key = idempotency_key(
                 script.idempotency_key, "publication", account.platform, account.handle
             )
@@ -270,28 +230,28 @@ def _publish_script(
                 "account_id": account.id,
                 "content_sha256": sha256,
             }
-            if publisher.resumable:
-                progress = _progress_into(uploads, f"{script.id}:{account.handle}")
-                video_id = publish_resumable(
-                    step.state,
-                    publisher,
-                    key,
-                    payload,
-                    account,
-                    video,
-                    video_metadata(step, script),
-                    required_reviews=step.dimension.required_reviews,
-                    checkpoint=step.checkpoint,
-                    log=step.log,
-                    dimension_slug=step.partition.dimension,
-                    progress=progress,
-                    thumbnail=thumbnail,
-                )
+            publish = partial(
+                publish_resumable,
+                step.state,
+                publisher,
+                key,
+                payload,
+                account,
+                video,
+                video_metadata(step, script),
+                required_reviews=step.dimension.required_reviews,
+                checkpoint=step.checkpoint,
+                log=step.log,
+                dimension_slug=step.partition.dimension,
+                progress=_progress_into(uploads, f"{script.id}:{account.handle}"),
+                thumbnail=thumbnail,
+            )
+            if account.active:
+                video_id, settled = publish(), True
             else:
-                video_id = _publish_once(step, key, payload, publisher, video, metadata, thumbnail)
-            if video_id is None:
-                complete = False
-            else:
+                video_id, settled = retire_publication(step.state, key, account, publish, step.log)
+            complete = complete and settled and (video_id is not None or not account.active)
+            if video_id is not None:
                 video_ids.append(video_id)
     if complete:
         advance(step.state, script, "published", {"video_ids": video_ids})

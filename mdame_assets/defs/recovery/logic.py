@@ -6,9 +6,10 @@
      (bump_work_attempt) and the script stays put, so its stage resumes it (every stage accepts
      its own in-progress state as 'crashed here, redo'). A script already resumed
      `max_attempts` times is failed with the reason instead of crashing runs forever.
-   - publishing: a video may be out, so the outcome of every unsettled upload is asked of the
-     channel first (here when a publisher is given, else by the publications stage, which
-     reconciles before any new submission). A script with a video out is resumed, never failed;
+   - publishing: a video may be out, so a script with an upload in flight is left to the
+     publications stage, which takes the upload over and asks the channel (the session's
+     status, else a search of the channel's uploads) through the same code as any interrupted
+     upload, before any new submission. A script with a video out is resumed, never failed;
      only one with nothing out and nothing in flight is counted, and failed at max attempts
      (its quota reservations released).
 Recently changed scripts are left alone: a crash a minute ago is resumed by the stage without
@@ -31,8 +32,8 @@ from enum import StrEnum
 from typing import Any
 
 from mdame_assets.runtime import Step, held_lock
-from mdame_core.state import Attempt, NotFound, StateConflict, StateStore, WorkUnit
-from mdame_resources.providers.publisher import PublisherResource
+from mdame_core.settings import count_setting, seconds_setting
+from mdame_core.state import Attempt, StateConflict, StateStore, WorkUnit
 
 RETRY_STATES = ("voice_queued", "render_queued")
 PUBLISHING = "publishing"
@@ -40,6 +41,8 @@ STALLED_STATES = (*RETRY_STATES, PUBLISHING)
 UNSETTLED = ("submitted", "unknown")  # attempt outcomes nobody knows yet
 STALL_AFTER_S = 600.0  # unchanged this long in an in-progress state: a run crashed there
 MAX_ATTEMPTS = 3  # resumed this often and stalled again: failed, not retried forever
+STALL_AFTER_VAR = "MDAME_STALL_AFTER_S"
+MAX_ATTEMPTS_VAR = "MDAME_STALL_MAX_ATTEMPTS"
 _RACE_RETRIES = 3
 
 
@@ -58,6 +61,14 @@ class Uploads:
 
     in_flight: bool = False
     out: bool = False
+
+
+def stall_after_setting() -> float:
+    return seconds_setting(STALL_AFTER_VAR, STALL_AFTER_S)
+
+
+def max_attempts_setting() -> int:
+    return max(1, count_setting(MAX_ATTEMPTS_VAR, MAX_ATTEMPTS))
 
 
 def decide(
@@ -87,7 +98,6 @@ class RecoveryReport:
     reaped_jobs: int = 0
     retried: list[int] = field(default_factory=list)  # script ids, attempt counted
     failed: list[int] = field(default_factory=list)  # script ids
-    reconciled: list[int] = field(default_factory=list)  # publication ids settled here
     to_reconcile: list[int] = field(default_factory=list)  # script ids left to the stage
     resumable: list[int] = field(default_factory=list)  # script ids left as they are
 
@@ -96,14 +106,13 @@ class RecoveryReport:
             "reaped_jobs": self.reaped_jobs,
             "stalled_retried": len(self.retried),
             "stalled_failed": len(self.failed),
-            "publications_reconciled": len(self.reconciled),
             "awaiting_reconcile": len(self.to_reconcile),
             "resumable": len(self.resumable),
         }
 
 
 # ------------------------------------------------------------------------------------------
-# Publications: reconcile an unknown outcome with the channel (the publications stage uses it)
+# Publications: whether the channel may hold a video the database does not record
 # ------------------------------------------------------------------------------------------
 def _last_attempt(state: StateStore, pub: WorkUnit) -> Attempt | None:
     attempts = state.list_attempts(pub.idempotency_key)
@@ -118,29 +127,12 @@ def in_flight(state: StateStore, pub: WorkUnit) -> bool:
     return last is not None and last.status in UNSETTLED
 
 
-def reconcile_publication(
-    state: StateStore, publication_id: int, publisher: PublisherResource, dimension_slug: str
-) -> str:
-    """Settles what a crash or a timeout left unknown from the channel's answer, never by
-    resubmitting: published with the channel's video id, or pending (to be uploaded again).
-    The database refuses (LeaseLost) to settle another holder's submission from an answer asked
-    before that holder's lease ran out. Returns the publication's state."""
-    pub = state.get_work_unit("publication", publication_id)
-    if pub is None:
-        raise NotFound("reconcile_publication", f"publication {publication_id} does not exist")
-    asked_at = state.db_now()  # before asking: the answer is at least this fresh
-    video_id = publisher.find(dimension_slug, pub.idempotency_key)
-    return state.reconcile_upload(pub.id, video_id, asked_at)
-
-
 # ------------------------------------------------------------------------------------------
 # The pass
 # ------------------------------------------------------------------------------------------
 @dataclass
 class _Pass:
     state: StateStore
-    dimension_slug: str
-    publisher: PublisherResource | None
     stall_after_s: float
     max_attempts: int
     report: RecoveryReport
@@ -179,15 +171,7 @@ class _Pass:
         return self.state.list_work_units("publication", script_id=script.id)
 
     def _act(self, script: WorkUnit) -> None:
-        pubs = self._publications(script)
-        action = self._decide(script, pubs)
-        if action is Action.RECONCILE and self.publisher is not None:
-            for pub in pubs:
-                if in_flight(self.state, pub):
-                    reconcile_publication(self.state, pub.id, self.publisher, self.dimension_slug)
-                    self.report.reconciled.append(pub.id)
-            pubs = self._publications(script)  # what the channel said decides the rest
-            action = self._decide(script, pubs)
+        action = self._decide(script, self._publications(script))
         if action is Action.RETRY:
             self.state.bump_work_attempt(
                 "script", script.id, {"recovered": "stalled", "stalled_in": script.state}
@@ -215,15 +199,18 @@ class _Pass:
 def recover(
     state: StateStore,
     dimension_id: int,
-    dimension_slug: str,
     *,
-    publisher: PublisherResource | None = None,
-    stall_after_s: float = STALL_AFTER_S,
-    max_attempts: int = MAX_ATTEMPTS,
+    stall_after_s: float | None = None,
+    max_attempts: int | None = None,
 ) -> RecoveryReport:
     """One pass over the dimension's stalled scripts. The caller holds the pipeline lock."""
     report = RecoveryReport(reaped_jobs=state.reap_expired_jobs())
-    work = _Pass(state, dimension_slug, publisher, stall_after_s, max_attempts, report)
+    work = _Pass(
+        state,
+        stall_after_s if stall_after_s is not None else stall_after_setting(),
+        max_attempts if max_attempts is not None else max_attempts_setting(),
+        report,
+    )
     for script_state in STALLED_STATES:
         for script in state.list_work_units(
             "script", dimension_id=dimension_id, state=script_state
@@ -236,9 +223,8 @@ def recover_dimension_locked(
     state: StateStore,
     dimension_slug: str,
     *,
-    publisher: PublisherResource | None = None,
-    stall_after_s: float = STALL_AFTER_S,
-    max_attempts: int = MAX_ATTEMPTS,
+    stall_after_s: float | None = None,
+    max_attempts: int | None = None,
 ) -> RecoveryReport:
     """A pass outside a pipeline run (a sensor, an operator): it takes the dimension's pipeline
     lock first (LockBusy while a run holds it), so it never overlaps a stage or another pass."""
@@ -247,19 +233,12 @@ def recover_dimension_locked(
         raise ValueError(f"dimension {dimension_slug!r} is not in the registry")
     holder = f"recovery:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with held_lock(state, dimension_slug, holder) as fenced:
-        return recover(
-            fenced,
-            dimension.id,
-            dimension_slug,
-            publisher=publisher,
-            stall_after_s=stall_after_s,
-            max_attempts=max_attempts,
-        )
+        return recover(fenced, dimension.id, stall_after_s=stall_after_s, max_attempts=max_attempts)
 
 
-def recovery_pass(step: Step, publisher: PublisherResource | None = None) -> dict[str, Any]:
+def recovery_pass(step: Step) -> dict[str, Any]:
     """The pass at the start of a run, under the run step's pipeline lock."""
-    report = recover(step.state, step.dimension_id, step.partition.dimension, publisher=publisher)
+    report = recover(step.state, step.dimension_id)
     counts = report.counts()
     step.log("recovery", **counts)
     return counts

@@ -14,7 +14,6 @@ from mdame_domain.trends import (
     split_storable,
     volume_gate,
 )
-from mdame_resources.providers.publisher import PublisherResource
 from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
@@ -60,12 +59,11 @@ def trends(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
     trend_source: TrendSourceResource,
-    publisher: PublisherResource,
 ) -> dg.MaterializeResult:
     """Scored trend items for one dimension and day; the first stage of every run."""
     with pipeline_step(context, state.get_client(), "trends") as step:
         # Recovery before new work: stalled jobs and scripts from crashed runs go first.
-        recovered = recovery_pass(step, publisher)
+        recovered = recovery_pass(step)
         results, failed = _read_sources(context, step, trend_source)
         items = [item for result in results for item in result.items]
         # One bad item must not fail the stage (the sources split them out already).

@@ -1,0 +1,61 @@
+"""The resumable channel protocol every publisher speaks (YouTube Data API v3's shape).
+
+A channel takes a video in a session that exists before the first byte: `initiate` returns the
+session's URI (committed by the caller before any byte is sent), `send_chunk` sends one chunk
+once, `query` asks the session where it stands. A publication whose answer was lost is found
+again by searching the channel's own uploads for the publication's marker and confirming with
+`videos`. The outbox (offline) and YouTube (production) implement it alike, so the publishing
+code production runs is the code every test and the demo run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class ChannelError(Exception):
+    """The channel refused a call. `reason` is the error's reason (quotaExceeded, ...)."""
+
+    def __init__(self, what: str, status: int, reason: str) -> None:
+        super().__init__(f"{what}: HTTP {status} {reason}")
+        self.status, self.reason = status, reason
+
+
+class GrantRevoked(Exception):
+    """The refresh token was revoked or expired (invalid_grant): the account needs re-auth."""
+
+
+class TransferInterrupted(Exception):
+    """A chunk or status query got no answer: the outcome is unknown, ask the session next."""
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What the session says: `video` when the upload completed, else the next byte to send;
+    `gone` when the session no longer exists (404/410)."""
+
+    next_byte: int = 0
+    video: dict[str, Any] | None = None
+    gone: bool = False
+
+
+class ChannelApi(Protocol):
+    """One account's channel. Reads and thumbnails are metered by the caller."""
+
+    def initiate(
+        self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str
+    ) -> str: ...
+
+    def query(self, session_uri: str, size: int) -> SessionState: ...
+
+    def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState: ...
+
+    def uploads_playlist(self) -> str: ...
+
+    def playlist_page(self, playlist_id: str, page_token: str | None) -> dict[str, Any]: ...
+
+    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]: ...
+
+    def set_thumbnail(self, video_id: str, jpeg: Path) -> dict[str, Any]: ...
