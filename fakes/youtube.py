@@ -57,6 +57,8 @@ THUMBNAIL_MAX_BYTES = 2 * 1024 * 1024  # the API's limit
 # Fault kinds and the requests they apply to (the first queued fault of a matching kind fires).
 FAULTS: dict[str, str] = {
     "initiate_5xx": "initiate",  # 503 on the session initiation
+    "forbidden": "initiate",  # 403 forbidden: the channel may not upload (e.g. not verified)
+    "invalid_title": "initiate",  # 400 invalidTitle: the metadata is refused
     "quota_exceeded": "initiate",  # 403 quotaExceeded (also when the insert bucket is empty)
     "upload_limit_exceeded": "initiate",  # 400 uploadLimitExceeded (per channel, 24 h)
     "reset_mid_chunk": "chunk",  # half the chunk is stored, then the connection is reset
@@ -492,9 +494,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error(400, "badRequest", "only resumable uploads are served"))
             return
         faults, st = self.fake.faults, self.fake.state
-        fault = faults.take("initiate_5xx", "quota_exceeded", "upload_limit_exceeded")
+        fault = faults.take(
+            "initiate_5xx", "quota_exceeded", "upload_limit_exceeded", "forbidden", "invalid_title"
+        )
         if fault is not None and fault["fault"] == "initiate_5xx":
             self._send(503, _error(503, "backendError", "Backend Error", "global"))
+            return
+        if fault is not None and fault["fault"] == "forbidden":
+            message = "The request is not properly authorized to upload to this channel."
+            self._send(403, _error(403, "forbidden", message))
+            return
+        if fault is not None and fault["fault"] == "invalid_title":
+            self._send(
+                400,
+                _error(
+                    400, "invalidTitle", "The request metadata specifies an invalid video title."
+                ),
+            )
             return
         with st.lock:
             if (fault is not None and fault["fault"] == "quota_exceeded") or st.left(

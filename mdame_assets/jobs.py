@@ -16,6 +16,7 @@ import dagster as dg
 
 from mdame_assets.executors import gpu_executor, gpu_run_tags
 from mdame_assets.partitions import DIMENSION_PARTITION
+from mdame_core.settings import count_setting, seconds_setting
 
 CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
 
@@ -27,9 +28,13 @@ PARTITION_TAG = "mdame/partition"
 
 # 4 retries at about 3, 6, 12, 24 s (+-50 % jitter, so retries of several steps spread out):
 # long enough for a database restart or a lease to lapse, short enough that a real failure
-# surfaces within a minute.
+# surfaces within a minute. Settings, read when the definitions load.
+STEP_RETRIES_VAR, STEP_RETRY_DELAY_VAR = "MDAME_STEP_RETRIES", "MDAME_STEP_RETRY_DELAY_S"
 TRANSIENT_RETRY = dg.RetryPolicy(
-    max_retries=4, delay=3, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+    max_retries=count_setting(STEP_RETRIES_VAR, 4),
+    delay=seconds_setting(STEP_RETRY_DELAY_VAR, 3.0),
+    backoff=dg.Backoff.EXPONENTIAL,
+    jitter=dg.Jitter.PLUS_MINUS,
 )
 
 content_job = dg.define_asset_job(

@@ -14,13 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+QUOTA_REASONS = ("quotaExceeded", "uploadLimitExceeded")
+
 
 class ChannelError(Exception):
-    """The channel refused a call. `reason` is the error's reason (quotaExceeded, ...)."""
+    """The channel refused a call. `reason` is the error's reason (quotaExceeded, ...) and
+    `message` the channel's own words, when it sent any."""
 
-    def __init__(self, what: str, status: int, reason: str) -> None:
-        super().__init__(f"{what}: HTTP {status} {reason}")
-        self.status, self.reason = status, reason
+    def __init__(self, what: str, status: int, reason: str, message: str = "") -> None:
+        text = f"{what}: HTTP {status} {reason}"
+        super().__init__(f"{text}: {message}" if message else text)
+        self.status, self.reason, self.message = status, reason, message
+
+    @property
+    def permanent(self) -> bool:
+        """A refusal the same request will meet again (a bad request, a channel that may not
+        upload): not a quota, which resets, nor a 5xx or 429, which pass."""
+        return self.status in (400, 401, 403, 404) and self.reason not in QUOTA_REASONS
 
 
 class GrantRevoked(Exception):

@@ -28,7 +28,13 @@ from mdame_domain.analytics import (
     parse_statistics,
     simulated_counters,
 )
-from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, TransferInterrupted
+from mdame_domain.channel import (
+    QUOTA_REASONS,
+    ChannelApi,
+    ChannelError,
+    GrantRevoked,
+    TransferInterrupted,
+)
 from mdame_domain.credentials import (
     CredentialError,
     Envelope,
@@ -164,7 +170,11 @@ class PublisherResource(ProviderResource):
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
         except ChannelError as exc:
-            if exc.reason in ("quotaExceeded", "uploadLimitExceeded"):
+            if exc.permanent:
+                self._refused(job, exc)
+                self._abandon(job, attempt_id, "failed", exc.reason)
+                raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
+            if exc.reason in QUOTA_REASONS:
                 until = job.state.pause_account(job.account.id, exc.reason)
                 job.log(
                     "account_paused",
@@ -188,6 +198,22 @@ class PublisherResource(ProviderResource):
             # session becomes 'unknown', resumed from the session by the next run.
             self._abandon(job, attempt_id, "failed", f"interrupted: {type(exc).__name__}")
             raise
+
+    def _refused(self, job: UploadJob, exc: ChannelError) -> None:
+        """A refusal the same request would meet again: said once, with the channel's own
+        words and the fix, instead of being retried. A channel that may not upload (401/403)
+        waits for its account to be connected again; a refused request (400/404) for the
+        metadata to be fixed (the dimension's YAML), its publication pending meanwhile."""
+        handle, slug = job.account.handle, job.dimension_slug
+        if exc.status in (401, 403):
+            job.state.mark_needs_reauth(job.account.id, f"{exc.reason}: {exc.message}"[:500])
+            fix = f"run `mdame accounts connect {slug} --account {handle}` once it may upload"
+            cause = "reauth_needed"
+        else:
+            fix = f"fix the video's metadata in dimensions/{slug}.yaml (youtube: block)"
+            cause = "provider_refused"
+        job.log("channel_refused", account_id=job.account.id, reason=exc.reason)
+        raise_environment_alert(job.state, slug, cause, f"account {handle}: {exc}; {fix}")
 
     def check_processing(self, job: UploadJob, video_id: str) -> None:
         """Polls a published video's processing that no run recorded (a crash after
@@ -277,10 +303,7 @@ class PublisherResource(ProviderResource):
             uri = api.initiate(job.body, job.notify_subscribers, size, self.mime_type)
         except (TransferInterrupted, ChannelError) as exc:
             reason = getattr(exc, "reason", "no answer")
-            if isinstance(exc, ChannelError) and exc.reason in (
-                "quotaExceeded",
-                "uploadLimitExceeded",
-            ):
+            if isinstance(exc, ChannelError) and (exc.reason in QUOTA_REASONS or exc.permanent):
                 raise
             # No session was committed, so no byte of the file was sent: nothing can exist.
             job.state.finish_upload(attempt_id, "failed", None, {"reason": f"initiate: {reason}"})

@@ -58,6 +58,15 @@ def _reason(content: bytes | str | None) -> str:
         return "error"
 
 
+def _message(content: bytes | str | None) -> str:
+    """The API's own words for a refusal (error.message), at most 300 characters."""
+    try:
+        body = json.loads(content or b"{}")
+        return " ".join(str(body.get("error", {}).get("message") or "").split())[:300]
+    except (ValueError, AttributeError):
+        return ""
+
+
 class YouTubeApi:
     """One channel's authorised client (a ChannelApi). The refresh token lives only in this object's
     credentials (memory) and is never part of a message, log line or repr."""
@@ -110,8 +119,9 @@ class YouTubeApi:
         except RefreshError as exc:
             raise _refresh_error(exc) from None
         except HttpError as exc:
+            content = exc.content
             raise ChannelError(
-                f"YouTube {what}", int(exc.resp.status), _reason(exc.content)
+                f"YouTube {what}", int(exc.resp.status), _reason(content), _message(content)
             ) from None
 
     # -- reads (1 unit each) -----------------------------------------------------------
@@ -170,9 +180,8 @@ class YouTubeApi:
         except (OSError, http.client.HTTPException) as exc:
             raise TransferInterrupted(f"session initiation: {type(exc).__name__}") from None
         if resp.status != 200 or "location" not in resp:
-            raise ChannelError(
-                "YouTube videos.insert (initiate)", int(resp.status), _reason(content)
-            )
+            what = "YouTube videos.insert (initiate)"
+            raise ChannelError(what, int(resp.status), _reason(content), _message(content))
         return str(resp["location"])
 
     def _put(self, session_uri: str, body: bytes, content_range: str) -> tuple[int, Any, bytes]:
@@ -209,7 +218,7 @@ class YouTubeApi:
             return SessionState(gone=True)
         if status >= 500:
             raise TransferInterrupted(f"{what}: HTTP {status}")
-        raise ChannelError(f"YouTube {what}", status, _reason(content))
+        raise ChannelError(f"YouTube {what}", status, _reason(content), _message(content))
 
     def query(self, session_uri: str, size: int) -> SessionState:
         """Where the session stands (a status query: an empty PUT, bytes */size)."""

@@ -170,3 +170,38 @@ def test_a_deactivated_account_s_upload_in_flight_is_settled(
         True,
     )
     assert len(fake.requests()) == requests
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause", "fix"),
+    [
+        ("forbidden", "reauth_needed", "mdame accounts connect tech --account @tech"),
+        ("invalid_title", "provider_refused", "dimensions/tech.yaml"),
+    ],
+)
+def test_a_permanent_refusal_is_said_once_with_the_channel_s_words_and_not_retried(
+    state, owner, tmp_path, fake: FakeYouTube, master, fault, cause, fix
+) -> None:
+    a = hold(state, "tech")
+    s = ready_to_publish(a, tmp_path)
+    store_grant(a, s.account, master)
+    pub = publisher(fake, tmp_path)
+    fake.faults.push(fault)
+    logs: list[Any] = []
+
+    assert _publish(a, pub, s, logs) is None  # the account's other publications carry on
+
+    publication = state.get_work_unit("publication", "pu")
+    assert publication.state == "pending"
+    assert [x.status for x in state.list_attempts("pu")] == ["failed"]
+    assert state.bucket_usage(s.account.id).get("insert", (0, 0)) == (0, 0)
+    [alert] = _alerts(owner, cause)
+    assert fix in alert
+    assert ("forbidden" if fault == "forbidden" else "invalid video title") in alert
+    if fault == "forbidden":  # no upload to that channel until it is connected again
+        assert state.account_status(s.account.id).needs_reauth
+        requests = len(fake.requests())
+        assert _publish(a, pub, s, logs) is None
+        assert len(fake.requests()) == requests
+    else:  # the metadata is fixed in the YAML; the next run sends again and publishes
+        assert _publish(a, pub, s, logs) is not None
