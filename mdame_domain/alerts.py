@@ -17,7 +17,7 @@ CAUSES: dict[str, str] = {
     "quota_exhausted": "upload quota exhausted",
     "check_blocked": "a blocking check failed: publication blocked",
     "disk_low": "disk space low",
-    "provider_refused": "a paid provider refused the call: fix the configuration",
+    "provider_refused": "a provider refused the request: fix the configuration",
 }
 MAX_REASON = 1500  # characters of reason kept: an alert is a headline, not a log
 
