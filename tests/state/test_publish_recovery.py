@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 from test_fencing import hold
-from youtube_kit import META, Setup, publisher, ready_to_publish, store_grant
+from youtube_kit import Setup, publish_once, publisher, ready_to_publish, store_grant
 
 from fakes.youtube import FakeYouTube
-from mdame_assets.defs.publications.assets import publish_resumable, retire_publication
+from mdame_assets.defs.publications.assets import retire_publication
 from mdame_assets.defs.recovery.logic import recover
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey
@@ -32,20 +32,7 @@ from mdame_resources.providers.publisher import YouTubePublisher
 
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], **kw: Any):
-    return publish_resumable(
-        a,
-        pub,
-        "pu",
-        s.payload,
-        s.account,
-        s.video,
-        META,
-        required_reviews=["technical"],
-        checkpoint=lambda: None,
-        log=lambda status, **f: logs.append((status, f)),
-        dimension_slug="tech",
-        **kw,
-    )
+    return publish_once(a, pub, s, logs, **kw)
 
 
 def _alerts(owner: Any, cause: str) -> list[str]:

@@ -14,29 +14,24 @@ from typing import Any
 
 import pytest
 from test_fencing import expire, hold
-from youtube_kit import META, REFRESH_TOKEN, Setup, publisher, ready_to_publish, store_grant
+from youtube_kit import (
+    META,
+    REFRESH_TOKEN,
+    Setup,
+    publish_once,
+    publisher,
+    ready_to_publish,
+    store_grant,
+)
 
 from fakes.youtube import FakeYouTube
-from mdame_assets.defs.publications.assets import publish_resumable
 from mdame_core.state import LeaseLost, StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_resources.providers.publisher import YouTubePublisher
 
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str | None:
-    return publish_resumable(
-        a,
-        pub,
-        "pu",
-        s.payload,
-        s.account,
-        s.video,
-        META,
-        required_reviews=["technical"],
-        checkpoint=lambda: None,
-        log=lambda status, **f: logs.append((status, f)),
-        dimension_slug="tech",
-    )
+    return publish_once(a, pub, s, logs)
 
 
 def _until_published(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str:

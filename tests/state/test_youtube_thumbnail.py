@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from test_fencing import hold
-from youtube_kit import META, Setup, publisher, ready_to_publish, store_grant
+from youtube_kit import Setup, publish_once, publisher, ready_to_publish, store_grant
 
 from fakes.youtube import THUMBNAIL_COST
-from mdame_assets.defs.publications.assets import publish_resumable
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_domain.outbox import ContentMismatch
@@ -36,20 +35,7 @@ def jpeg(tmp_path: Path) -> Path:
 def _publish(
     a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], thumbnail: Path | None
 ) -> str | None:
-    return publish_resumable(
-        a,
-        pub,
-        "pu",
-        s.payload,
-        s.account,
-        s.video,
-        META,
-        required_reviews=["technical"],
-        checkpoint=lambda: None,
-        log=lambda status, **f: logs.append((status, f)),
-        dimension_slug="tech",
-        thumbnail=thumbnail,
-    )
+    return publish_once(a, pub, s, logs, thumbnail=thumbnail)
 
 
 def _granted(state: StateStore, tmp_path: Path, master: MasterKey) -> tuple[StateStore, Setup]:

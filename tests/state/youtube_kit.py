@@ -91,3 +91,26 @@ def publisher(fake: Any, folder: Path, **overrides: Any) -> YouTubePublisher:
     }
     config.update(overrides)
     return YouTubePublisher(**config)
+
+
+def publish_once(
+    a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], **options: Any
+) -> str | None:
+    """The setup's publication ('pu') through the stage's publish path, under `a`'s lock;
+    `logs` collects (status, fields) of what it logged."""
+    from mdame_assets.defs.publications.assets import publish_resumable
+
+    return publish_resumable(
+        a,
+        pub,
+        "pu",
+        s.payload,
+        s.account,
+        s.video,
+        META,
+        required_reviews=["technical"],
+        checkpoint=lambda: None,
+        log=lambda status, **f: logs.append((status, f)),
+        dimension_slug="tech",
+        **options,
+    )
