@@ -323,14 +323,17 @@ class Account:
 
 @dataclass(frozen=True)
 class VoiceHalt:
-    """A script halted because voice failed on every provider, and when it may retry (0009)."""
+    """A script halted because voice failed on every provider, and when it may retry (0009;
+    0022: no cap on halts, a permanent cause, the retry window's close)."""
 
     script_id: int
     halts: int
-    max_halts: int
+    max_halts: int | None  # only on halts recorded before 0022
     last_reason: str
     halted_at: datetime
     next_retry_at: datetime | None
+    permanent: bool = False
+    retry_until: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -1461,25 +1464,44 @@ class StateStore:
         )
         return UploadSession(*rows[0]) if rows else None
 
-    # -- voice HALT and its backoff retry (0009) -------------------------------------------
+    # -- voice HALT and its backoff retry (0009, 0022) -------------------------------------
     def halt_voice(
-        self, script_id: int, reason: str, backoff_base_s: int, max_halts: int
+        self,
+        script_id: int,
+        reason: str,
+        *,
+        permanent: bool,
+        backoff_s: float,
+        backoff_max_s: float,
+        retry_until: datetime,
     ) -> datetime | None:
         """voice_queued -> halted with the reason and a 'voice_halted' event, together; the
-        time its voice may be retried (base * 2^(halts-1) from now), or None when that was the
-        last allowed halt (the script is then failed)."""
+        time its voice may be retried (backoff_s * 2^(halts-1), capped at backoff_max_s and at
+        retry_until), or None when the script is failed instead: a permanent cause, or the
+        retry window already closed."""
         return self._scalar(
-            "halt_voice", script_id, reason, backoff_base_s, max_halts, self._token()
+            "halt_voice",
+            script_id,
+            reason,
+            permanent,
+            backoff_s,
+            backoff_max_s,
+            retry_until,
+            self._token(),
         )
 
     def retry_halted_voice(self, script_id: int) -> str:
-        """halted -> voice_queued once the backoff has expired (RetryNotDue before)."""
+        """halted -> voice_queued once the backoff has expired (RetryNotDue before); 'failed'
+        when the retry window closed meanwhile."""
         return self._scalar("retry_halted_voice", script_id, self._token())
+
+    _VOICE_HALT_COLUMNS = """h.script_id, h.halts, h.max_halts, h.last_reason, h.halted_at,
+                             h.next_retry_at, h.permanent, h.retry_until"""
 
     def get_voice_halt(self, script_id: int) -> VoiceHalt | None:
         rows = self._select(
-            """SELECT script_id, halts, max_halts, last_reason, halted_at, next_retry_at
-                 FROM mdame.voice_halts WHERE script_id = %s""",
+            f"""SELECT {self._VOICE_HALT_COLUMNS}
+                  FROM mdame.voice_halts h WHERE h.script_id = %s""",
             [script_id],
         )
         return VoiceHalt(*rows[0]) if rows else None
@@ -1487,12 +1509,11 @@ class StateStore:
     def voice_retries_due(self, dimension_id: int, day: date) -> list[VoiceHalt]:
         """The partition's halted scripts whose voice backoff has expired (database clock)."""
         rows = self._select(
-            """SELECT h.script_id, h.halts, h.max_halts, h.last_reason, h.halted_at,
-                      h.next_retry_at
-                 FROM mdame.voice_halts h JOIN mdame.scripts s ON s.id = h.script_id
-                WHERE s.dimension_id = %s AND s.partition_date = %s AND s.state = 'halted'
-                  AND h.next_retry_at <= now()
-                ORDER BY h.script_id""",
+            f"""SELECT {self._VOICE_HALT_COLUMNS}
+                  FROM mdame.voice_halts h JOIN mdame.scripts s ON s.id = h.script_id
+                 WHERE s.dimension_id = %s AND s.partition_date = %s AND s.state = 'halted'
+                   AND h.next_retry_at <= now()
+                 ORDER BY h.script_id""",
             [dimension_id, day],
         )
         return [VoiceHalt(*row) for row in rows]

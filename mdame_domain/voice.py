@@ -32,7 +32,16 @@ _MARKUP = re.compile(r"[\[\]<>]")
 
 
 class VoiceSynthesisError(RuntimeError):
-    """Speech could not be produced (empty text, unknown voice, silent output)."""
+    """Speech could not be produced (empty text, unknown voice, silent output).
+
+    `permanent`: no later try can succeed until an operator changes something (an unknown
+    voice, a refused key, invalid settings), and `fix` says what; otherwise (a connection
+    error, a dropped stream, a timeout, an overloaded service) a later try may succeed."""
+
+    def __init__(self, message: str, *, permanent: bool = False, fix: str = "") -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,11 @@ def check_voice(voice: str) -> None:
     """Refuse voices espeak-ng would silently replace (it reads 'no-such' as Norwegian)."""
     base = voice.split("+", 1)[0].strip().lower()
     if not base or base not in installed_voices():
-        raise VoiceSynthesisError(f"unknown espeak-ng voice {voice!r} (see espeak-ng --voices)")
+        raise VoiceSynthesisError(
+            f"unknown espeak-ng voice {voice!r} (see espeak-ng --voices)",
+            permanent=True,
+            fix="set voice in the dimension's YAML to a voice espeak-ng --voices lists",
+        )
 
 
 def _espeak(text: str, voice: str, words_per_minute: int, out_wav: Path) -> None:

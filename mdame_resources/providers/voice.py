@@ -13,11 +13,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mdame_domain.dimensions import VoiceSettings
+from mdame_domain.doctor import edge_voice_list_url
+from mdame_domain.paid_calls import failure_class
 from mdame_domain.speech import align_words, audio_to_wav, coverage_problems, decode_to_wav
 from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, WordTiming, synthesize_espeak
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
-from mdame_resources.providers.gemini import PaidCallFailed, synthesize_speech
+from mdame_resources.providers.gemini import (
+    ModelBlocked,
+    PaidCallFailed,
+    PaidCallRefused,
+    synthesize_speech,
+)
 
 EDGE_URL_ENV = "MDAME_EDGE_TTS_URL"
 _TICKS_PER_SECOND = 10_000_000
@@ -60,18 +67,57 @@ class EspeakVoice(VoiceResource):
 
 
 class EdgeTtsFailure(Exception):
-    """Edge-TTS gave no usable audio; `kind` says which failure (the fallback's trigger)."""
+    """Edge-TTS gave no usable audio; `kind` says which failure (the fallback's trigger),
+    `permanent` whether a later try could succeed, `fix` what an operator changes if not."""
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, *, permanent: bool = False, fix: str = "") -> None:
         super().__init__(f"Edge-TTS {kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.permanent = permanent
+        self.fix = fix
+
+
+def _cause(exc: BaseException) -> str:
+    """'ClientConnectorError: Cannot connect to host ...': the type and the library's words."""
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _handshake_failure(status: int, message: str) -> EdgeTtsFailure:
+    """A refused WebSocket handshake. 403 is what the service answers a token it no longer
+    accepts or a clock it judges skewed (edge-tts already corrected the skew once and tried
+    again), so a later try, or a newer client, may pass; 408, 429 and 5xx pass with time; any
+    other 4xx says the endpoint itself is wrong."""
+    detail = f"the handshake was refused: HTTP {status} {message}".strip()
+    if status == 403 or failure_class(status) == "transient":
+        return EdgeTtsFailure(f"HTTP {status}" if status != 403 else "403", detail)
+    return EdgeTtsFailure(
+        f"HTTP {status}",
+        detail,
+        permanent=True,
+        fix=f"{EDGE_URL_ENV} must point at an Edge-TTS synthesis endpoint",
+    )
+
+
+def _gemini_failure(exc: BaseException) -> tuple[bool, str]:
+    """(permanent, fix) of a failed Gemini TTS call: a refusal (400, a refused key, an unknown
+    model) and a safety block of the text are answered the same way again; 429, 5xx,
+    timeouts, the budget cap and unusable audio may pass later."""
+    if isinstance(exc, PaidCallRefused):
+        message = str(exc)
+        fix = message.split("; fix: ", 1)[1] if "; fix: " in message else message
+        return True, f"Gemini TTS: {fix} (the voice is tts.gemini_voice)"
+    if isinstance(exc, ModelBlocked):
+        return True, "Gemini TTS blocks this script's text: the script must change"
+    return False, ""
 
 
 class EdgeGeminiVoiceChain(VoiceResource):
     """Edge-TTS with word boundaries; on any Edge failure the Gemini TTS fallback; when that
-    fails too, VoiceSynthesisError (the voice stage HALTs the script). Audio that does not
-    cover the text is a failure, never a result."""
+    fails too, VoiceSynthesisError (the voice stage HALTs the script), permanent only when
+    every provider failed for a reason no later try can heal. Audio that does not cover the
+    text is a failure, never a result."""
 
     gemini_api_key: str = ""
     # The Edge-TTS WebSocket URL (must contain '?'); empty: $MDAME_EDGE_TTS_URL, else the
@@ -108,7 +154,11 @@ class EdgeGeminiVoiceChain(VoiceResource):
         """Gemini TTS with settings.gemini_voice, through the paid-call ledger; its audio to WAV
         and word timings by aligning the known text to it (Gemini gives none)."""
         if ctx is None:
-            raise VoiceSynthesisError(f"{failure}; Gemini TTS needs the step's paid-call context")
+            raise VoiceSynthesisError(
+                f"{failure}; Gemini TTS needs the step's paid-call context",
+                permanent=failure.permanent,
+                fix=failure.fix,
+            )
         try:
             audio, mime = synthesize_speech(
                 text, settings.gemini_voice, ctx=ctx, api_key=self.gemini_api_key
@@ -117,7 +167,13 @@ class EdgeGeminiVoiceChain(VoiceResource):
             words = align_words(text, out_wav)
         except (PaidCallFailed, BudgetExhausted, VoiceSynthesisError) as exc:
             Path(out_wav).unlink(missing_ok=True)
-            raise VoiceSynthesisError(f"{failure}; then Gemini TTS: {exc}") from exc
+            permanent, fix = _gemini_failure(exc)
+            raise VoiceSynthesisError(
+                f"{failure}; then Gemini TTS: {exc}",
+                # One provider that may answer later is reason enough to try again.
+                permanent=failure.permanent and permanent,
+                fix="; ".join(f for f in (failure.fix, fix) if f),
+            ) from exc
         with wave.open(str(out_wav), "rb") as wav:
             sample_rate = wav.getframerate()
         return VoiceTrack(
@@ -131,7 +187,12 @@ class EdgeGeminiVoiceChain(VoiceResource):
             return None
         if "?" not in url:
             # edge-tts appends '&ConnectionId=...': without a query the URL would be wrong.
-            raise VoiceSynthesisError(f"{EDGE_URL_ENV} must contain '?' (a query string)")
+            raise EdgeTtsFailure(
+                "endpoint invalid",
+                f"{EDGE_URL_ENV} must contain '?' (a query string)",
+                permanent=True,
+                fix=f"set {EDGE_URL_ENV} to the synthesis URL with its query string",
+            )
         host = urlsplit(url).hostname or ""
         if host in ("127.0.0.1", "localhost", "::1"):
             # edge-tts honours proxy variables; a local server is never behind the proxy.
@@ -153,6 +214,7 @@ class EdgeGeminiVoiceChain(VoiceResource):
                 raise EdgeTtsFailure("audio undecodable", str(exc)[:300]) from exc
         problems = coverage_problems(text, words, duration)
         if problems:
+            # A cut stream raises nothing in edge-tts: the audio just comes back short.
             Path(out_wav).unlink(missing_ok=True)
             raise EdgeTtsFailure("audio incomplete", "; ".join(problems))
         return VoiceTrack(str(out_wav), round(duration, 3), tuple(words), 24000, "edge-tts")
@@ -189,7 +251,12 @@ class EdgeGeminiVoiceChain(VoiceResource):
                     receive_timeout=max(1, int(self.edge_deadline_s)),
                 )
             except (TypeError, ValueError) as exc:
-                raise VoiceSynthesisError(f"invalid Edge-TTS settings: {exc}") from exc
+                raise EdgeTtsFailure(
+                    "settings invalid",
+                    _cause(exc),
+                    permanent=True,
+                    fix="correct tts: {edge_voice, rate, pitch} in the dimension's YAML",
+                ) from exc
             try:
                 async with asyncio.timeout(self.edge_deadline_s):
                     with mp3.open("wb") as audio:
@@ -203,26 +270,66 @@ class EdgeGeminiVoiceChain(VoiceResource):
                                     WordTiming(chunk["text"], round(start, 3), round(end, 3))
                                 )
             except TimeoutError as exc:
+                heard = f"{len(words)} word(s) received" if words else "nothing received"
                 raise EdgeTtsFailure(
-                    "timeout", f"no complete answer within {self.edge_deadline_s:g}s"
+                    "timeout",
+                    f"no complete answer within {self.edge_deadline_s:g}s ({heard}; the "
+                    "stream stalled)",
                 ) from exc
             except aiohttp.ClientResponseError as exc:
-                kind = "403" if exc.status == 403 else f"HTTP {exc.status}"
-                raise EdgeTtsFailure(kind, "the handshake was refused") from exc
+                raise _handshake_failure(exc.status, exc.message or "") from exc
             except edge_errors.NoAudioReceived as exc:
-                raise EdgeTtsFailure("no audio", "NoAudioReceived") from exc
+                raise await self._no_audio(url, settings.edge_voice, exc) from exc
             except edge_errors.SkewAdjustmentError as exc:
                 raise EdgeTtsFailure(
-                    "403", f"refused, and no clock skew to correct: {exc}"
+                    "403", f"refused, and no clock skew to correct: {_cause(exc)}"
                 ) from exc
             except edge_errors.EdgeTTSException as exc:
-                raise EdgeTtsFailure("protocol error", f"{type(exc).__name__}: {exc}") from exc
+                raise EdgeTtsFailure("protocol error", _cause(exc)) from exc
             except (aiohttp.ClientError, OSError) as exc:
-                raise EdgeTtsFailure("connection failed", type(exc).__name__) from exc
+                raise EdgeTtsFailure("connection failed", _cause(exc)) from exc
             except (ValueError, json.JSONDecodeError, KeyError) as exc:
                 # Malformed frames raise bare ValueError/JSONDecodeError/KeyError in edge-tts.
-                raise EdgeTtsFailure("malformed frame", f"{type(exc).__name__}: {exc}") from exc
+                raise EdgeTtsFailure("malformed frame", _cause(exc)) from exc
         return words
+
+    async def _no_audio(self, url: str | None, voice: str, exc: BaseException) -> EdgeTtsFailure:
+        """The service answers a voice it does not have with no audio at all, as it may answer
+        a passing fault: its voices list tells the two apart. A list that cannot be read leaves
+        the failure transient."""
+        listed = await _listed_voices(url, self.edge_connect_timeout_s)
+        if listed is not None and voice not in listed:
+            return EdgeTtsFailure(
+                "unknown voice",
+                f"{voice!r} is not in the service's voices list ({_cause(exc)})",
+                permanent=True,
+                fix=f"set tts: {{edge_voice}} in the dimension's YAML to a listed voice, not "
+                f"{voice!r}",
+            )
+        return EdgeTtsFailure("no audio", _cause(exc))
+
+
+async def _listed_voices(url: str | None, timeout_s: float) -> set[str] | None:
+    """The ShortNames of the Edge-TTS voices list beside `url`, or None when it cannot be read."""
+    import aiohttp
+    import edge_tts.constants
+    import edge_tts.voices
+
+    try:
+        listing = edge_voice_list_url(url) if url else edge_tts.constants.VOICE_LIST
+    except ValueError:
+        return None
+    # list_voices reads the module's VOICE_LIST; pointed here for this call only (the caller
+    # holds _EDGE_URL_LOCK).
+    edge_tts.voices.VOICE_LIST = listing
+    try:
+        async with asyncio.timeout(timeout_s):
+            voices = await edge_tts.voices.list_voices()
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+        return None
+    finally:
+        edge_tts.voices.VOICE_LIST = edge_tts.constants.VOICE_LIST
+    return {str(v.get("ShortName")) for v in voices}
 
 
 __all__ = [

@@ -2,15 +2,16 @@
 real edge-tts client against the local Edge-TTS server, real PostgreSQL, ffmpeg and espeak-ng.
 
 While Edge refuses every handshake and Gemini TTS (the fallback, against the local Gemini
-server) blocks the text, the script halts:
-nothing is rendered or published, and an alert event is recorded. A run before the backoff
-leaves it halted; once the backoff has expired (the row is moved, no sleeping) a run retries
-voice only and the script is published.
+server) is down, the script halts: nothing is rendered or published, and an alert event is
+recorded. A run before the backoff leaves it halted; once the backoff has expired (the row is
+moved, then the backoff setting is shortened: no sleeping) each run retries voice only and
+halts again, past the four halts after which the script used to fail for good; once both
+providers answer again the voice is made and the script is published.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import dagster as dg
 import psycopg
@@ -28,9 +29,10 @@ from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 DAY = date(2026, 11, 29)
 
 
-def _run(pipeline, key: str) -> dg.ExecuteInProcessResult:
+def _run(pipeline, key: str, selection: str | None = None) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         whole_graph(),
+        selection=selection,
         partition_key=key,
         instance=pipeline.instance,
         resources=pipeline.resources,
@@ -51,8 +53,12 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
         monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
         pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+        monkeypatch.setenv("MDAME_GEMINI_TRANSIENT_TRIES", "1")  # one Gemini try per run
+        # DAY is in the past: a window wide enough that it is still open today.
+        days_ago = (datetime.now(UTC).date() - DAY).days
+        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))
         edge.set_fault("403")  # a token change: every handshake refused
-        gemini.faults.push("safety")  # ... and the fallback's answer is blocked
+        gemini.outage = 503  # ... and the fallback is down too
 
         halted_run = _run(pipeline, key)
 
@@ -61,7 +67,7 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert failed_step.step_key == "voice_tracks"
         (script,) = pipeline.state.list_work_units("script")
         assert script.state == "halted" and "403" in script.result["reason"]
-        assert "then Gemini TTS" in script.result["reason"]
+        assert "then Gemini TTS" in script.result["reason"] and "503" in script.result["reason"]
         events = pipeline.state.list_events("script", script.id)
         assert [e.detail["halts"] for e in events if e.event == "voice_halted"] == [1]
         assert _count(pipeline, "renders") == 0 and _count(pipeline, "publications") == 0
@@ -73,8 +79,7 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert alert["text"].startswith("MD-AME alert · science · HALT")
         assert "voice synthesis failed" in alert["text"]
 
-        edge.set_fault(None)  # Edge is back, but the backoff has not expired
-        early = _run(pipeline, key)
+        early = _run(pipeline, key)  # the backoff has not expired
         assert early.success
         assert pipeline.state.get_work_unit("script", script.id).state == "halted"
         assert _count(pipeline, "renders") == 0 and list_outbox(pipeline.home / "outbox") == []
@@ -93,6 +98,19 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert (due.partition_date, due.dimension_slug) == (DAY, "science")
         scenes_before = _count(pipeline, "scenes")
 
+        # The outage goes on: every retry (backoffs shortened) halts again, past the 4th halt.
+        monkeypatch.setenv("MDAME_VOICE_BACKOFF_S", "0.001")
+        monkeypatch.setenv("MDAME_VOICE_BACKOFF_MAX_S", "0.001")
+        for halts in range(2, 6):
+            again = _run(pipeline, key, "voice_tracks")
+            assert not again.success
+            halt = pipeline.state.get_voice_halt(script.id)
+            assert (halt.halts, halt.permanent) == (halts, False)
+            assert pipeline.state.get_work_unit("script", script.id).state == "halted"
+        assert halt.next_retry_at is not None  # 0009 had failed the script at halt 4
+
+        edge.set_fault(None)  # both providers answer again
+        gemini.outage = None
         retried = _run(pipeline, key)
 
         assert retried.success, [e.message for e in retried.all_events if e.is_failure]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import psycopg
@@ -37,6 +37,7 @@ PARAM_LIMITS = Jsonb(
 )
 RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
 CLIP_URI = "media://sha256/" + "a" * 64 + ".mp4"
+LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open (0022)
 
 
 def _populate(state: StateStore) -> dict[str, Any]:
@@ -382,12 +383,14 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("fail_script", (script, None, "r", token), InvalidInput),
         ("fail_script", (script, "publishing", "r", token), StateConflict),
         ("fail_script", (999_999, "drafted", "r", token), NotFound),
-        # Voice HALT with a backoff retry (0009); the script is drafted, never halted.
-        ("halt_voice", (script, "", 900, 4, token), InvalidInput),
-        ("halt_voice", (script, "r", 0, 4, token), InvalidInput),
-        ("halt_voice", (script, "r", 900, 0, token), InvalidInput),
-        ("halt_voice", (script, "r", 900, 4, token), StateConflict),
-        ("halt_voice", (999_999, "r", 900, 4, token), NotFound),
+        # Voice HALT with a backoff retry (0009, 0022); the script is drafted, never halted.
+        ("halt_voice", (script, "", False, 900, 3600, LATER, token), InvalidInput),
+        ("halt_voice", (script, "r", None, 900, 3600, LATER, token), InvalidInput),
+        ("halt_voice", (script, "r", False, 0, 3600, LATER, token), InvalidInput),
+        ("halt_voice", (script, "r", False, 900, 60, LATER, token), InvalidInput),
+        ("halt_voice", (script, "r", False, 900, 3600, None, token), InvalidInput),
+        ("halt_voice", (script, "r", False, 900, 3600, LATER, token), StateConflict),
+        ("halt_voice", (999_999, "r", False, 900, 3600, LATER, token), NotFound),
         ("retry_halted_voice", (script, token), StateConflict),
         ("retry_halted_voice", (999_999, token), NotFound),
         ("begin_paid_call", ("tech", "", "p", "h", 10, 100, 3, 0, E, token), InvalidInput),

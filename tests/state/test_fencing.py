@@ -8,6 +8,7 @@ client side a Fence that is known lost refuses before anything is sent.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ from mdame_core.state import Fence, Fenced, FenceLost, LeaseLost, StateStore
 
 DAY = "2026-11-29"
 SHA = "d" * 64
+LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open (0022)
 
 
 def hold(state: StateStore, slug: str, ttl: int = 600, holder: str = "test") -> StateStore:
@@ -113,7 +115,7 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("retire_publication", (ids["publication"], "why", token)),
         ("pause_account", (ids["account"], "quotaExceeded", token)),
         ("mark_needs_reauth", (ids["account"], "why", token)),
-        ("halt_voice", (ids["script"], "why", 900, 4, token)),
+        ("halt_voice", (ids["script"], "why", False, 900, 3600, LATER, token)),
         ("retry_halted_voice", (ids["script"], token)),
         ("begin_paid_call", ("tech", "paid2", "gemini:m", "h", 10, 1_000, 3, 0, Jsonb({}), token)),
         ("settle_paid_call", (ids.get("paid", 1), "succeeded", 5, Jsonb({}), token)),

@@ -51,6 +51,7 @@ def _clean(edge: EdgeTtsServer, gemini, monkeypatch: pytest.MonkeyPatch) -> None
     gemini.requests.clear()
     monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
     monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
+    monkeypatch.setenv("MDAME_GEMINI_BACKOFF_S", "0.01")  # Gemini's transient tries, shortened
 
 
 @pytest.fixture
@@ -173,3 +174,75 @@ def test_the_control_endpoint_injects_faults(edge: EdgeTtsServer, tmp_path: Path
     assert httpx.post(f"{edge.base_url}/_control/faults", json={"push": "x"}).status_code == 400
     with pytest.raises(VoiceSynthesisError, match="no audio"):
         _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav")
+
+
+# -- failure classes: what a later try can heal, and what needs an operator -------------------
+
+
+@pytest.mark.parametrize(
+    ("faults", "cause"),
+    [
+        (["403", "403"], "HTTP 403"),  # refused again after edge-tts's clock-skew correction
+        (["drop"], "audio incomplete"),  # a cut stream: edge-tts raises nothing
+        (["stall"], "the stream stalled"),
+        (["no_audio"], "NoAudioReceived"),  # the voice is listed: a passing fault
+    ],
+)
+def test_passing_faults_on_both_providers_halt_as_transient_naming_the_last_causes(
+    edge: EdgeTtsServer, gemini, ctx, owner, tmp_path: Path, faults: list[str], cause: str
+) -> None:
+    edge.faults.push(*faults)
+    gemini.outage = 503  # every Gemini TTS try of this run answers 503
+    try:
+        with pytest.raises(VoiceSynthesisError) as err:
+            _chain(edge_deadline_s=2.0).synthesize(TEXT, "en-us", tmp_path / "v.wav", None, ctx)
+    finally:
+        gemini.outage = None
+    assert err.value.permanent is False and err.value.fix == ""
+    assert cause in str(err.value) and "then Gemini TTS" in str(err.value)
+    assert "HTTP 503" in str(err.value)  # Gemini's own last cause
+    assert_balanced(owner)
+
+
+def test_an_unreachable_server_names_the_clients_own_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDAME_EDGE_TTS_URL", "ws://127.0.0.1:9/edge/v1?TrustedClientToken=x")
+    with pytest.raises(VoiceSynthesisError) as err:
+        _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav")
+    assert "ClientConnectorError: Cannot connect to host 127.0.0.1:9" in str(err.value)
+
+
+def test_an_unknown_edge_voice_and_a_refused_gemini_call_are_permanent_with_the_fix(
+    edge: EdgeTtsServer, gemini, ctx, owner, tmp_path: Path
+) -> None:
+    # The service answers a voice it does not have with no audio at all.
+    edge.faults.push("no_audio")
+    gemini.faults.push("400")
+    settings = VoiceSettings(edge_voice="en-US-NobodyNeural", gemini_voice="Puck")
+    with pytest.raises(VoiceSynthesisError) as err:
+        _chain().synthesize(TEXT, "en-us", tmp_path / "voice.wav", settings, ctx)
+    assert err.value.permanent is True
+    assert "Edge-TTS unknown voice" in str(err.value) and "HTTP 400" in str(err.value)
+    assert "tts: {edge_voice}" in err.value.fix and "tts.gemini_voice" in err.value.fix
+    assert_balanced(owner)
+
+
+def test_an_unknown_edge_voice_with_gemini_down_is_still_retried(
+    edge: EdgeTtsServer, gemini, ctx, tmp_path: Path
+) -> None:
+    edge.faults.push("no_audio")
+    gemini.outage = 503
+    try:
+        with pytest.raises(VoiceSynthesisError) as err:
+            _chain().synthesize(
+                TEXT,
+                "en-us",
+                tmp_path / "v.wav",
+                VoiceSettings(edge_voice="en-US-NobodyNeural"),
+                ctx,
+            )
+    finally:
+        gemini.outage = None
+    # Gemini may answer later: the voice can still be made without an operator.
+    assert err.value.permanent is False and "unknown voice" in str(err.value)

@@ -1,16 +1,19 @@
 """voice_tracks: the narration of every script whose visuals are ready; HALT when voice fails."""
 
 from dataclasses import asdict
+from typing import NoReturn
 
 import dagster as dg
 
 from mdame_assets.defs.clips.checks import clip_problems
 from mdame_assets.defs.clips.healing import heal_damaged_clips
+from mdame_assets.defs.hops import retry_window
 from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.media_healing import heal_damaged_voice
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
+from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
@@ -18,25 +21,66 @@ from mdame_resources.state import StateStoreResource
 
 scene_clips_key = dg.AssetKey("scene_clips")
 TO_VOICE = ("visuals_ready", "voice_queued")
-# A HALT is retried by a later run of the partition after 15 min, 30, 60: four halts in all,
-# then the script fails. The backoff lives in PostgreSQL (mdame.voice_halts).
-VOICE_BACKOFF_BASE_S = 900
-VOICE_MAX_HALTS = 4
+# A HALT for a passing cause is retried by a later run of the partition after 15 min, 30, then
+# every hour, for as long as the partition's day is inside the retry window (the hop sensors'
+# MDAME_RETRY_WINDOW_DAYS). The backoff lives in PostgreSQL (mdame.voice_halts).
+VOICE_BACKOFF_ENV = "MDAME_VOICE_BACKOFF_S"
+VOICE_BACKOFF_MAX_ENV = "MDAME_VOICE_BACKOFF_MAX_S"
+VOICE_BACKOFF_S = 900.0
+VOICE_BACKOFF_MAX_S = 3600.0
 
 
 def retry_halted_voice(step: Step) -> list[int]:
     """The partition's halted scripts whose backoff has expired go back to voice_queued, so
-    this run voices them again (voice only: their clips and script are kept). Returns their
-    ids. The database refuses (RetryNotDue) a retry before its time, whatever our clock says."""
+    this run voices them again (voice only: their clips and script are kept); one whose retry
+    window has closed is failed with that reason. Returns the ids sent back. The database
+    refuses (RetryNotDue) a retry before its time, whatever our clock says."""
     retried = []
     for halt in step.state.voice_retries_due(step.dimension_id, step.partition.day):
         try:
-            step.state.retry_halted_voice(halt.script_id)
+            now = step.state.retry_halted_voice(halt.script_id)
         except RetryNotDue:
+            continue
+        if now == "failed":
+            step.log("voice_window_closed", script_id=halt.script_id, halts=halt.halts)
             continue
         step.log("voice_retry", script_id=halt.script_id, halts=halt.halts)
         retried.append(halt.script_id)
     return retried
+
+
+def _halt(step: Step, script: WorkUnit, exc: VoiceSynthesisError) -> NoReturn:
+    """Records the HALT (its reason, class, backoff and alert event commit together), tells the
+    operator, and fails the step. A permanent cause fails the script at once, naming the fix;
+    a passing one is retried inside the partition's retry window."""
+    reason = str(exc)[:500]
+    closes = retry_window().closes_at(step.partition.day)
+    next_retry = step.state.halt_voice(
+        script.id,
+        reason,
+        permanent=exc.permanent,
+        backoff_s=seconds_setting(VOICE_BACKOFF_ENV, VOICE_BACKOFF_S),
+        backoff_max_s=seconds_setting(VOICE_BACKOFF_MAX_ENV, VOICE_BACKOFF_MAX_S),
+        retry_until=closes,
+    )
+    if next_retry is not None:
+        retry = f"voice retried after {next_retry.isoformat()}"
+    elif exc.permanent:
+        retry = f"failed for good; fix: {exc.fix or 'see the cause'}"
+    else:
+        retry = f"not retried: the retry window closed at {closes:%Y-%m-%d %H:%M} UTC"
+    step.log(
+        "voice_halted",
+        script_id=script.id,
+        reason=reason,
+        permanent=exc.permanent,
+        next_retry=str(next_retry),
+    )
+    step.alert("halt", f"voice synthesis failed for script {script.id} ({retry}): {reason}")
+    raise dg.Failure(
+        f"HALT: voice synthesis failed for script {script.id} ({retry}): {exc}",
+        allow_retries=False,
+    ) from exc
 
 
 def _voice_for(
@@ -66,17 +110,8 @@ def _voice_for(
         )
     except VoiceSynthesisError as exc:
         wav.unlink(missing_ok=True)  # a partial file is scratch, not evidence
-        # Quality over availability: nothing degraded is published. The halt, its reason, its
-        # backoff and the alert event commit together.
-        reason = str(exc)[:500]
-        next_retry = step.state.halt_voice(script.id, reason, VOICE_BACKOFF_BASE_S, VOICE_MAX_HALTS)
-        step.log("voice_halted", script_id=script.id, reason=reason, next_retry=str(next_retry))
-        retry = f"voice retried after {next_retry.isoformat()}" if next_retry else "no retry left"
-        step.alert("halt", f"voice synthesis failed for script {script.id} ({retry}): {reason}")
-        raise dg.Failure(
-            f"HALT: voice synthesis failed for script {script.id} ({retry}): {exc}",
-            allow_retries=False,
-        ) from exc
+        # Quality over availability: nothing degraded is published.
+        _halt(step, script, exc)
     if track.fallback_from:  # worth an operator's eye: the primary voice is failing
         step.log(
             "voice_fallback",
