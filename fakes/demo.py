@@ -6,16 +6,28 @@ GPU). Nothing leaves 127.0.0.1, and no key here is a secret.
 It starts the servers, points the providers at them through the same MDAME_* variables a
 deployment sets, stores an encrypted grant for each demo account on the fake channel (as
 `mdame accounts connect` would after a consent), and then runs the ordinary demo.
+
+With MDAME_FAKES_RUNNING=1 it starts no server and connects no account: the servers run in
+another process that outlives this one (the provider crash harness, tests/chaos/providers.py),
+which put their MDAME_* endpoints in the environment and connected the accounts itself.
+`--dimension` (repeatable) and `--day` limit the demo to some partitions.
+
+`inject_random_faults` draws, from a seeded RNG, faults for every server at once (a Gemini
+outage, Gemini 429/5xx/drops, Edge-TTS drops, YouTube 5xx / a reset mid chunk / a lost response,
+Telegram 429/5xx); `clear_faults` ends them all, keeping what the servers counted.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +39,8 @@ from mdame_core.state import StateStore
 DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
+# Set (to 1) by whoever runs the servers in a process of its own: use those, start none.
+RUNNING_VAR = "MDAME_FAKES_RUNNING"
 
 
 def _client_secrets(folder: Path) -> Path:
@@ -36,11 +50,14 @@ def _client_secrets(folder: Path) -> Path:
     return path
 
 
-def connect_demo_accounts(channel: youtube.FakeYouTube, state: StateStore) -> None:
-    """Every active demo account gets a channel on the fake and an encrypted grant."""
-    from mdame_assets.defs.dimensions.registry import sync_registry
+def connect_demo_accounts(
+    channel: youtube.FakeYouTube, state: StateStore, dimensions: Path | None = None
+) -> None:
+    """Every active demo account (of the niche files in `dimensions`, by default the
+    checkout's) gets a channel on the fake and an encrypted grant."""
+    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 
-    report = sync_registry(state)
+    report = sync_registry(state, dimensions or DIMENSIONS_DIR)
     accounts = [a for slug in report.active for a in state.list_accounts(slug) if a.active]
     youtube.connect_accounts(channel, state, mdame_env(), accounts)
 
@@ -68,6 +85,10 @@ def _channel(folder: Path) -> Iterator[youtube.FakeYouTube]:
 class FakeServices:
     env: dict[str, str]  # points the production providers at the servers (the caller sets it)
     channel: youtube.FakeYouTube
+    model: gemini.FakeGemini
+    speech: edge_tts.EdgeTtsServer
+    sources: feeds.FeedServer
+    bot: telegram.TelegramServer
 
 
 @contextmanager
@@ -100,11 +121,76 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
             f"feeds {sources.base_url}, youtube {channel.base_url}, telegram {bot.base_url}",
             file=sys.stderr,
         )
-        yield FakeServices(env, channel)
+        yield FakeServices(env, channel, model, speech, sources, bot)
 
 
-def main() -> int:
+def inject_random_faults(services: FakeServices, rng: random.Random, outage: bool) -> list[str]:
+    """Queues a random handful of faults on every server (`outage`: every Gemini request is
+    answered 503 until `clear_faults`). Returns what was injected, one line per server."""
+    injected = []
+    if outage:
+        services.model.outage = 503
+        injected.append("gemini outage 503")
+    gemini_faults = rng.choices(["429", "500", "503", "drop"], k=rng.randint(0, 3))
+    for kind in gemini_faults:
+        services.model.faults.push(kind, retry_after=1)
+    speech_faults = rng.choices(["drop", "no_audio"], k=rng.randint(0, 2))
+    services.speech.faults.push(*speech_faults)
+    channel_faults = rng.choices(
+        ["initiate_5xx", "reset_mid_chunk", "lost_response"], k=rng.randint(1, 3)
+    )
+    for kind in channel_faults:
+        services.channel.faults.push(kind)
+    bot_faults = rng.choices([429, 500, 503], k=rng.randint(0, 2))
+    for status in bot_faults:
+        services.bot.fail_next(1, status, retry_after=1)
+    for name, faults in (
+        ("gemini", gemini_faults),
+        ("edge-tts", speech_faults),
+        ("youtube", channel_faults),
+        ("telegram", bot_faults),
+    ):
+        if faults:
+            injected.append(f"{name} {'/'.join(map(str, faults))}")
+    return injected
+
+
+def clear_faults(services: FakeServices) -> None:
+    """Every server answers normally from now on; what they saw and counted stays."""
+    services.model.clear_faults()
+    services.speech.faults.clear()
+    services.channel.faults.clear()
+    services.bot.clear_faults()
+
+
+def _run_demo(videos_at: str, day: date | None, only: Sequence[str]) -> int:
+    # The definitions read the providers chosen by the environment set before this import.
+    from mdame_cli.main import run_demo
+
+    if day is None and not only:
+        return run_demo(videos_at=videos_at)
+    # What run_demo sets up, for some partitions only.
+    from mdame_assets.demo import main as demo_main
+    from mdame_core.dagster_home import apply_dagster_environment
+    from mdame_core.settings import use_scratch_tmpdir
+
+    use_scratch_tmpdir()
+    apply_dagster_environment()
+    os.environ.setdefault("MDAME_LOG_FILE", str(mdame_home() / "logs" / "pipeline.jsonl"))
+    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    code = demo_main(day, only=only, videos_at=videos_at)
+    print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dimension", action="append", default=[], help="only these (repeat)")
+    parser.add_argument("--day", type=date.fromisoformat, default=None, help="YYYY-MM-DD")
+    args = parser.parse_args(argv)
     folder = mdame_home() / "fakes"
+    if os.environ.get(RUNNING_VAR) == "1":
+        return _run_demo("the fake channel of the servers' owner", args.day, args.dimension)
     with fake_services(folder) as services:
         os.environ.update(services.env)
         state = StateStore()
@@ -112,9 +198,8 @@ def main() -> int:
             connect_demo_accounts(services.channel, state)
         finally:
             state.close()
-        from mdame_cli.main import run_demo  # the definitions read the providers chosen above
-
-        return run_demo(videos_at=f"the local fake channel's state under {folder / 'youtube'}")
+        videos_at = f"the local fake channel's state under {folder / 'youtube'}"
+        return _run_demo(videos_at, args.day, args.dimension)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ answered 404 NOT_FOUND, as Google answers a model it does not serve.
 Scores and fields: `server.set_score(x)` / POST /_fake/config {"score": x} makes every 0-1
 number x; `server.set_field(name, value)` / {"fields": {...}} forces a property by name (for
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
-without the key). The API key is checked for presence only and never stored.
+without the key, the status answered and the usage billed). GET /_fake/counters sums them up
+(what a ledger is checked against): requests per status, and every billed answer's model and
+usageMetadata. POST /_fake/clear_faults empties the queue and ends an outage, keeping what was
+seen. The API key is checked for presence only and never stored.
 
 Model list (what `client.models.list()` asks): GET /{version}/models answers the names in
 `server.models` (pageSize and pageToken honoured). One model (`client.models.get(model=...)`,
@@ -140,6 +143,8 @@ class SeenRequest:
     kind: str  # "text" or "audio"
     body: dict[str, Any]
     fault: str | None
+    status: int = 0  # the HTTP status answered; 0 while answering, or for no answer at all
+    usage: dict[str, int] | None = None  # the usageMetadata of a 200 answer (what is billed)
 
 
 @dataclass
@@ -179,6 +184,25 @@ class FakeGemini:
     def request_count(self) -> int:
         with self.lock:
             return len(self.requests)
+
+    def clear_faults(self) -> None:
+        """Queued faults and the outage end; what was seen stays."""
+        self.faults.clear()
+        self.outage = None
+
+    def counters(self) -> dict[str, Any]:
+        """generateContent requests per status answered ("0": no answer) and the billed
+        answers (model and usageMetadata), in arrival order."""
+        with self.lock:
+            by_status: dict[str, int] = {}
+            for seen in self.requests:
+                by_status[str(seen.status)] = by_status.get(str(seen.status), 0) + 1
+            billed = [
+                {"model": r.model, "usage": dict(r.usage)}
+                for r in self.requests
+                if r.usage is not None
+            ]
+            return {"requests": len(self.requests), "by_status": by_status, "billed": billed}
 
 
 # --- the answer ---------------------------------------------------------------------------
@@ -426,11 +450,14 @@ def _error_body(code: int, status: str, message: str) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    seen: SeenRequest | None = None  # the generateContent request being answered
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
         pass  # quiet: tests read the requests list instead
 
     def _send(self, code: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        if self.seen is not None:
+            self.seen.status = code
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))
@@ -445,14 +472,25 @@ class _Handler(BaseHTTPRequestHandler):
         return json.loads(raw or b"{}")
 
     def do_GET(self) -> None:
+        self.seen = None  # a kept-alive connection's previous request is answered
         state = self.server.fake
         if urlparse(self.path).path == "/_fake/requests":
             with state.lock:
                 seen = [
-                    {"model": r.model, "kind": r.kind, "fault": r.fault, "body": r.body}
+                    {
+                        "model": r.model,
+                        "kind": r.kind,
+                        "fault": r.fault,
+                        "body": r.body,
+                        "status": r.status,
+                        "usage": r.usage,
+                    }
                     for r in state.requests
                 ]
             self._send(200, json.dumps(seen).encode())
+            return
+        if urlparse(self.path).path == "/_fake/counters":
+            self._send(200, json.dumps(state.counters()).encode())
             return
         if _MODELS_PATH.match(urlparse(self.path).path):
             self._models(state)
@@ -531,6 +569,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(body).encode())
 
     def do_POST(self) -> None:
+        self.seen = None
         url = urlparse(self.path)
         state = self.server.fake
         if url.path.startswith("/_fake/"):
@@ -553,13 +592,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "is not supported for generateContent. Call ListModels to see the list of "
                 "available models and their supported methods."
             )
-            with state.lock:
-                state.requests.append(SeenRequest(match["model"], "text", body, "404"))
+            self._seen(state, SeenRequest(match["model"], "text", body, "404"))
             self._send(404, _error_body(404, "NOT_FOUND", message))
             return
         if state.outage is not None:
-            with state.lock:
-                state.requests.append(SeenRequest(match["model"], "text", body, "outage"))
+            self._seen(state, SeenRequest(match["model"], "text", body, "outage"))
             code = state.outage
             status = "UNAVAILABLE" if code == 503 else "INTERNAL"
             self._send(code, _error_body(code, status, "The service is currently unavailable."))
@@ -568,11 +605,13 @@ class _Handler(BaseHTTPRequestHandler):
         config = _get(body, "generationConfig", "generation_config") or {}
         modalities = _get(config, "responseModalities", "response_modalities") or []
         kind = "audio" if "AUDIO" in [str(m).upper() for m in modalities] else "text"
-        with state.lock:
-            state.requests.append(
-                SeenRequest(match["model"], kind, body, fault.kind if fault else None)
-            )
+        self._seen(state, SeenRequest(match["model"], kind, body, fault.kind if fault else None))
         self._generate(state, body, fault)
+
+    def _seen(self, state: FakeGemini, seen: SeenRequest) -> None:
+        with state.lock:
+            state.requests.append(seen)
+        self.seen = seen
 
     def _generate(self, state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> None:
         kind = fault.kind if fault else None
@@ -607,6 +646,9 @@ class _Handler(BaseHTTPRequestHandler):
                         for k in ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
                     )
                     reply["usageMetadata"] = meta
+                if self.seen is not None and "usageMetadata" in reply:
+                    with state.lock:
+                        self.seen.usage = dict(reply["usageMetadata"])
                 self._send(200, json.dumps(reply).encode())
             except _BadRequest as exc:
                 self._send(400, _error_body(400, "INVALID_ARGUMENT", str(exc)))
@@ -633,6 +675,8 @@ class _Handler(BaseHTTPRequestHandler):
                     state.models = list(body["models"])
             elif path == "/_fake/reset":
                 state.reset()
+            elif path == "/_fake/clear_faults":
+                state.clear_faults()
             else:
                 self._send(404, _error_body(404, "NOT_FOUND", "no such control"))
                 return

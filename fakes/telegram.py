@@ -119,6 +119,12 @@ class TelegramServer:
             self._faults.down = None
         self.requests.clear()
 
+    def clear_faults(self) -> None:
+        """Every scripted fault ends; the recorded requests stay."""
+        with self._faults.lock:
+            self._faults.queue.clear()
+            self._faults.down = None
+
     # -- scripting -----------------------------------------------------------------------------
     def fail_next(self, count: int = 1, status: int = 429, retry_after: int = 1) -> None:
         """The next `count` requests fail with `status` (a 429 carries retry_after)."""

@@ -80,8 +80,10 @@ BASE_URL_ENV = "MDAME_GEMINI_BASE_URL"
 API_VERSION = "v1beta"  # the SDK's default is v1, which lacks some generation fields
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ATTEMPTS = 4
-# A paid call's lease outlives its lock by the longest single request.
+# A paid call's lease outlives its lock by the longest single request (a setting, so a crash
+# test need not wait out a killed run's call).
 GRACE_S = 180
+GRACE_ENV = "MDAME_GEMINI_GRACE_S"
 _BLOCK_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
 TRANSIENT_TRIES_ENV = "MDAME_GEMINI_TRANSIENT_TRIES"
 BACKOFF_ENV = "MDAME_GEMINI_BACKOFF_S"
@@ -258,7 +260,7 @@ class PaidCaller:
                 estimate,
                 self.ctx.dimension.daily_budget_micros,
                 self.max_attempts,
-                GRACE_S,
+                round(seconds_setting(GRACE_ENV, GRACE_S)),
                 {"model": model},
             )
             if start.action == "done":

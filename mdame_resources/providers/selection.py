@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_core.settings import SettingsError, mdame_env
+from mdame_core.settings import SettingsError, mdame_env, seconds_setting
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
 from mdame_resources.providers.safety import GeminiSafetyClassifier, RuleSafetyClassifier
@@ -49,7 +49,10 @@ def production_providers() -> dict[str, Any]:
         "visuals": diffusers_visuals(),
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
         "publisher": YouTubePublisher(
-            client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS")
+            client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS"),
+            # How long a killed holder's upload request may still be in flight (a setting, so
+            # a crash test need not wait it out).
+            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
         ),
         # Issue 12, slice "ops-alerts": the Bot API at MDAME_TELEGRAM_API_URL (default
         # api.telegram.org); chats from the dimension YAMLs, else MDAME_TELEGRAM_CHAT_ID.

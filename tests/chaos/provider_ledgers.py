@@ -1,0 +1,138 @@
+"""The production providers' ledgers against the local servers' own counters.
+
+The budget ledger is compared with what the Gemini fake answered and billed (its
+`counters()`: requests per status, each billed answer's usageMetadata), the quota ledger with
+what the YouTube fake charged (tests/chaos/invariants.py `_quota_against_counters`, through
+`violations(..., channel=InProcessChannel(fake))`). Reads only.
+
+A SIGKILL can land between Gemini's answer and the ledger's record of it: the next run settles
+that attempt at its estimate (the answer's usage is lost with the process), or the kill lands
+after the attempt was recorded and before its request left. So with `killed`, each such
+attempt may stand for one billed answer or for no request at all; without, the two sides match
+one to one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
+from mdame_domain.dimensions import load_registry
+from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
+
+
+class InProcessChannel:
+    """A fakes.youtube server running in this process, read as invariants.py reads a
+    ChannelProcess (its whole state and an upload's stored bytes)."""
+
+    def __init__(self, fake: Any) -> None:
+        self.fake = fake
+
+    def state(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.fake.snapshot()
+        return data
+
+    def video_bytes(self, upload_id: str) -> bytes:
+        data: bytes = self.fake.state.blob(upload_id).read_bytes()
+        return data
+
+
+def _prices(dimensions: Path) -> dict[str, dict[str, ModelPrice]]:
+    registry = load_registry(dimensions)
+    return {
+        d.slug: {model: ModelPrice(i, o) for model, i, o in d.gemini_prices}
+        for d in registry.dimensions
+    }
+
+
+def _usage_key(model: str, usage: dict[str, Any]) -> tuple[str, int, int, int]:
+    return (
+        model,
+        int(usage.get("promptTokenCount", usage.get("prompt", 0)) or 0),
+        int(usage.get("candidatesTokenCount", usage.get("output", 0)) or 0),
+        int(usage.get("thoughtsTokenCount", usage.get("thoughts", 0)) or 0),
+    )
+
+
+def budget_against_gemini(
+    app_url: str,
+    counters: dict[str, Any],
+    *,
+    killed: bool,
+    dimensions: Path = DIMENSIONS_DIR,
+) -> list[str]:
+    """Every broken promise between the budget ledger and the Gemini server's counters: the
+    ledger balances (every reservation settled or released, none held); each settled entry is
+    the cost of the usage Gemini reported for it (or its estimate, for an attempt whose answer
+    was lost); the usages settled are the usages Gemini billed; the failures released are the
+    error answers Gemini gave; and Gemini saw one request per attempt."""
+    prices = _prices(dimensions)
+    found: list[str] = []
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        entries = conn.execute(
+            "SELECT attempt_key, state, reserved_micros, actual_micros FROM mdame.budget_ledger"
+        ).fetchall()
+        attempts = conn.execute(
+            """SELECT id, provider, status, detail FROM mdame.provider_attempts
+                WHERE provider LIKE 'gemini:%' ORDER BY id"""
+        ).fetchall()
+    ledger = {key: (state, reserved, actual) for key, state, reserved, actual in entries}
+    held = [key for key, (state, _, _) in ledger.items() if state == "reserved"]
+    if held:
+        found.append(f"budget: {len(held)} reservations still held ({held[:3]})")
+    settled = sum(1 for state, _, _ in ledger.values() if state == "settled")
+    released = sum(1 for state, _, _ in ledger.values() if state == "released")
+    if settled + released != len(ledger):
+        found.append(f"budget: {len(ledger)} reserved, {settled} settled + {released} released")
+    usages: Counter[tuple[str, int, int, int]] = Counter()
+    at_estimate = 0
+    codes: Counter[str] = Counter()
+    for attempt_id, provider, status, detail in attempts:
+        model = provider.split(":", 1)[1]
+        name = f"Gemini attempt {attempt_id} ({model}, {status})"
+        entry = ledger.get(str(detail.get("budget_key")))
+        if entry is None:
+            found.append(f"{name} has no budget entry")
+            continue
+        state, reserved, actual = entry
+        usage = detail.get("usage")
+        if "settled_at_estimate" in detail:
+            at_estimate += 1
+            if (state, actual) != ("settled", reserved):
+                found.append(f"{name}: settled at the estimate {reserved}, ledger {state} {actual}")
+        elif isinstance(usage, dict) and status in ("succeeded", "failed"):
+            usages[_usage_key(model, usage)] += 1
+            price = price_for(model, prices.get(str(detail.get("dimension")), {}))
+            cost = cost_micros(
+                price, int(usage["prompt"]), int(usage["output"]), int(usage["thoughts"])
+            )
+            if (state, actual) != ("settled", cost):
+                found.append(f"{name}: its usage costs {cost}, the ledger has {state} {actual}")
+        elif detail.get("released"):
+            if "code" in detail:  # else it was never sent ("not sent": no connection)
+                codes[str(detail["code"])] += 1
+            if state != "released":
+                found.append(f"{name}: released, its budget entry is {state}")
+    billed = Counter(_usage_key(b["model"], b["usage"]) for b in counters["billed"])
+    unpaid = billed - usages  # billed answers no attempt settled at their usage
+    if usages - billed:
+        found.append(f"budget: usages settled that Gemini never billed: {dict(usages - billed)}")
+    lost = sum(unpaid.values())
+    if lost > (at_estimate if killed else 0):
+        found.append(
+            f"budget: {lost} billed Gemini answers are in no settled attempt "
+            f"({at_estimate} attempts were settled at their estimate)"
+        )
+    by_status: dict[str, int] = counters["by_status"]
+    for code, n in sorted(codes.items()):
+        answered = by_status.get(code, 0)
+        if n > answered if killed else n != answered:
+            found.append(f"budget: {n} attempts released on a {code}, Gemini answered {answered}")
+    requests, sent = int(counters["requests"]), len(attempts)
+    if requests > sent or sent - requests > (at_estimate if killed else 0):
+        found.append(f"Gemini saw {requests} requests for {sent} recorded attempts")
+    return found
