@@ -12,7 +12,6 @@ import pytest
 from mdame_domain.model_output import InvalidModelOutput, check_language, target_words
 from mdame_domain.writer import MAX_SCRIPT_WORDS, MIN_SCRIPT_WORDS, TopicBrief
 from mdame_resources.providers.gemini import (
-    PaidCallFailed,
     audio_seconds,
     synthesize_speech,
     write_wav,
@@ -85,12 +84,19 @@ def test_a_hook_that_breaks_the_honesty_floor_scores_nothing(fake, fenced):
         ("hook", "Hi", "the hook has 1 words"),
     ],
 )
-def test_invalid_writer_output_is_a_clear_error_never_a_script(
+def test_invalid_writer_output_rejects_the_topic_after_varied_requests_never_a_script(
     fake, fenced, owner, field, value, message
 ):
     fake.set_field(field, value)
-    with pytest.raises(PaidCallFailed, match=message):
-        _writer(fake).write_topic(BRIEF, 0.72, context(fenced))
+    outcome = _writer(fake).write_topic(BRIEF, 0.72, context(fenced))
+    assert outcome.script is None and outcome.rejected_by == "model_output"
+    assert outcome.attempts == 3 and all(message in r for r in outcome.rejected_reasons)
+    # Three versions of one request, each billed once and each carrying the failed checks.
+    failed = owner.execute(
+        """SELECT count(DISTINCT request_hash), count(*) FROM mdame.provider_attempts
+            WHERE status = 'failed'"""
+    ).fetchone()
+    assert failed == (3, 3)
     assert_balanced(owner)
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.topics.assets import topics
+from mdame_assets.defs.topics.assets import choose_topics, topics
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
@@ -14,7 +14,11 @@ from mdame_domain.idempotency import idempotency_key
 from mdame_domain.writer import Script, TopicBrief
 from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
-from mdame_resources.providers.writer import ScriptWriterResource, WriteOutcome
+from mdame_resources.providers.writer import (
+    REJECTED_BY_MODEL_OUTPUT,
+    ScriptWriterResource,
+    WriteOutcome,
+)
 from mdame_resources.state import StateStoreResource
 
 
@@ -46,13 +50,13 @@ def _script_for(
     script = outcome.script
     if script is None:
         detail = {
-            "rejected_by": "hook",
+            "rejected_by": outcome.rejected_by,
             "attempts": outcome.attempts,
             "reasons": list(outcome.rejected_reasons),
             "spend_micros": outcome.spend_micros,
         }
         advance(step.state, topic, "rejected", detail)
-        return "hook_rejected", outcome.spend_micros
+        return f"{outcome.rejected_by}_rejected", outcome.spend_micros
     decision = safety.decide(
         script.text,
         step.dimension.safety_profile,
@@ -93,17 +97,26 @@ def scripts(
     """Scripts of 80-150 words whose best of three hooks clears the dimension's threshold."""
     with pipeline_step(context, state.get_client(), "scripts") as step:
         outcomes, spend, exhausted = [], 0, ""
-        for topic in step.units("topic", state="approved"):
-            try:
-                outcome, spent = _script_for(step, topic, writer, safety)
-            except BudgetExhausted as exc:
-                # The dimension's paid work stops for the day; the topic stays approved with
-                # nothing half-written, and the database holds a budget_exhausted event.
-                exhausted = str(exc)
-                step.log("budget_exhausted", error=exhausted)
+        pending = step.units("topic", state="approved")
+        while pending and not exhausted:
+            for topic in pending:
+                try:
+                    outcome, spent = _script_for(step, topic, writer, safety)
+                except BudgetExhausted as exc:
+                    # The dimension's paid work stops for the day; the topic stays approved
+                    # with nothing half-written, and the database holds a budget_exhausted
+                    # event.
+                    exhausted = str(exc)
+                    step.log("budget_exhausted", error=exhausted)
+                    break
+                outcomes.append(outcome)
+                spend += spent
+            if exhausted or f"{REJECTED_BY_MODEL_OUTPUT}_rejected" not in outcomes[-len(pending) :]:
                 break
-            outcomes.append(outcome)
-            spend += spent
+            # A topic whose answers kept failing their checks left its video slot: the next
+            # trend gets it, as the topics stage would give it on a re-run.
+            choose_topics(step, safety)
+            pending = step.units("topic", state="approved")
         approved = step.units("script")
     scores = [s.payload["script"]["hook_score"] for s in approved]
     return dg.MaterializeResult(

@@ -67,6 +67,55 @@ def _topic_for(
     return topic
 
 
+def choose_topics(step: Step, safety: SafetyClassifierResource) -> dict[str, Any]:
+    """Decides topics from the best trends until every video slot has one; returns the
+    figures for the metadata. A slot is used by a topic that is approved or scripted, or whose
+    hooks were rejected (re-runs then pick exactly the same topics); a topic rejected by
+    safety, as a repeat, or because the model's answers kept failing their checks leaves its
+    slot to the next trend. The scripts stage calls this again after such a rejection."""
+    # Category weights (slice "adaptive", 1.0 unless tuned) scale each trend's score.
+    weights = step.params
+    ranked = sorted(
+        step.units("trend"),
+        key=lambda t: (
+            -t.payload["score"] * weights.weight(topic_category(t.payload["keywords"])),
+            t.id,
+        ),
+    )
+    wanted = step.params.videos_per_day
+    covered = step.state.covered_topic_titles(
+        step.dimension_id, step.partition.day, step.dimension.topic_lookback_days
+    )
+    approved, rejected, repeats, decided, exhausted = 0, [], [], 0, ""
+    for trend in ranked:
+        if approved >= wanted or decided >= wanted * CANDIDATES_PER_VIDEO:
+            break
+        try:
+            topic = _topic_for(step, safety, trend, covered)
+        except BudgetExhausted as exc:
+            # Paid classification stops for the day; the trend stays undecided.
+            exhausted = str(exc)
+            step.log("budget_exhausted", error=exhausted)
+            break
+        if topic.result.get("safety_rule") == REPEAT_RULE:  # its slot goes to the next one
+            repeats.append(topic.payload["title"])
+            continue
+        decided += 1
+        if topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook":
+            approved += 1
+        else:
+            rejected.append(topic.payload["title"])
+    return {
+        "approved": approved,
+        "rejected": len(rejected),
+        "rejected_titles": rejected,
+        "skipped_repeats": repeats,
+        "budget_exhausted": exhausted,
+        "videos_per_day": wanted,
+        "params_version": step.params.version,
+    }
+
+
 @dg.asset(
     partitions_def=content_partitions, group_name="content", deps=[trends], kinds={"postgres"}
 )
@@ -75,48 +124,5 @@ def topics(
 ) -> dg.MaterializeResult:
     """Approved topics for the day; rejected ones keep an audit row with the rule that fired."""
     with pipeline_step(context, state.get_client(), "topics") as step:
-        # Category weights (slice "adaptive", 1.0 unless tuned) scale each trend's score.
-        weights = step.params
-        ranked = sorted(
-            step.units("trend"),
-            key=lambda t: (
-                -t.payload["score"] * weights.weight(topic_category(t.payload["keywords"])),
-                t.id,
-            ),
-        )
-        wanted = step.params.videos_per_day
-        covered = step.state.covered_topic_titles(
-            step.dimension_id, step.partition.day, step.dimension.topic_lookback_days
-        )
-        approved, rejected, repeats, decided, exhausted = 0, [], [], 0, ""
-        for trend in ranked:
-            if approved >= wanted or decided >= wanted * CANDIDATES_PER_VIDEO:
-                break
-            try:
-                topic = _topic_for(step, safety, trend, covered)
-            except BudgetExhausted as exc:
-                # Paid classification stops for the day; the trend stays undecided.
-                exhausted = str(exc)
-                step.log("budget_exhausted", error=exhausted)
-                break
-            if topic.result.get("safety_rule") == REPEAT_RULE:  # its slot goes to the next one
-                repeats.append(topic.payload["title"])
-                continue
-            decided += 1
-            # A topic that passed safety uses its video slot even if the hook audit rejects it
-            # later: re-runs then pick exactly the same topics.
-            if topic.state in ("approved", "scripted") or topic.result.get("rejected_by") == "hook":
-                approved += 1
-            else:
-                rejected.append(topic.payload["title"])
-    return dg.MaterializeResult(
-        metadata={
-            "approved": approved,
-            "rejected": len(rejected),
-            "rejected_titles": rejected,
-            "skipped_repeats": repeats,
-            "budget_exhausted": exhausted,
-            "videos_per_day": wanted,
-            "params_version": step.params.version,
-        }
-    )
+        chosen = choose_topics(step, safety)
+    return dg.MaterializeResult(metadata=chosen)
