@@ -121,3 +121,38 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert track.payload["provider"] == "edge-tts" and track.payload["words"]
         assert len(list_outbox(pipeline.home / "outbox")) == 1
         assert any(r.fault is None for r in edge.requests)
+
+
+def test_a_permanent_cause_fails_the_script_at_once_with_one_alert_naming_the_fix(
+    pipeline, fresh_db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline.sync()
+    with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
+        owner.execute(
+            """UPDATE mdame.dimensions
+                  SET config = jsonb_set(config, '{tts}', config -> 'tts'
+                               || '{"edge_voice": "en-US-NobodyNeural"}')
+                WHERE slug = 'science'"""
+        )
+    key = str(partition_key(DAY, "science"))
+    with running() as edge, fake_gemini.running() as gemini:
+        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
+        days_ago = (datetime.now(UTC).date() - DAY).days
+        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))  # still open
+        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+        edge.set_fault("no_audio")  # what the service answers a voice it does not have
+        gemini.faults.push("400")  # ... and Gemini refuses the request
+
+        result = _run(pipeline, key)
+
+    assert not result.success
+    (script,) = pipeline.state.list_work_units("script")
+    assert script.state == "failed" and "failed for good" in script.result["error"]
+    halt = pipeline.state.get_voice_halt(script.id)
+    assert (halt.halts, halt.permanent, halt.next_retry_at) == (1, True, None)
+    assert pipeline.state.partitions_with_voice_retry_due() == []  # nothing to retry
+    # One HALT alert (Gemini's own refusal alert comes beside it).
+    (alert,) = [a for a in read_outbox(pipeline.home / "outbox", "science") if "HALT" in a["text"]]
+    assert "failed for good" in alert["text"] and "unknown voice" in alert["text"]
+    assert "tts: {edge_voice}" in alert["text"] and "tts.gemini_voice" in alert["text"]
