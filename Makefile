@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test ui chaos chaos-sequence bench bench-gpu bench-render lint clean
+.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-render lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -17,6 +17,8 @@ help:
 	@echo "make db        start (or reuse) the local cluster and migrate;  make db-stop stops it"
 	@echo "make chaos     the crash matrix (tests/chaos); CHAOS_ARGS=\"--limit 5\" for a few points"
 	@echo "make chaos-sequence  five SIGKILLs of the demo, then a demo that must finish clean"
+	@echo "make chaos-providers SIGKILLs of the fakes demo while every server faults, then it must converge"
+	@echo "               (ARGS=\"--fresh --seed N --kills N\"; --help for every option)"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
 	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
 	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
@@ -67,6 +69,11 @@ chaos: db
 # complete in bounded time and leave nothing behind (ARGS=--fresh for scratch databases).
 chaos-sequence: db
 	@PYTHONPATH=$(CURDIR) $(BIN)/python tests/liveness/chaos_sequence.py $(ARGS)
+
+# SIGKILLs of `make demo PROVIDERS=fakes` while every local server faults at random (seeded),
+# then a demo that must converge: published once, ledgers equal to the servers' counters.
+chaos-providers: db
+	@PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.chaos.providers $(ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

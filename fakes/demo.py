@@ -10,7 +10,8 @@ deployment sets, stores an encrypted grant for each demo account on the fake cha
 With MDAME_FAKES_RUNNING=1 it starts no server and connects no account: the servers run in
 another process that outlives this one (the provider crash harness, tests/chaos/providers.py),
 which put their MDAME_* endpoints in the environment and connected the accounts itself.
-`--dimension` (repeatable) and `--day` limit the demo to some partitions.
+`--dimension` (repeatable) and `--day` limit the demo to some partitions; `--niches DIR` reads
+the niche files from DIR instead of dimensions/.
 
 `inject_random_faults` draws, from a seeded RNG, faults for every server at once (a Gemini
 outage, Gemini 429/5xx/drops, Edge-TTS drops, YouTube 5xx / a reset mid chunk / a lost response,
@@ -155,19 +156,29 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     return injected
 
 
-def clear_faults(services: FakeServices) -> None:
-    """Every server answers normally from now on; what they saw and counted stays."""
+def clear_faults(services: FakeServices) -> int:
+    """Every server answers normally from now on; what they saw and counted stays. Returns
+    how many queued faults no request had taken."""
+    unfired = (
+        len(services.model.faults)
+        + len(services.speech.faults.queue)
+        + len(services.channel.faults.pending())
+        + services.bot.queued_faults()
+    )
     services.model.clear_faults()
     services.speech.faults.clear()
     services.channel.faults.clear()
     services.bot.clear_faults()
+    return unfired
 
 
-def _run_demo(videos_at: str, day: date | None, only: Sequence[str]) -> int:
+def _run_demo(
+    videos_at: str, day: date | None, only: Sequence[str], niches: Path | None = None
+) -> int:
     # The definitions read the providers chosen by the environment set before this import.
     from mdame_cli.main import run_demo
 
-    if day is None and not only:
+    if day is None and not only and niches is None:
         return run_demo(videos_at=videos_at)
     # What run_demo sets up, for some partitions only.
     from mdame_assets.demo import main as demo_main
@@ -178,7 +189,9 @@ def _run_demo(videos_at: str, day: date | None, only: Sequence[str]) -> int:
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    code = demo_main(day, only=only, videos_at=videos_at)
+    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
+
+    code = demo_main(day, only=only, videos_at=videos_at, dimensions=niches or DIMENSIONS_DIR)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
 
@@ -187,19 +200,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dimension", action="append", default=[], help="only these (repeat)")
     parser.add_argument("--day", type=date.fromisoformat, default=None, help="YYYY-MM-DD")
+    parser.add_argument("--niches", type=Path, default=None, help="the niche files' folder")
     args = parser.parse_args(argv)
     folder = mdame_home() / "fakes"
     if os.environ.get(RUNNING_VAR) == "1":
-        return _run_demo("the fake channel of the servers' owner", args.day, args.dimension)
+        videos_at = "the fake channel of the servers' owner"
+        return _run_demo(videos_at, args.day, args.dimension, args.niches)
     with fake_services(folder) as services:
         os.environ.update(services.env)
         state = StateStore()
         try:
-            connect_demo_accounts(services.channel, state)
+            connect_demo_accounts(services.channel, state, args.niches)
         finally:
             state.close()
         videos_at = f"the local fake channel's state under {folder / 'youtube'}"
-        return _run_demo(videos_at, args.day, args.dimension)
+        return _run_demo(videos_at, args.day, args.dimension, args.niches)
 
 
 if __name__ == "__main__":

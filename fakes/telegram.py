@@ -119,6 +119,11 @@ class TelegramServer:
             self._faults.down = None
         self.requests.clear()
 
+    def queued_faults(self) -> int:
+        """Scripted one-shot faults no request has taken yet."""
+        with self._faults.lock:
+            return len(self._faults.queue)
+
     def clear_faults(self) -> None:
         """Every scripted fault ends; the recorded requests stay."""
         with self._faults.lock:

@@ -15,6 +15,7 @@ one to one.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +64,15 @@ def budget_against_gemini(
     counters: dict[str, Any],
     *,
     killed: bool,
+    since: datetime | None = None,
     dimensions: Path = DIMENSIONS_DIR,
 ) -> list[str]:
     """Every broken promise between the budget ledger and the Gemini server's counters: the
     ledger balances (every reservation settled or released, none held); each settled entry is
     the cost of the usage Gemini reported for it (or its estimate, for an attempt whose answer
     was lost); the usages settled are the usages Gemini billed; the failures released are the
-    error answers Gemini gave; and Gemini saw one request per attempt."""
+    error answers Gemini gave; and Gemini saw one request per attempt. `since`: only attempts
+    made from then on (the server's counters start there), on a database older than it."""
     prices = _prices(dimensions)
     found: list[str] = []
     with psycopg.connect(app_url, autocommit=True) as conn:
@@ -78,7 +81,9 @@ def budget_against_gemini(
         ).fetchall()
         attempts = conn.execute(
             """SELECT id, provider, status, detail FROM mdame.provider_attempts
-                WHERE provider LIKE 'gemini:%' ORDER BY id"""
+                WHERE provider LIKE 'gemini:%%' AND (%s::timestamptz IS NULL OR created_at >= %s)
+                ORDER BY id""",
+            [since, since],
         ).fetchall()
     ledger = {key: (state, reserved, actual) for key, state, reserved, actual in entries}
     held = [key for key, (state, _, _) in ledger.items() if state == "reserved"]
@@ -135,4 +140,37 @@ def budget_against_gemini(
     requests, sent = int(counters["requests"]), len(attempts)
     if requests > sent or sent - requests > (at_estimate if killed else 0):
         found.append(f"Gemini saw {requests} requests for {sent} recorded attempts")
+    return found
+
+
+def quota_against_youtube(app_url: str, channel: Any, *, slack_units: int = 0) -> list[str]:
+    """Each account's committed quota ledger (per bucket, every day) against what the fake
+    channel charged. A list call killed around its request cannot be asked about: the next run
+    commits it, so the units bucket may count up to `slack_units` (one per kill) more than the
+    channel charged, never less; inserts are known exactly."""
+    data = channel.state()
+    by_handle = {ch["handle"]: cid for cid, ch in data["channels"].items()}
+    found = []
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        accounts = dict(conn.execute("SELECT id, handle FROM mdame.dimension_accounts").fetchall())
+        ledger = {
+            (account, bucket): int(units)
+            for account, bucket, units in conn.execute(
+                """SELECT account_id, bucket, sum(units) FROM mdame.quota_ledger
+                    WHERE state = 'committed' GROUP BY 1, 2"""
+            ).fetchall()
+        }
+    for account, handle in sorted(accounts.items()):
+        cid = by_handle.get(handle)
+        if cid is None:
+            continue
+        for bucket in ("insert", "search", "units"):
+            charged = sum(day.get(cid, {}).get(bucket, 0) for day in data["counters"].values())
+            committed = ledger.get((account, bucket), 0)
+            slack = slack_units if bucket == "units" else 0
+            if not charged <= committed <= charged + slack:
+                found.append(
+                    f"quota of account {handle}, {bucket} bucket: the ledger committed "
+                    f"{committed}, the channel charged {charged}"
+                )
     return found

@@ -1,0 +1,69 @@
+"""A sampled slice of `make chaos-providers`: two SIGKILLs of the fakes demo while every local
+server faults (the first under a Gemini outage), then a demo that must converge with every
+check of the harness: published once, the channel's videos and quota, the budget against
+Gemini's counters, nothing left running, held or leased. A fixed seed, one niche at its
+shortest length, so it stays within a couple of minutes on two cores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from fakes.demo import fake_services
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
+from tests.chaos.providers import run
+from tests.liveness.liveness_kit import World
+from tests.scratch_db import create_database, drop_database
+
+pytestmark = pytest.mark.slow
+
+DAY = date(2026, 11, 29)
+SEED = 20261201
+
+
+@pytest.fixture
+def world(fresh_db, tmp_path: Path) -> Iterator[World]:
+    dagster_db = create_database(None, "_dagster")
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        yield World(fresh_db.owner, fresh_db.app, dagster_db.owner, home)
+    finally:
+        drop_database(dagster_db.name)
+
+
+def test_kills_while_every_server_faults_converge_on_the_next_demo(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDAME_HOME", str(world.home))  # the grants' master key lives there
+    monkeypatch.setenv("ENV", "dev")
+    niches = tmp_path / "niches"
+    niches.mkdir()
+    science = (DIMENSIONS_DIR / "science.yaml").read_text(encoding="utf-8")
+    (niches / "science.yaml").write_text(f"{science}target_seconds: 30\n", encoding="utf-8")
+    with fake_services(world.home / "fakes") as services:
+        report = run(
+            world,
+            services,
+            seed=SEED,
+            kills=2,
+            outage_runs=1,
+            dimensions=["science"],
+            day=DAY,
+            logs=tmp_path,
+            niches=niches,
+            max_delay_s=4.0,
+            bound_s=240.0,
+            log=lambda line: None,
+        )
+        gemini = services.model.counters()
+
+    assert report.violations == [], f"{report.table()}\n" + "\n".join(report.violations)
+    assert [c.label for c in report.cases] == ["kill 1/2", "kill 2/2", "final"]
+    assert "gemini outage 503" in report.cases[0].faults
+    assert report.cases[-1].outcome == "exit 0"
+    # The outage was met: Gemini answered 503s before it answered anything else.
+    assert gemini["by_status"].get("503", 0) > 0 and gemini["billed"]
