@@ -299,7 +299,7 @@ class Harness:
             if run.exitcode != 0:
                 raise RuntimeError(f"the clean run failed: {run.error()} (log {run.log})")
             trace = (case.home / "trace-1.txt").read_text().split()
-            end = snapshot(case.db.app, case.home, self.media, case.channel is not None)
+            end = snapshot(case.db.app, case.home, self.media)
             found = violations(case.db.app, case.home, self.media, channel=case.channel)
             return CleanRun(tuple(trace), end, run.seconds, tuple(found))
 

@@ -109,9 +109,17 @@ def _file_hashes(units: list[Unit], media: LocalMediaStore, home: Path) -> dict[
         if uri and sha:
             path = media.path_for(uri)
             hashes[f"{unit.kind}:{unit.key}"] = sha256_file(path) if path.exists() else "missing"
+    # The channel names its videos (per session, so per run): an entry is keyed by the
+    # publication that names its id.
+    publication_of = {
+        str(u.result["video_id"]): u.key
+        for u in units
+        if u.kind == "publication" and u.result.get("video_id")
+    }
     for entry in list_outbox(home / "outbox"):
         for path in (entry.video_path, entry.metadata_path):
-            rel = path.relative_to(home / "outbox")
+            owner = publication_of.get(entry.video_id, entry.video_id)
+            rel = f"{entry.folder.parent.name}/{owner}/{path.name}"
             digest = sha256_file(path) if path.exists() else "missing"
             if path == entry.metadata_path and path.exists():
                 digest = _metadata_digest(path)
@@ -121,8 +129,10 @@ def _file_hashes(units: list[Unit], media: LocalMediaStore, home: Path) -> dict[
 
 def _metadata_digest(path: Path) -> str:
     """metadata.json's digest without `published_at`, the wall-clock moment of publishing
-    (it differs between the clean run and a crash case); that must be a past UTC time."""
+    (it differs between the clean run and a crash case; it must be a past UTC time), and
+    without the id the channel gave the video (compared through its publication)."""
     document = json.loads(path.read_text(encoding="utf-8"))
+    document.pop("video_id", None)
     raw = document.pop("published_at", None)
     published = datetime.fromisoformat(raw) if isinstance(raw, str) else None
     if published is None or published.tzinfo is None or published > datetime.now(UTC):
@@ -131,9 +141,10 @@ def _metadata_digest(path: Path) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def snapshot(app_url: str, home: Path, media_root: Path, youtube: bool = False) -> EndState:
-    """With `youtube`, video ids are the channel's (random per run): only whether a publication
-    has one is compared, and list calls' quota entries are left to `_channel`."""
+def snapshot(app_url: str, home: Path, media_root: Path) -> EndState:
+    """Video ids are the channel's (per upload session, so per run): only whether a publication
+    has one is compared; list calls' quota entries (random keys) are left to the ledgers'
+    balance and, with a fake channel, to `_channel`."""
     with psycopg.connect(app_url, autocommit=True) as conn:
         units = _units(conn)
         jobs = dict(_rows(conn, "SELECT idempotency_key, state FROM mdame.jobs"))
@@ -146,18 +157,12 @@ def snapshot(app_url: str, home: Path, media_root: Path, youtube: bool = False) 
     for unit in units:
         by_kind.setdefault(unit.kind, {})[unit.key] = unit.state
     video_ids = {
-        u.key: _video_id(u.result.get("video_id"), youtube)
+        u.key: "a channel video" if u.result.get("video_id") else "none"
         for u in units
         if u.kind == "publication"
     }
     hashes = _file_hashes(units, LocalMediaStore(media_root), home)
     return EndState(by_kind, jobs, video_ids, quota, hashes)
-
-
-def _video_id(video_id: Any, youtube: bool) -> str:
-    if youtube and video_id is not None:
-        return "a channel video"
-    return str(video_id)
 
 
 # ------------------------------------------------------------------------------------------
@@ -188,7 +193,7 @@ def violations(
             *_locks(conn),
         ]
     if clean is not None:
-        found += snapshot(app_url, home, media_root, channel is not None).differences(clean)
+        found += snapshot(app_url, home, media_root).differences(clean)
     return found
 
 

@@ -53,7 +53,7 @@ def test_the_clean_run_uploads_in_several_chunks_after_committing_its_session(
     commits = list(clean.commits)
     for rpc in PUBLISHER_RPCS:
         assert rpc in commits, rpc
-    assert "begin_upload" not in commits  # the resumable path, not the outbox's
+    assert "begin_upload" not in commits  # the bucketed resumable path only
     chunks = [i for i, rpc in enumerate(commits) if rpc == SEND_CHUNK]
     assert len(chunks) >= 3, "the render should span several chunks"
     # The session is committed before its first byte, the video id after its last.
