@@ -129,8 +129,8 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     """Queues a random handful of faults on every server (`outage`: every Gemini request is
     answered 503 until `clear_faults`). Returns what was injected, one line per server."""
     injected = []
+    services.model.outage = 503 if outage else None
     if outage:
-        services.model.outage = 503
         injected.append("gemini outage 503")
     gemini_faults = rng.choices(["429", "500", "503", "drop"], k=rng.randint(0, 3))
     for kind in gemini_faults:

@@ -117,11 +117,15 @@ def budget_against_gemini(
             )
             if (state, actual) != ("settled", cost):
                 found.append(f"{name}: its usage costs {cost}, the ledger has {state} {actual}")
-        elif detail.get("released"):
+        elif detail.get("released") or state == "released":  # a 4xx refusal is released too
             if "code" in detail:  # else it was never sent ("not sent": no connection)
                 codes[str(detail["code"])] += 1
             if state != "released":
                 found.append(f"{name}: released, its budget entry is {state}")
+        elif detail.get("settled_at") == "estimate":  # a 200 whose body was not JSON
+            at_estimate += 1
+        elif status not in ("submitted", "unknown") or state != "reserved":
+            found.append(f"{name}: budget {state} {actual} for no usage Gemini reported")
     billed = Counter(_usage_key(b["model"], b["usage"]) for b in counters["billed"])
     unpaid = billed - usages  # billed answers no attempt settled at their usage
     if usages - billed:
