@@ -151,17 +151,20 @@ def _kill_at_random(
         demo.proc.wait()
 
 
-def _published_once(app_url: str, dimensions: Sequence[str]) -> list[str]:
-    """Every dimension run published exactly once: one published publication per account."""
+def _published_once(app_url: str, dimensions: Sequence[str], day: date) -> list[str]:
+    """Every dimension run published the day's video exactly once: one published publication
+    per active account."""
     found = []
     with psycopg.connect(app_url, autocommit=True) as conn:
         rows = conn.execute(
             """SELECT d.slug, count(DISTINCT a.id) FILTER (WHERE a.active),
-                      count(p.id) FILTER (WHERE p.state = 'published')
+                      count(p.id) FILTER (WHERE p.state = 'published' AND s.partition_date = %s)
                  FROM mdame.dimensions d
                  JOIN mdame.dimension_accounts a ON a.dimension_id = d.id
                  LEFT JOIN mdame.publications p ON p.account_id = a.id
-                WHERE d.active GROUP BY d.slug ORDER BY d.slug"""
+                 LEFT JOIN mdame.scripts s ON s.id = p.script_id
+                WHERE d.active GROUP BY d.slug ORDER BY d.slug""",
+            [day],
         ).fetchall()
     for slug, accounts, published in rows:
         if dimensions and slug not in dimensions:
@@ -207,14 +210,16 @@ def run(
     env = {**services.env, **SETTINGS, RUNNING_VAR: "1"}
     with StateStore(world.app_url, env="dev") as state:
         connect_demo_accounts(services.channel, state, niches)
-    # Three runs per dimension: content, scene clips, publishing.
-    runs_per_demo = 3 * (len(dimensions) or len(list((niches or DIMENSIONS_DIR).glob("*.yaml"))))
+    # Three runs per dimension: content, scene clips, publishing; under the outage only the
+    # content runs start (each fails).
+    dimension_count = len(dimensions) or len(list((niches or DIMENSIONS_DIR).glob("*.yaml")))
     for n in range(kills):
         outage = n < outage_runs
         case = Case(f"kill {n + 1}/{kills}", inject_random_faults(services, rng, outage))
         at = time.monotonic()
         demo = _demo(world, env, logs / f"demo-{n}.log", dimensions, day, niches)
-        case.outcome = _kill_at_random(world, demo, rng, runs_per_demo, max_delay_s)
+        runs = dimension_count * (1 if outage else 3)
+        case.outcome = _kill_at_random(world, demo, rng, runs, max_delay_s)
         case.seconds = time.monotonic() - at
         report.cases.append(case)
         log(f"{case.label}: {case.outcome} ({'; '.join(case.faults) or 'no faults'})")
@@ -238,7 +243,7 @@ def run(
     # Quota is compared below with one uncertain list call allowed per kill, not per case.
     report.violations += [v for v in found if not v.startswith("quota of account")]
     report.violations += quota_against_youtube(world.app_url, channel, slack_units=kills)
-    report.violations += _published_once(world.app_url, dimensions)
+    report.violations += _published_once(world.app_url, dimensions, day)
     report.violations += budget_against_gemini(
         world.app_url, services.model.counters(), killed=kills > 0, since=since
     )
