@@ -55,6 +55,13 @@ def test_answers_failing_their_checks_reject_the_topic_and_the_next_one_publishe
     pipeline, fresh_db, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pipeline.sync()
+    with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
+        # The shortest script the rules allow: the render, not under test, is its slowest step.
+        owner.execute(
+            "UPDATE mdame.dimensions SET config = jsonb_set(config, '{target_seconds}', '30')"
+            " WHERE slug = %s",
+            [DIMENSION],
+        )
     with fake_gemini.running() as fake:
         monkeypatch.setenv("MDAME_GEMINI_BASE_URL", fake.base_url)
         pipeline.resources["writer"] = GeminiScriptWriter(api_key=KEY, timeout_s=10)
