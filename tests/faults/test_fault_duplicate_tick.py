@@ -56,7 +56,7 @@ def test_two_runs_of_one_partition_at_once_do_the_work_once(fresh_synced, warm_h
             db.app,
             """SELECT 'publications', count(*) FROM mdame.publications
                UNION ALL SELECT 'attempts', count(*) FROM mdame.provider_attempts
-               UNION ALL SELECT 'quota', count(*) FROM mdame.quota_ledger
+               UNION ALL SELECT 'quota', count(*) FROM mdame.quota_ledger WHERE bucket = 'insert'
                UNION ALL SELECT 'voice', count(*) FROM mdame.voice_tracks
                UNION ALL SELECT 'renders', count(*) FROM mdame.renders
                UNION ALL SELECT 'reviews', count(*) FROM mdame.reviews""",
