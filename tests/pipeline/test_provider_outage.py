@@ -1,6 +1,7 @@
 """A Gemini outage that lasts several runs of a partition, on the production path: the
-production providers with their real client libraries against the local protocol servers
-(fakes/), runs made as the backfill makes them. Every run during the outage fails transiently
+production providers (Gemini writer, critic and safety, Edge-TTS, the httpx trend reader, the
+YouTube publisher) with their real client libraries against the local protocol servers of
+`make demo PROVIDERS=fakes`, runs made as the backfill makes them. Every run during the outage fails transiently
 and leaves nothing held; the first run after Gemini recovers publishes the partition's video,
 with no operator action in between, and every ledger equals the servers' own counters."""
 
@@ -93,6 +94,10 @@ def test_a_gemini_outage_of_several_runs_heals_on_the_first_run_after_it(
         assert result.success, _failure(result)
         (script,) = pipeline.state.list_work_units("script")
         assert script.state == "published"
+        # Written by Gemini and spoken by Edge-TTS through their real clients.
+        assert script.payload["provider"] == "GeminiScriptWriter"
+        (track,) = pipeline.state.list_work_units("voice_track")
+        assert track.payload["provider"] == "edge-tts" and track.payload["words"]
         render = pipeline.state.get_work_unit("render", script.result["render_id"])
         (publication,) = pipeline.state.list_work_units("publication")
         (video,) = services.channel.videos()
