@@ -1,9 +1,10 @@
 """A Gemini outage that lasts several runs of a partition, on the production path: the
 production providers (Gemini writer, critic and safety, Edge-TTS, the httpx trend reader, the
 YouTube publisher) with their real client libraries against the local protocol servers of
-`make demo PROVIDERS=fakes`, runs made as the backfill makes them. Every run during the outage fails transiently
-and leaves nothing held; the first run after Gemini recovers publishes the partition's video,
-with no operator action in between, and every ledger equals the servers' own counters."""
+`make demo PROVIDERS=fakes`, runs made as the backfill makes them. Every run during the outage
+fails transiently and leaves nothing held; the first run after Gemini recovers publishes the
+partition's video, with no operator action in between, and every ledger equals the servers'
+own counters."""
 
 from __future__ import annotations
 
