@@ -69,10 +69,8 @@ def test_crashes_across_the_stages_converge_to_the_clean_end_state(
     # One phase per point keeps CI's slice short; `make chaos` runs both phases of every commit.
     sample = [
         (clean.nth("record_trends", 1), "before"),  # trends: the first work of the run
-        (clean.nth("plan_scenes", -1), "after"),  # scene_plan: scenes, jobs and script, together
         (clean.nth("complete_scene_job", 1), "before"),  # scene_clips: a job under a lease
         (clean.nth("record_voice", 1), "after"),  # voice_tracks
-        (clean.nth("begin_bucket_upload", 1), "after"),  # publications: reserved, nothing sent
         (clean.nth("open_upload_session", 1), "after"),  # the session, before any byte
         (clean.nth("finish_upload", 1), "before"),  # the video is out, its id not recorded
     ]
