@@ -73,7 +73,7 @@ def choose_topics(step: Step, safety: SafetyClassifierResource) -> dict[str, Any
     hooks were rejected (re-runs then pick exactly the same topics); a topic rejected by
     safety, as a repeat, or because the model's answers kept failing their checks leaves its
     slot to the next trend. The scripts stage calls this again after such a rejection."""
-    # Category weights (slice "adaptive", 1.0 unless tuned) scale each trend's score.
+    # Category weights (tuned weekly by the Adaptive Engine, else 1.0) scale each trend's score.
     weights = step.params
     ranked = sorted(
         step.units("trend"),
