@@ -1,4 +1,4 @@
-"""Orchestrator: alerts that no single step raises (issue 12, alerts).
+"""Orchestrator: alerts that no single step raises.
 
 - `run_failure_alert_sensor` tells the operator about a failed run of either code location
   (content_job, publishing_job, scene_clips_job), once per dimension and UTC day.

@@ -1,4 +1,4 @@
-"""adaptive_engine: the weekly Adaptive Engine (issue 12, slice "adaptive").
+"""adaptive_engine: the weekly Adaptive Engine.
 
 Runs per dimension and week after the Strategic Auditor, reads that week's metrics from its
 report (mdame.reports, migration 0016 of slice "auditor") and writes the bounded changes as a new

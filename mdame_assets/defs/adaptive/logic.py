@@ -1,4 +1,4 @@
-"""One dimension's weekly Adaptive Engine pass (issue 12, slice "adaptive"): propose bounded
+"""One dimension's weekly Adaptive Engine pass: propose bounded
 changes from the week's Auditor metrics and write them as a new versioned parameter set.
 
 Plain functions over the state store, so the asset stays thin and tests run without Dagster.

@@ -1,1 +1,1 @@
-"""Analytics: what viewers did with the published videos (issue 12)."""
+"""Analytics: what viewers did with the published videos."""
