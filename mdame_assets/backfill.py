@@ -96,16 +96,18 @@ def backfill(dimension: str, first: date, last: date, selection: str = "") -> in
     """Exit status 0 when every partition succeeded; SIGTERM and Ctrl-C stop it (128+N)."""
     with stop_on_signals():
         try:
-            return _backfill(dimension, first, last, selection)
+            with dg.DagsterInstance.get() as instance:  # as demo.main: entered and disposed
+                return _backfill(instance, dimension, first, last, selection)
         except (Interrupted, DagsterExecutionInterruptedError):
             print(f"[backfill] stopped by {stop_signal_name()}", file=sys.stderr)
             return stop_exit_code()
 
 
-def _backfill(dimension: str, first: date, last: date, selection: str) -> int:
+def _backfill(
+    instance: dg.DagsterInstance, dimension: str, first: date, last: date, selection: str
+) -> int:
     days = days_between(first, last)
     phases = plan_phases(selection) if selection else []
-    instance = dg.DagsterInstance.get()
     state = StateStore()
     try:
         # The registry sensor runs only with the daemon: sync here so the dimension is a

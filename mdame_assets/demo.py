@@ -85,15 +85,24 @@ def main(
     publisher puts the videos (default: the outbox folder); `dimensions`: the niche files."""
     with stop_on_signals():
         try:
-            return _main(day, only, videos_at or str(OutboxPublisher().folder()), dimensions)
+            # Entered, so that definitions loaded during the runs see this instance's state
+            # storage (Dagster keeps it in a context variable), and it is disposed at the end.
+            with dg.DagsterInstance.get() as instance:
+                folder = videos_at or str(OutboxPublisher().folder())
+                return _main(instance, day, only, folder, dimensions)
         except (Interrupted, DagsterExecutionInterruptedError):
             print(f"[demo] stopped by {stop_signal_name()}", file=sys.stderr)
             return stop_exit_code()
 
 
-def _main(day: date | None, only: Sequence[str], videos_at: str, dimensions: Path) -> int:
+def _main(
+    instance: dg.DagsterInstance,
+    day: date | None,
+    only: Sequence[str],
+    videos_at: str,
+    dimensions: Path,
+) -> int:
     day = day or datetime.now(UTC).date()
-    instance = dg.DagsterInstance.get()
     state = StateStore()
     # A demo killed earlier left its runs STARTED, holding pool slots and locks: clear them
     # first, or the scene_clips step waits behind a dead run forever.

@@ -62,9 +62,12 @@ def _run(job: str, key: str, instance: dg.DagsterInstance) -> str:
 
 
 def main(day: date | None = None, only: Sequence[str] = ()) -> int:
-    day = day or datetime.now(UTC).date()
+    with dg.DagsterInstance.get() as instance:  # as demo.main: entered and disposed
+        return _report(instance, day or datetime.now(UTC).date(), only)
+
+
+def _report(instance: dg.DagsterInstance, day: date, only: Sequence[str]) -> int:
     week = Week.of(day)
-    instance = dg.DagsterInstance.get()
     state = StateStore()
     try:
         registry = sync_registry(state)  # as `mdame demo` does: the YAMLs are the truth

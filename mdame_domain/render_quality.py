@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from mdame_domain.media_profile import SHORTS, MediaProfile
 from mdame_domain.probe import MediaAnalysis
 
 # Bump when a threshold or a rule changes: reviews record under which policy they passed.
@@ -61,10 +62,16 @@ class QualityRules:
         return {"policy": POLICY_VERSION, "checks": list(QUALITY_CHECKS), "rules": asdict(self)}
 
 
-def rules_for(duration_range_s: Sequence[float]) -> QualityRules:
-    """The rules for a dimension: its duration range, everything else the defaults."""
+def rules_for(duration_range_s: Sequence[float], profile: MediaProfile = SHORTS) -> QualityRules:
+    """The rules for a dimension: its duration range and the profile's frame, everything else
+    the defaults."""
     low, high = duration_range_s
-    return QualityRules(min_duration_s=float(low), max_duration_s=float(high))
+    return QualityRules(
+        width=profile.width,
+        height=profile.height,
+        min_duration_s=float(low),
+        max_duration_s=float(high),
+    )
 
 
 def _fmt(value: float | None, unit: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mdame_core.settings import mdame_home
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES, check_model_id
+from mdame_domain.media_profile import SHORTS, media_profile
 from mdame_domain.visuals import render_procedural_clip
 from mdame_resources.providers.base import ProviderResource
 
@@ -49,7 +50,24 @@ class ProceduralVisuals(VisualsResource):
         out: Path,
         engine: str | None = None,
     ) -> Path:
-        return Path(render_procedural_clip(scene_hash, palette, duration_s, str(out)))
+        profile = media_profile()
+        return Path(
+            render_procedural_clip(
+                scene_hash,
+                palette,
+                duration_s,
+                str(out),
+                width=profile.clip_width,
+                height=profile.clip_height,
+            )
+        )
+
+    def cache_key(self, engine: str | None = None) -> str | None:
+        # The product's clips keep the keys they always had; another profile's are apart.
+        profile = media_profile()
+        return (
+            None if profile == SHORTS else f"procedural:{profile.clip_width}x{profile.clip_height}"
+        )
 
 
 # --- generated visuals (issue 10, slice "diffusers") -----------------------------------------

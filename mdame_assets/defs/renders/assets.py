@@ -20,6 +20,7 @@ from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
 from mdame_domain.captions import Cue, build_captions
 from mdame_domain.encoders import video_encoder
+from mdame_domain.media_profile import CAPTION_FRAME, media_profile
 from mdame_domain.media_store import StoredMedia
 from mdame_domain.probe import analyze_media
 from mdame_domain.render import (
@@ -64,7 +65,12 @@ def _render_inputs(
         for scene, start, length in zip(scenes, starts, durations, strict=True)
     ]
     captions = build_captions(
-        words, step.dimension.captions, hook=script.payload["script"]["hook"], titles=titles
+        words,
+        step.dimension.captions,
+        hook=script.payload["script"]["hook"],
+        titles=titles,
+        width=CAPTION_FRAME[0],
+        height=CAPTION_FRAME[1],
     )
     subtitles_text = captions.ass
     subtitles = work / "captions.ass"
@@ -74,12 +80,15 @@ def _render_inputs(
     bed = music_bed(
         music.library, f"{step.dimension.slug}:{script.id}", voice.payload["duration_s"], work
     )
+    profile = media_profile()
     inputs = RenderInput(
         clip_paths=[str(store.verified_path(s.result["uri"], s.result["sha256"])) for s in scenes],
         scene_durations_s=durations,
         voice_wav=str(store.verified_path(voice.payload["uri"], voice.payload["sha256"])),
         subtitles_ass=str(subtitles),
         out_path=str(work / "video.mp4"),
+        width=profile.width,
+        height=profile.height,
         music_path=bed.path,
         music_volume_db=music.volume_db,
         encoder=video_encoder(),
@@ -204,7 +213,7 @@ def _render_for(
     stored, digest, inputs = rendered.video, rendered.inputs_digest, rendered.inputs
     used = list(inputs.scene_durations_s)
     analysis = analyze_media(str(stored.path))
-    rules = rules_for(step.dimension.duration_range_s)
+    rules = rules_for(step.dimension.duration_range_s, media_profile())
     planned = planned_scene_durations(step.state, script)
     by_check = technical_problems(analysis, rules, planned, used)
     technical = [f"{name}: {p}" for name, found in by_check.items() for p in found]
@@ -223,6 +232,7 @@ def _render_for(
         "problems": technical + content["problems"],
         # Where each caption, hook and title is drawn, for the caption_layout check.
         "caption_boxes": rendered.caption_boxes,
+        "caption_frame": list(CAPTION_FRAME),
         # The bed and its license, the encoder, the thumbnail.
         "music": {**rendered.bed.payload(), "volume_db": inputs.music_volume_db},
         "encoder": inputs.encoder.name,

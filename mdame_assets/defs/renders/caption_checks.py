@@ -35,7 +35,13 @@ def caption_layout(
         if not isinstance(boxes, list) or not boxes:
             problems.append(f"render {render.id}: no caption boxes recorded")
             continue
-        width, height = int(render.payload["width"]), int(render.payload["height"])
+        # Boxes are in the frame the captions were laid out on (renders before that was
+        # recorded were laid out on their own frame).
+        frame = render.payload.get("caption_frame") or [
+            render.payload["width"],
+            render.payload["height"],
+        ]
+        width, height = int(frame[0]), int(frame[1])
         problems += [
             f"render {render.id}: {p}"
             for p in caption_layout_problems(boxes, width, height, SHORTS_SAFE_ZONE)

@@ -18,6 +18,7 @@ from mdame_assets.defs.renders.assets import planned_scene_durations, renders
 from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
 from mdame_domain import render_quality as q
+from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import LocalMediaStore, MediaProblem, MediaStore
 from mdame_domain.mediatools import MediaToolError
 from mdame_domain.probe import MediaAnalysis, analyze_media
@@ -88,7 +89,7 @@ def _scene_offset(planned: list[float], used: list[float] | None) -> float:
 
 
 def _evaluate(step: Step, media: MediaStoreResource, tallies: dict[str, _Tally]) -> int:
-    rules = q.rules_for(step.dimension.duration_range_s)
+    rules = q.rules_for(step.dimension.duration_range_s, media_profile())
     checked = 0
     for script in step.units("script"):
         render_id = script.result.get("render_id")
@@ -144,7 +145,7 @@ def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
         dg.AssetCheckSpec(name, asset=renders, blocking=True, description=_DESCRIPTION)
         for name, _DESCRIPTION in (
             (PROBE, "The approved render is present, the approved bytes and readable."),
-            (q.FORMAT, "1080x1920, H.264/AAC, 24 fps, yuv420p, square pixels."),
+            (q.FORMAT, "The media profile's frame (1080x1920), H.264/AAC, 24 fps, yuv420p."),
             (q.DURATION, "Duration within the dimension's duration_range_s."),
             (q.LOUDNESS, "-14 LUFS +-1 integrated, true peak at most -1 dBTP."),
             (q.BLACK, f"No black stretch over {q.MAX_BLACK_S} s."),

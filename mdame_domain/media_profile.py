@@ -1,0 +1,45 @@
+"""The media profile: the frame size of everything the pipeline makes.
+
+`shorts` is the product: 1080x1920 renders from 540x960 procedural clips. `tiny` runs the same
+code on frames a fifth as wide and tall (216x384 renders from 108x192 clips), so that tests and
+benches whose subject is orchestration, state and recovery are not dominated by the encode.
+Captions are laid out on the 1080x1920 frame in both (libass scales them to the render), so
+their layout, and its checks, are the same whichever profile renders. MDAME_MEDIA_PROFILE picks
+the profile; the default is `shorts`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PROFILE_ENV = "MDAME_MEDIA_PROFILE"
+# The frame captions are laid out on, in every profile.
+CAPTION_FRAME = (1080, 1920)
+
+
+@dataclass(frozen=True)
+class MediaProfile:
+    name: str
+    width: int  # the render
+    height: int
+    clip_width: int  # the procedural scene clips
+    clip_height: int
+
+
+SHORTS = MediaProfile("shorts", 1080, 1920, 540, 960)
+TINY = MediaProfile("tiny", 216, 384, 108, 192)
+PROFILES = {p.name: p for p in (SHORTS, TINY)}
+
+
+def media_profile(environ: Mapping[str, str] | None = None) -> MediaProfile:
+    """The profile this process makes media with (MDAME_MEDIA_PROFILE, default shorts)."""
+    env = os.environ if environ is None else environ
+    name = (env.get(PROFILE_ENV) or SHORTS.name).strip().lower()
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(
+            f"{PROFILE_ENV} must be one of {', '.join(PROFILES)}, not {env.get(PROFILE_ENV)!r}"
+        ) from None
