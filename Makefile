@@ -63,8 +63,11 @@ test-live: db
 	@PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.live.smoke $(LIVE_ARGS)
 
 # The crash harness is test machinery (tests/chaos); e.g. make chaos CHAOS_ARGS="--limit 5".
+# The crash harnesses make their media in the tiny profile (README, "Media profile"): their
+# subject is state and recovery, not the encode. MDAME_MEDIA_PROFILE=shorts overrides it.
+CHAOS_PROFILE = MDAME_MEDIA_PROFILE=$${MDAME_MEDIA_PROFILE:-tiny}
 chaos: db
-	@$(BIN)/python -m tests.chaos.main $(CHAOS_ARGS)
+	@$(CHAOS_PROFILE) $(BIN)/python -m tests.chaos.main $(CHAOS_ARGS)
 
 # Five SIGKILLs of the demo's process group at random moments, then one more demo: it must
 # complete in bounded time and leave nothing behind (ARGS=--fresh for scratch databases).
@@ -74,7 +77,7 @@ chaos-sequence: db
 # SIGKILLs of `make demo PROVIDERS=fakes` while every local server faults at random (seeded),
 # then a demo that must converge: published once, ledgers equal to the servers' counters.
 chaos-providers: db
-	@PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.chaos.providers $(ARGS)
+	@$(CHAOS_PROFILE) PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.chaos.providers $(ARGS)
 
 bench: db
 	@$(BIN)/python bench/queue.py

@@ -35,6 +35,9 @@ from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import
 os.environ.setdefault("ENV", "dev")
 # Tests pick their media backend themselves (the S3 ones through the s3_bucket fixture).
 os.environ.pop("MDAME_MEDIA_URL", None)
+# Small frames through the same code: most tests are about state and recovery, not the encode.
+# The tests of the product's frame set MDAME_MEDIA_PROFILE=shorts themselves.
+os.environ.setdefault("MDAME_MEDIA_PROFILE", "tiny")
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,10 @@ PUBLISHER_RPCS = (
 
 @pytest.fixture(scope="module")
 def harness(template_db: str, chaos_media: Path) -> Iterator[Harness]:
-    config = ChaosConfig(jobs=2, media_root=chaos_media, publisher="youtube")
+    # YouTube's smallest chunk, so that a tiny-profile render still spans several.
+    config = ChaosConfig(
+        jobs=2, media_root=chaos_media, publisher="youtube", chunk_bytes=256 * 1024
+    )
     with Harness(config) as chaos:
         yield chaos
 

@@ -23,8 +23,12 @@ from checkkit import (
     truncate_half,
 )
 
+from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import sha256_file
 from mdame_resources.providers.voice import EspeakVoice
+
+# The frame the format gate expects in this run's media profile.
+FRAME = f"{media_profile().width}x{media_profile().height}"
 
 FROM_CLIPS = ORDER[ORDER.index("scene_clips") :]
 AFTER_CLIPS = ORDER[ORDER.index("voice_tracks") :]
@@ -198,7 +202,7 @@ def test_render_probe_fails_on_a_render_replaced_by_a_wrong_video(rendered_rig):
     assert check.metadata["renders_checked"].value == 1
     # The changed bytes are analysed again, each property by its own check (issue 11).
     found = problems(evaluation(result, "render_format"))
-    assert f"render {render.id}: frame is 320x240, expected 1080x1920" in found
+    assert f"render {render.id}: frame is 320x240, expected {FRAME}" in found
     assert f"render {render.id}: no audio track" in found
     assert f"render {render.id}: duration 4.00s outside 15-180s" in problems(
         evaluation(result, "render_duration")

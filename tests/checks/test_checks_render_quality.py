@@ -18,9 +18,13 @@ from checkkit import evaluation, failure_message, graph, materialized, not_start
 from psycopg.types.json import Jsonb
 
 from mdame_domain import render_quality as q
+from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import sha256_file
 from mdame_resources.notify import read_outbox
 from mdame_resources.providers.safety import RuleSafetyClassifier
+
+# The frame the format gate expects in this run's media profile.
+FRAME = f"{media_profile().width}x{media_profile().height}"
 
 PUBLISHING = ("renders", "publications")
 
@@ -89,7 +93,7 @@ BROKEN = [
     ("drift", q.AV_SYNC, "apart"),
     ("black", q.BLACK, "black stretch"),
     ("frozen", q.FREEZE, "frozen stretch"),
-    ("wrong_resolution", q.FORMAT, "frame is 720x1280, expected 1080x1920"),
+    ("wrong_resolution", q.FORMAT, f"frame is 720x1280, expected {FRAME}"),
     ("too_long", q.DURATION, "outside 15-180s"),
 ]
 

@@ -29,6 +29,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from tests.childenv import child_environ
 from tests.scratch_db import DbUrls, create_database, drop_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -241,7 +242,7 @@ def celery_cluster(
     port = free_port()
     redis_env = {**os.environ, "MDAME_HOME": str(home), "MDAME_REDIS_PORT": str(port)}
     redis_url = f"redis://127.0.0.1:{port}/0"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MDAME_", "DAGSTER_", "AWS_"))}
+    env = child_environ("DAGSTER_", "AWS_")
     env.update(
         ENV="dev",
         PYTHONPATH=str(REPO),  # the workers import tests.cluster.gpu_location

@@ -34,6 +34,7 @@ from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
 from tests import scratch_db
+from tests.childenv import child_environ
 
 DB_LOCAL = settings.REPO_ROOT / "scripts" / "db-local.sh"
 
@@ -148,7 +149,7 @@ def throwaway_cluster() -> Iterator[Cluster]:
     data = home / "pg" / "data"
     # Written first, so db-local.sh can only ever touch this data directory and port.
     (home / "pg.env").write_text(f"MDAME_PG_PORT={port}\nMDAME_PG_DATA={data}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MDAME_")}
+    env = child_environ()
     env.update(MDAME_HOME=str(home), MDAME_PG_PORT=str(port))
     base = f"127.0.0.1:{port}"
     cluster = Cluster(

@@ -34,6 +34,7 @@ from mdame_domain.outbox import OutboxChannel
 from mdame_resources.providers.publisher import OutboxPublisher
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
+from tests.childenv import child_environ
 
 DAY = date(2026, 11, 29)
 DIMENSION = "science"
@@ -61,7 +62,7 @@ def wait_for(what: str, ready: Callable[[], Any], timeout: float = 60.0, every: 
 # Child processes: a whole partition run, as a cron tick starts one
 # ------------------------------------------------------------------------------------------
 def child_env(owner_url: str, app_url: str, home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MDAME_")}
+    env = child_environ()
     env.update(
         ENV="dev",
         MDAME_DATABASE_URL=owner_url,

@@ -11,7 +11,6 @@ would; the run that takes over is the real scene_clips graph, one step per scene
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from mdame_core.state import StateStore
 from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_resources.state import close_clients
+from tests.childenv import child_environ
 
 LEASE_S = 2
 PALETTE = ["#1b5e20", "#aeea00", "#004d40"]
@@ -120,7 +120,7 @@ def test_killed_worker_loses_its_scene_only_when_dead_and_the_run_takes_it_over(
     held = scenes[0]
     media, scratch, marker = pipeline.home / "media", tmp_path / "scratch", tmp_path / "claimed"
     scratch.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MDAME_")}
+    env = child_environ()
     env.update(ENV="dev", **{LEASE_ENV: str(LEASE_S)})
     hung = start_blocked_worker(
         env, fresh_db.app, str(media), str(scratch), str(marker), str(held["scene"])

@@ -40,7 +40,11 @@ class World:
     home: Path
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MDAME_", "DAGSTER_"))}
+        # Imported here: the demo child runs this file as a script, without the repository
+        # on its path.
+        from tests.childenv import child_environ
+
+        env = child_environ("DAGSTER_")
         env.update(
             ENV="dev",
             MDAME_DATABASE_URL=self.owner_url,

@@ -51,7 +51,9 @@ def outbox_files(home: Path) -> dict[str, int]:
     }
 
 
-def test_one_partition_end_to_end_then_rerun_is_a_no_op(pipeline):
+def test_one_partition_end_to_end_then_rerun_is_a_no_op(pipeline, monkeypatch):
+    # The product's frame: the one pipeline test that renders at full size.
+    monkeypatch.setenv("MDAME_MEDIA_PROFILE", "shorts")
     pipeline.sync()
     key = str(partition_key(DAY, "science"))
 

@@ -8,6 +8,7 @@ import dagster as dg
 
 from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
+from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import parse_media_uri
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import probe_media
@@ -50,4 +51,4 @@ def test_a_partition_publishes_with_its_media_in_the_bucket(pipeline, s3_bucket,
     assert not (pipeline.home / "media").exists()
     assert any((pipeline.home / "media-cache").rglob("*.mp4"))
     [entry] = list_outbox(pipeline.home / "outbox")
-    assert probe_media(str(entry.video_path)).width == 1080
+    assert probe_media(str(entry.video_path)).width == media_profile().width

@@ -27,6 +27,7 @@ from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_assets.ui import dagster_dev_command, stop_group
 from mdame_core.state import StateStore
+from tests.childenv import child_environ
 
 REPO = Path(__file__).resolve().parents[2]
 # Screenshots and the `dagster dev` log land here (gitignored); CI may keep the folder.
@@ -66,7 +67,7 @@ class DagsterUI:
 
 
 def _env(owner_url: str, app_url: str, dagster_url: str, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MDAME_", "DAGSTER_"))}
+    env = child_environ("DAGSTER_")
     env.update(
         ENV="dev",
         MDAME_PROVIDERS="offline",

@@ -195,7 +195,8 @@ def test_the_dimension_visuals_block_defaults_and_is_validated():
         assert err.value.field_name == field
 
 
-def test_the_scene_hash_names_a_diffusers_engine_but_not_the_procedural_clips():
+def test_the_scene_hash_names_a_diffusers_engine_but_not_the_procedural_clips(monkeypatch):
+    monkeypatch.setenv("MDAME_MEDIA_PROFILE", "shorts")  # the product's procedural clips
     legacy = scene_hash("a prompt", "flat", "tech")
     assert scene_hash("a prompt", "flat", "tech", ProceduralVisuals().cache_key("svd")) == legacy
     diffusers = DiffusersVisuals()
