@@ -5,8 +5,8 @@ and the runner, so a changed migration builds a new one. Each test that needs a 
 copy made with CREATE DATABASE ... TEMPLATE (fast, and fully isolated), dropped afterwards.
 The helpers live in tests/scratch_db.py, which the crash harness (`make chaos`) shares.
 
-`rendered` is one partition run for real up to its approved render, once per session, shared
-by tests/faults and tests/checks (the render is the most expensive thing the suite makes).
+`rendered` is one partition run for real up to its approved render, once per test run (across
+xdist workers, tests/snapshots.py), shared by tests/faults and tests/checks.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
 import psycopg
@@ -31,6 +29,7 @@ from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import
     server_url,
     superuser,
 )
+from tests.snapshots import Snapshot, drop_run_snapshots, name_run, shared_snapshot
 
 os.environ.setdefault("ENV", "dev")
 # Tests pick their media backend themselves (the S3 ones through the s3_bucket fixture).
@@ -98,58 +97,23 @@ def owner(fresh_db: DbUrls) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-# The partition of the `rendered` snapshot; tests/faults/faultkit.py and tests/checks/checkkit.py
-# name the same one.
-RENDERED_DAY, RENDERED_DIMENSION = date(2026, 11, 29), "science"
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        name_run()
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    db_name: str  # nobody connected: a template for CREATE DATABASE
-    home: Path
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        drop_run_snapshots()
 
 
 @pytest.fixture(scope="session")
-def rendered(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
-    """science 2026-11-29 run up to its approved render: a database to copy and its home."""
-    import dagster as dg
-
-    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
-    from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+def rendered(template_db: str) -> Snapshot:
+    """science 2026-11-29 run up to its approved render: a database to copy and its home,
+    built once per run (tests/snapshots.py)."""
     from mdame_assets.runs import whole_graph
-    from mdame_core.state import StateStore
-    from mdame_resources.media import MediaStoreResource
-    from mdame_resources.providers.selection import offline_providers
-    from mdame_resources.state import StateStoreResource, close_clients
 
-    db = create_database(template_db, "_rendered")
-    home = tmp_path_factory.mktemp("rendered-home")
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("MDAME_HOME", str(home))
-            mp.delenv("MDAME_MEDIA_ROOT", raising=False)
-            with StateStore(db.app, env="dev") as state:
-                sync_registry(state, DIMENSIONS_DIR)
-            try:
-                with dg.instance_for_test() as instance:
-                    instance.add_dynamic_partitions(DIMENSION_PARTITION, [RENDERED_DIMENSION])
-                    result = dg.materialize(
-                        whole_graph(without=("publications",)),
-                        partition_key=str(partition_key(RENDERED_DAY, RENDERED_DIMENSION)),
-                        instance=instance,
-                        resources={
-                            "state": StateStoreResource(database_url=db.app),
-                            "media": MediaStoreResource(),
-                            **offline_providers(),
-                        },
-                        raise_on_error=False,
-                    )
-            finally:
-                close_clients()  # no connection may stay: the database is copied from
-        assert result.success, [e.message for e in result.all_events if e.is_failure]
-        yield Snapshot(db.name, home)
-    finally:
-        drop_database(db.name)
+    return shared_snapshot("rendered", template_db, whole_graph(without=("publications",)))
 
 
 @pytest.fixture(scope="session")

@@ -30,19 +30,9 @@ from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
-from mdame_resources.media import MediaStoreResource
-from mdame_resources.providers.selection import offline_providers
-from mdame_resources.state import StateStoreResource, close_clients
+from mdame_resources.state import close_clients
 from tests import scratch_db
-
-
-def offline_resources(app_url: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "state": StateStoreResource(database_url=app_url),
-        "media": MediaStoreResource(),
-        **offline_providers(),
-        **overrides,
-    }
+from tests.snapshots import Snapshot, offline_resources, shared_snapshot
 
 
 @dataclass
@@ -85,42 +75,10 @@ class Rig:
             conn.execute(sql, args)
 
 
-@dataclass(frozen=True)
-class Snapshot:  # the shape of tests/conftest.py's Snapshot (`rendered`)
-    db_name: str  # nobody connected: a template for CREATE DATABASE
-    home: Path
-
-
-def _run_once(db: scratch_db.DbUrls, home: Path, selection: list[Any]) -> None:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MDAME_HOME", str(home))
-        mp.delenv("MDAME_MEDIA_ROOT", raising=False)
-        try:
-            with dg.instance_for_test() as instance:
-                instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
-                result = dg.materialize(
-                    selection,
-                    partition_key=KEY,
-                    instance=instance,
-                    resources=offline_resources(db.app),
-                    raise_on_error=False,
-                )
-        finally:
-            close_clients()  # no connection may stay: the database is copied from
-    assert result.success, [e.message for e in result.all_events if e.is_failure]
-
-
 @pytest.fixture(scope="session")
-def clipped(template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
-    db = scratch_db.create_database(template_db, "_clipped")
-    home = tmp_path_factory.mktemp("clipped-home")
-    try:
-        with StateStore(db.app, env="dev") as state:
-            sync_registry(state, DIMENSIONS_DIR)
-        _run_once(db, home, graph(upto="scene_clips"))
-        yield Snapshot(db.name, home)
-    finally:
-        scratch_db.drop_database(db.name)
+def clipped(template_db: str) -> Snapshot:
+    """The checks' partition run up to its scene clips, once per run (tests/snapshots.py)."""
+    return shared_snapshot("clipped", template_db, graph(upto="scene_clips"))
 
 
 @contextmanager

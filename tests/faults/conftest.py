@@ -30,22 +30,12 @@ from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_core import settings
 from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
-from mdame_resources.media import MediaStoreResource
-from mdame_resources.providers.selection import offline_providers
-from mdame_resources.state import StateStoreResource, close_clients
+from mdame_resources.state import close_clients
 from tests import scratch_db
 from tests.childenv import child_environ
+from tests.snapshots import offline_resources
 
 DB_LOCAL = settings.REPO_ROOT / "scripts" / "db-local.sh"
-
-
-def offline_resources(app_url: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "state": StateStoreResource(database_url=app_url),
-        "media": MediaStoreResource(),
-        **offline_providers(),
-        **overrides,
-    }
 
 
 @dataclass

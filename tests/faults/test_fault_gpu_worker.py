@@ -20,7 +20,6 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from conftest import offline_resources
 from faultkit import (
     DIMENSION,
     KEY,
@@ -41,6 +40,7 @@ from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_resources.state import close_clients
 from tests.childenv import child_environ
+from tests.snapshots import offline_resources
 
 LEASE_S = 2
 PALETTE = ["#1b5e20", "#aeea00", "#004d40"]

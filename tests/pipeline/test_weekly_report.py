@@ -32,7 +32,8 @@ from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
 from tests import scratch_db
-from tests.conftest import RENDERED_DAY, RENDERED_DIMENSION
+from tests.snapshots import SNAPSHOT_DAY as RENDERED_DAY
+from tests.snapshots import SNAPSHOT_DIMENSION as RENDERED_DIMENSION
 from tests.telegramkit import GLOBAL_CHAT, telegram_env, telegram_server  # noqa: F401 - fixtures
 
 WEEK = Week.of(RENDERED_DAY)
