@@ -3,29 +3,29 @@ YouTube's videos.list response and a Reddit listing. Same TrendItem, same strict
 same XML defences as mdame_domain.trends.parse_feed, which still parses RSS/Atom/JSON Feed.
 
 Item text is kept as the source wrote it (HTML stripped, as for feeds): instructions hidden in
-it are the prompt firewall's to catch at the topics stage, not silently cleaned away here.
+it are the prompt firewall's to catch at the topics stage, not silently cleaned away here. It is
+capped in size (trends.cap_item), so no source's items can overflow what the stage records.
 """
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote_plus
 
 from mdame_domain.trends import (
-    _FORBIDDEN_XML_DECLARATION,
     FeedError,
     TrendItem,
     _child_text,
-    _mark_illegal_characters,
     _require_title,
     _unmark,
-    _xml_prolog,
+    cap_item,
     clean_html_text,
+    load_json,
     parse_feed,
     parse_feed_date,
+    timestamp_date,
+    xml_root,
 )
 
 GOOGLE_TRENDS_NS = "{https://trends.google.com/trending/rss}"
@@ -34,7 +34,21 @@ LEGACY_GOOGLE_TRENDS_NS = "{https://trends.google.com/trends/trendingsearches/da
 
 
 def parse_source_body(kind: str, text: str, source: str, *, region: str = "") -> list[TrendItem]:
-    """Parse a fetched body by its source kind (feed kinds detect RSS/Atom/JSON Feed)."""
+    """Parse a fetched body by its source kind (feed kinds detect RSS/Atom/JSON Feed).
+
+    Whatever the body holds, the outcome is items or a FeedError naming the source: a parser's
+    unforeseen exception on hostile input skips this source, never fails the stage."""
+    try:
+        return _parse_by_kind(kind, text, source, region)
+    except FeedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one source's body must stay that source's problem
+        raise FeedError(
+            source, f"unreadable body ({type(error).__name__}: {str(error)[:200]})"
+        ) from error
+
+
+def _parse_by_kind(kind: str, text: str, source: str, region: str) -> list[TrendItem]:
     if kind == "google_trends":
         return parse_google_trends_rss(text, source, region=region)
     if kind == "youtube_most_popular":
@@ -48,10 +62,8 @@ def _xml_root(text: str, source: str) -> ET.Element:
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped.startswith("<"):
         raise FeedError(source, "not XML (does not start with '<')")
-    if _FORBIDDEN_XML_DECLARATION.search(_xml_prolog(stripped)):
-        raise FeedError(source, "DOCTYPE/ENTITY declarations are not allowed in feeds")
     try:
-        return ET.fromstring(_mark_illegal_characters(stripped))
+        return xml_root(stripped, source)
     except ET.ParseError as error:
         line, column = error.position
         raise FeedError(
@@ -121,16 +133,7 @@ def parse_google_trends_rss(text: str, source: str, *, region: str = "") -> list
                 )
             )
         )
-    return items
-
-
-def _load_json(text: str, source: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise FeedError(
-            source, f"not {what} (JSON parse error at line {error.lineno}: {error.msg})"
-        ) from None
+    return [cap_item(item) for item in items]
 
 
 def _str(value: Any) -> str:
@@ -139,7 +142,7 @@ def _str(value: Any) -> str:
 
 def parse_youtube_videos(text: str, source: str) -> list[TrendItem]:
     """A YouTube Data API v3 videos.list response (youtube#videoListResponse)."""
-    document = _load_json(text, source, "a YouTube videos.list response")
+    document = load_json(text, source, "a YouTube videos.list response")
     if not isinstance(document, dict):
         raise FeedError(source, "YouTube response must be an object")
     if "error" in document:
@@ -180,13 +183,13 @@ def parse_youtube_videos(text: str, source: str) -> list[TrendItem]:
                 guid=f"youtube:{video_id}",
             )
         )
-    return items
+    return [cap_item(item) for item in items]
 
 
 def parse_reddit_listing(text: str, source: str) -> list[TrendItem]:
     """A subreddit listing (/r/<name>/top.json). Stickied posts (moderator notices) and posts
     marked over_18 are not trends of a general-audience channel and are left out."""
-    document = _load_json(text, source, "a Reddit listing")
+    document = load_json(text, source, "a Reddit listing")
     if not isinstance(document, dict) or document.get("kind") != "Listing":
         kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
         raise FeedError(source, f"not a Reddit listing (kind {kind!r})")
@@ -211,12 +214,6 @@ def parse_reddit_listing(text: str, source: str) -> list[TrendItem]:
             if permalink.startswith("/")
             else _str(post.get("url"))
         )
-        created = post.get("created_utc")
-        published = (
-            datetime.fromtimestamp(created, UTC)
-            if isinstance(created, int | float) and not isinstance(created, bool)
-            else None
-        )
         body = _str(post.get("selftext")) or _str(post.get("url"))
         items.append(
             TrendItem(
@@ -224,8 +221,8 @@ def parse_reddit_listing(text: str, source: str) -> list[TrendItem]:
                 title=title,
                 url=url,
                 summary=clean_html_text(body),
-                published_at=published,
+                published_at=timestamp_date(post.get("created_utc")),
                 guid=f"reddit:{name}",
             )
         )
-    return items
+    return [cap_item(item) for item in items]

@@ -9,8 +9,9 @@ the request by the fetcher only, and `redact` removes it from any text that coul
 from __future__ import annotations
 
 import codecs
+import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -196,6 +197,69 @@ def source_key(source: FeedSource, endpoints: Endpoints) -> str:
     return request_url(source, endpoints)
 
 
+# --- redirects --------------------------------------------------------------------------------
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return (
+        scheme,
+        (parts.hostname or "").lower(),
+        parts.port or {"http": 80, "https": 443}.get(scheme),
+    )
+
+
+def _address_kind(address: str) -> str | None:
+    """What makes an address not public (loopback, private, ...), or None for a public one."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    kinds = (
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("private", ip.is_private),
+        ("multicast", ip.is_multicast),
+        ("reserved", ip.is_reserved),
+        ("unspecified", ip.is_unspecified),
+        ("non-public", not ip.is_global),
+    )
+    return next((name for name, matches in kinds if matches), None)
+
+
+def redirect_refusal(
+    configured_url: str, target_url: str, resolve: Callable[[str], Sequence[str]]
+) -> str | None:
+    """Why a redirect to `target_url` must not be followed, or None to follow it.
+
+    The configured URL is trusted as configured (local fakes and gateways are plain http on
+    private addresses), and so is its own origin. Anywhere else a redirect may lead only over
+    https to a host whose every address is public: a feed must not steer the fetcher to a
+    cloud metadata service or an internal host, nor off TLS. `resolve` gives a host's addresses.
+    """
+    try:
+        target = _origin(target_url)
+        if target == _origin(configured_url):
+            return None
+    except ValueError:  # a port that is not a number
+        return "not a valid URL"
+    scheme, host, _port = target
+    if scheme != "https":
+        return f"only https redirects are followed, not {scheme or 'a relative URL'}"
+    try:
+        addresses = [ipaddress.ip_address(host).compressed]
+    except ValueError:
+        addresses = list(resolve(host))
+    if not addresses:
+        return f"host {host!r} does not resolve"
+    for address in addresses:
+        kind = _address_kind(address.split("%")[0])
+        if kind is not None:
+            named = address if address == host else f"{host} ({address})"
+            return f"{named} is a {kind} address"
+    return None
+
+
 # --- secrets ----------------------------------------------------------------------------------
 
 _KEY_PARAM = re.compile(r"(?i)([?&;]key=)[^&#\s'\"<>]*")
@@ -253,9 +317,12 @@ def decode_body(body: bytes, content_type: str | None, source: str) -> str:
         return body.decode(name)
     except UnicodeDecodeError as exc:
         byte = body[exc.start : exc.start + 1].hex()
-        raise FeedError(
-            source, f"body is not valid {charset} (byte 0x{byte} at offset {exc.start})"
-        ) from None
+        problem = f"body is not valid {charset} (byte 0x{byte} at offset {exc.start})"
+    except LookupError:  # a codec Python has but not for text, such as base64 or rot13
+        problem = f"charset {charset!r} is not a text encoding"
+    except UnicodeError as exc:  # codecs such as punycode raise the base class
+        problem = f"body is not valid {charset} ({str(exc)[:200]})"
+    raise FeedError(source, problem)
 
 
 # --- items as JSON (the feed cache keeps the last items of a source) ------------------------

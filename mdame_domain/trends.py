@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -12,7 +13,10 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from html import unescape
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, cast
+
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
 
 from mdame_domain.idempotency import idempotency_key
 
@@ -98,14 +102,26 @@ def _as_utc(moment: datetime) -> datetime:
 def _parse_rfc822(value: str) -> datetime | None:
     try:
         return _as_utc(parsedate_to_datetime(value))
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
 
 def _parse_iso8601(value: str) -> datetime | None:
     try:
+        # OverflowError: year 1 or 9999 with an offset has no UTC equivalent.
         return _as_utc(datetime.fromisoformat(value))
-    except ValueError:
+    except (ValueError, OverflowError):
+        return None
+
+
+def timestamp_date(value: Any) -> datetime | None:
+    """A Unix timestamp as a UTC datetime; None for anything else, NaN, infinities or a moment
+    outside datetime's range (one odd date leaves its item undated, never fails the feed)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
         return None
 
 
@@ -122,30 +138,119 @@ def parse_feed_date(value: str | None, *, rfc822_first: bool) -> datetime | None
     return None
 
 
+# --- item size -------------------------------------------------------------------------------
+
+# Caps on an item's text, in bytes as PostgreSQL keeps it in JSON (UTF-8, a control character
+# escaped to six bytes), since that is what record_trends' 256 KiB limit counts. The stage
+# records up to 20 items in one call; at these caps they take under half of it, whatever the
+# feed wrote. A Reddit title (300 characters at most) fits whole in any Latin or Cyrillic text.
+TITLE_MAX_BYTES = 600
+SUMMARY_MAX_BYTES = 2_000
+URL_MAX_BYTES = 2_048  # the longest URL browsers and sitemaps reliably accept
+GUID_MAX_BYTES = 512
+_CUT_MARK = "…"
+
+
+def stored_size(text: str) -> int:
+    """Bytes of `text` as a JSON string in PostgreSQL (without its quotes)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def _fits(text: str, max_bytes: int) -> bool:
+    # Every character takes at least one byte: a longer text cannot fit, and is not measured.
+    return len(text) <= max_bytes and stored_size(text) <= max_bytes
+
+
+def _prefix_within(text: str, max_bytes: int) -> str:
+    """The longest prefix of `text` within max_bytes. A str slice cuts between code points,
+    never inside a character's UTF-8 bytes, so what is kept is still valid text."""
+    text = text[:max_bytes]
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if stored_size(text[:middle]) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
+def cap_text(text: str, max_bytes: int) -> str:
+    """`text` itself when it fits, else its longest prefix that fits with a mark of the cut."""
+    if _fits(text, max_bytes):
+        return text
+    return _prefix_within(text, max_bytes - stored_size(_CUT_MARK)).rstrip() + _CUT_MARK
+
+
+def _cap_guid(guid: str) -> str:
+    # A guid is the item's identity: one over the cap keeps a prefix plus a hash of the whole,
+    # so two long guids that share a prefix stay two items.
+    if _fits(guid, GUID_MAX_BYTES):
+        return guid
+    digest = hashlib.sha256(guid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return _prefix_within(guid, GUID_MAX_BYTES - len(digest) - 1) + "#" + digest
+
+
+def cap_item(item: TrendItem) -> TrendItem:
+    """The item with every text field within its cap. A URL over its cap is dropped, not cut:
+    a cut URL points somewhere else."""
+    return replace(
+        item,
+        title=cap_text(item.title, TITLE_MAX_BYTES),
+        summary=cap_text(item.summary, SUMMARY_MAX_BYTES),
+        url=item.url if _fits(item.url, URL_MAX_BYTES) else "",
+        guid=_cap_guid(item.guid),
+    )
+
+
 # --- parsing ---------------------------------------------------------------------------------
-
-_FORBIDDEN_XML_DECLARATION = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
-_FIRST_ELEMENT = re.compile(r"<[A-Za-z_]")
-
-
-def _xml_prolog(text: str) -> str:
-    first_element = _FIRST_ELEMENT.search(text)
-    return text if first_element is None else text[: first_element.start()]
 
 
 def parse_feed(text: str, source: str) -> list[TrendItem]:
     """Detect the format of `text` (RSS 2.0, Atom 1.0 or JSON Feed 1.x) and return its items.
 
     Strict: an item without a title raises FeedError naming its 1-based index. Item order is kept.
+    Every item's text is capped (cap_item).
     """
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped:
         raise FeedError(source, "empty document")
     if stripped.startswith("{"):
-        return _parse_json_feed(stripped, source)
+        return [cap_item(item) for item in _parse_json_feed(stripped, source)]
     if stripped.startswith("<"):
-        return _parse_xml_feed(stripped, source)
+        return [cap_item(item) for item in _parse_xml_feed(stripped, source)]
     raise FeedError(source, "not RSS, Atom or JSON Feed (does not start with '<' or '{')")
+
+
+def load_json(text: str, source: str, what: str) -> Any:
+    """The JSON document, or a FeedError saying `text` is not `what` and why."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = f"JSON parse error at line {error.lineno}: {error.msg}"
+    except RecursionError:
+        problem = "JSON nested too deeply"
+    except ValueError as error:  # say, an integer of more digits than Python converts
+        problem = f"JSON parse error: {str(error)[:200]}"
+    raise FeedError(source, f"not {what} ({problem})")
+
+
+def xml_root(text: str, source: str) -> ET.Element:
+    """The document's root element; ET.ParseError for malformed XML (the caller words it).
+
+    defusedxml refuses any DTD, so no entity is ever declared: no expansion attack ("billion
+    laughs"), no external entity, whatever comments or processing instructions come first.
+    Characters XML forbids are marked first (_mark_illegal_characters).
+    """
+    try:
+        root = SafeET.fromstring(
+            _mark_illegal_characters(text), forbid_dtd=True, forbid_entities=True
+        )
+    except DefusedXmlException as error:
+        raise FeedError(
+            source, f"DOCTYPE/ENTITY declarations are not allowed in feeds ({error})"
+        ) from None
+    return cast(ET.Element, root)
 
 
 # Characters XML 1.0 forbids (NUL and most C0 controls, surrogates, U+FFFE/U+FFFF), raw or as
@@ -178,9 +283,15 @@ def _mark_illegal_characters(text: str) -> str:
     return _XML_CHAR_REF.sub(reference, text)
 
 
+def _restore(match: re.Match[str]) -> str:
+    # Only what _mark made is put back: a feed may spell a marker itself, of any number.
+    code = int(match.group(1), 16)
+    return chr(code) if _xml_illegal(code) else match.group(0)
+
+
 def _unmark(item: TrendItem) -> TrendItem:
     changes: dict[str, Any] = {
-        f.name: _MARKER.sub(lambda m: chr(int(m.group(1), 16)), value)
+        f.name: _MARKER.sub(_restore, value)
         for f in fields(item)
         if isinstance(value := getattr(item, f.name), str) and "\ue000" in value
     }
@@ -188,12 +299,8 @@ def _unmark(item: TrendItem) -> TrendItem:
 
 
 def _parse_xml_feed(text: str, source: str) -> list[TrendItem]:
-    # Refused outright: entity declarations enable expansion attacks ("billion laughs"). They can
-    # only appear in the prolog, so CDATA that merely mentions "<!DOCTYPE html>" is left alone.
-    if _FORBIDDEN_XML_DECLARATION.search(_xml_prolog(text)):
-        raise FeedError(source, "DOCTYPE/ENTITY declarations are not allowed in feeds")
     try:
-        root = ET.fromstring(_mark_illegal_characters(text))
+        root = xml_root(text, source)
     except ET.ParseError as error:
         line, column = error.position
         detail = f"XML parse error at line {line}, column {column}: {error}"
@@ -281,19 +388,13 @@ def _json_string(item: dict[str, Any], *keys: str) -> str:
         value = item.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             return str(value)
     return ""
 
 
 def _parse_json_feed(text: str, source: str) -> list[TrendItem]:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise FeedError(
-            source,
-            f"not RSS, Atom or JSON Feed (JSON parse error at line {error.lineno}: {error.msg})",
-        ) from None
+    document = load_json(text, source, "RSS, Atom or JSON Feed")
     if not isinstance(document, dict):
         raise FeedError(source, "JSON Feed must be an object")
     version = document.get("version")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from mdame_domain.feed_sources import (
     item_from_json,
     item_to_json,
     redact,
+    redirect_refusal,
     request_url,
     source_from_feed_entry,
     source_key,
@@ -143,6 +145,15 @@ class _TooLarge(Exception):
     pass
 
 
+def _resolve(host: str) -> list[str]:
+    """The host's addresses, as the connection would look them up; none when it cannot."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return [str(info[4][0]) for info in infos]
+
+
 def _api_error(response: httpx.Response) -> str:
     """A Google API error's message and reason (say quotaExceeded), from a bounded read."""
     if "json" not in response.headers.get("content-type", ""):
@@ -165,7 +176,9 @@ def _api_error(response: httpx.Response) -> str:
 
 class HttpFeedTrendSource(TrendSourceResource):
     """Production: RSS/Atom/JSON feeds, Google Trends, YouTube mostPopular and Reddit over
-    HTTP(S) with httpx: bounded in time, size and redirects; conditional GET through `cache`."""
+    HTTP(S) with httpx: bounded in time, size and redirects; conditional GET through `cache`.
+    A redirect leaving the configured origin is followed only over https to a public address
+    (feed_sources.redirect_refusal)."""
 
     # dg.EnvVar("YOUTUBE_API_KEY") in selection.py; only youtube_most_popular sources need it.
     youtube_api_key: str | None = None
@@ -264,39 +277,48 @@ class HttpFeedTrendSource(TrendSourceResource):
         )
         deadline = time.monotonic() + self.total_timeout_s
         try:
-            with (
-                httpx.Client(
-                    timeout=timeout,
-                    follow_redirects=True,
-                    max_redirects=self.max_redirects,
-                    trust_env=self.trust_env,
-                ) as client,
-                client.stream("GET", url, headers=headers) as response,
-            ):
-                if response.status_code == 304:
-                    return 304, response.headers, b""
-                if response.status_code != 200:
-                    status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
-                    return status + _api_error(response)
-                declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > self.max_bytes:
-                    return f"response of {declared} bytes is over the {self.max_bytes}-byte cap"
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise _TooLarge
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("total deadline passed")
-                    chunks.append(chunk)
-                return 200, response.headers, b"".join(chunks)
+            # Redirects are followed here, not by httpx, so each hop is checked before it is sent.
+            with httpx.Client(timeout=timeout, trust_env=self.trust_env) as client:
+                request = client.build_request("GET", url, headers=headers)
+                for _hop in range(self.max_redirects + 1):
+                    response = client.send(request, stream=True)
+                    try:
+                        if response.next_request is None:
+                            return self._read(response, deadline)
+                        request = response.next_request
+                    finally:
+                        response.close()
+                    refusal = redirect_refusal(url, str(request.url), _resolve)
+                    if refusal is not None:
+                        return f"redirect to {str(request.url)[:200]} refused: {refusal}"
+                return f"more than {self.max_redirects} redirects"
         except _TooLarge:
             return f"response over the {self.max_bytes}-byte cap (aborted while streaming)"
-        except httpx.TooManyRedirects:
-            return f"more than {self.max_redirects} redirects"
         except httpx.TimeoutException as exc:
             return f"timed out ({type(exc).__name__}: {exc})"
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             return f"fetch failed ({type(exc).__name__}: {exc})"
         except Exception as exc:  # noqa: BLE001 - one source's failure must stay that source's
             return f"fetch failed ({type(exc).__name__}: {exc})"
+
+    def _read(
+        self, response: httpx.Response, deadline: float
+    ) -> tuple[int, httpx.Headers, bytes] | str:
+        """The final response's body, within the size cap and the total deadline."""
+        if response.status_code == 304:
+            return 304, response.headers, b""
+        if response.status_code != 200:
+            status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+            return status + _api_error(response)
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return f"response of {declared} bytes is over the {self.max_bytes}-byte cap"
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise _TooLarge
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("total deadline passed")
+            chunks.append(chunk)
+        return 200, response.headers, b"".join(chunks)

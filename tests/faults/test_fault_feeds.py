@@ -4,18 +4,24 @@ right recovery."""
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_core.settings import REPO_ROOT
-from mdame_core.state import StateStore
+from mdame_core.state import Fence, StateStore
 from mdame_domain.feed_sources import FeedSource
 from mdame_domain.trends import FeedError
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
@@ -242,3 +248,99 @@ def test_the_server_runs_standalone() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+class Canned:
+    """A local server answering each path with a canned (status, headers, body); it counts the
+    connections it accepts and records each path asked for."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
+        self.paths: list[str] = []
+        self.connections = 0
+        canned = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def setup(self) -> None:
+                canned.connections += 1
+                super().setup()
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                path = urlsplit(self.path).path
+                canned.paths.append(path)
+                status, headers, body = canned.routes.get(path, (404, {}, b"not found"))
+                self.send_response(status)
+                for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+
+@contextmanager
+def canned() -> Iterator[Canned]:
+    server = Canned()
+    thread = threading.Thread(target=server.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+
+
+def _long_post(n: int) -> dict[str, object]:
+    data = {"name": f"t3_{n}", "title": f"Long post {n}", "permalink": f"/r/long/comments/{n}/",
+            "created_utc": 1, "selftext": "A robot walks. " * 2700}  # fmt: skip
+    return {"kind": "t3", "data": data}
+
+
+def test_seven_long_self_posts_fit_one_record_trends_call(state: StateStore) -> None:
+    # 40,000 characters each: uncapped, the day's items were over record_trends' 256 KiB.
+    listing = {"kind": "Listing", "data": {"children": [_long_post(n) for n in range(7)]}}
+    with canned() as server:
+        server.routes["/r/long/top.json"] = (200, {}, json.dumps(listing).encode())
+        reader = HttpFeedTrendSource(reddit_root_url=server.base_url)
+        items = reader.fetch(FeedSource("reddit_top", subreddit="long", limit=7)).items
+    dimension = state.upsert_dimension("tech", "Tech")
+    token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
+    assert token is not None
+    writer = state.fenced(Fence("pipeline:tech", "test", token, 600))
+    # The payload the trends stage records for each item.
+    day = {"dimension_id": dimension, "partition_date": "2026-11-29", "published_at": None}
+    payloads = [{**day, "title": i.title, "summary": i.summary, "url": i.url,
+                 "source": i.source, "score": 0.5, "keywords": []} for i in items]  # fmt: skip
+    trends = [{"key": f"k{n}", "payload": p} for n, p in enumerate(payloads)]
+    assert len(writer.record_trends("tech", trends)) == 7
+
+
+RSS_BODY = b"<rss><channel><item><title>t</title></item></channel></rss>"
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "only https redirects are followed, not http"),
+        ("http://127.0.0.1:{port}/feed.xml", "only https redirects are followed, not http"),
+        ("https://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
+        ("https://localhost:{port}/feed.xml", r"localhost \(.+\) is a loopback address"),
+    ],
+)
+def test_a_redirect_off_https_or_to_a_private_address_skips_the_source(
+    location: str, reason: str
+) -> None:
+    with canned() as origin, canned() as target:
+        target.routes["/feed.xml"] = (200, {}, RSS_BODY)
+        redirect = location.format(port=target.port)
+        origin.routes["/feed.xml"] = (302, {"Location": redirect}, b"")
+        source = FeedSource("rss", url=origin.base_url + "/feed.xml")
+        with pytest.raises(FeedError, match=f"redirect to {re.escape(redirect)} refused: {reason}"):
+            HttpFeedTrendSource().fetch(source)
+        assert origin.paths == ["/feed.xml"]
+        assert target.connections == 0  # not even a connection to the target

@@ -4,6 +4,7 @@ Google Trends RSS, YouTube videos.list and Reddit listings."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,16 +14,19 @@ from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, p
 from mdame_domain.feed_formats import (
     parse_google_trends_rss,
     parse_reddit_listing,
+    parse_source_body,
     parse_youtube_videos,
 )
 from mdame_domain.feed_sources import (
     Endpoints,
     FeedSource,
     decode_body,
+    item_to_json,
     redact,
+    redirect_refusal,
     request_url,
 )
-from mdame_domain.trends import FeedError
+from mdame_domain.trends import FeedError, TrendItem
 
 
 def _dimension(**overrides: Any) -> dict[str, Any]:
@@ -158,6 +162,11 @@ def test_bodies_invalid_in_their_charset_or_of_an_unknown_one_are_clear_errors()
         decode_body(LATIN1_RSS, "application/xml; charset=utf-8", "src")
     with pytest.raises(FeedError, match="unknown charset 'klingon-8'"):
         decode_body(b"<rss/>", "text/xml; charset=klingon-8", "src")
+    # Codecs Python has that do not turn bytes into text.
+    with pytest.raises(FeedError, match="charset 'base64' is not a text encoding"):
+        decode_body(b"<rss/>", "text/xml; charset=base64", "src")
+    with pytest.raises(FeedError, match="body is not valid punycode"):
+        decode_body(b"<rss/>", "text/xml; charset=punycode", "src")
 
 
 # --- parsers ----------------------------------------------------------------------------------
@@ -256,3 +265,155 @@ def test_reddit_listing_skips_stickied_and_over_18_posts() -> None:
     assert item.published_at == datetime.fromtimestamp(1_795_000_000, UTC)
     with pytest.raises(FeedError, match="not a Reddit listing"):
         parse_reddit_listing("[]", "rd")
+
+
+# --- hostile bodies ---------------------------------------------------------------------------
+
+RPC_LIMIT = 262_144  # record_trends refuses a JSON argument over 256 KiB
+MAX_TRENDS = 20  # the trends stage records at most this many items (mdame_assets' MAX_TRENDS)
+
+
+def _stored_bytes(items: list[TrendItem]) -> int:
+    # PostgreSQL's jsonb text: UTF-8, with the same escapes as json.dumps(ensure_ascii=False).
+    return len(json.dumps([item_to_json(i) for i in items], ensure_ascii=False).encode())
+
+
+def _listing(*posts: dict[str, Any]) -> str:
+    children = [{"kind": "t3", "data": {"name": f"t3_{n}", "permalink": f"/r/t/comments/{n}/",
+                                        **post}} for n, post in enumerate(posts)]  # fmt: skip
+    return json.dumps({"kind": "Listing", "data": {"children": children}})
+
+
+def test_long_self_posts_are_capped_so_a_day_fits_record_trends() -> None:
+    # Seven 40,000-character self-posts were 280 KB: record_trends refused the whole day.
+    text = "Robots learn to walk. " * 1820
+    body = _listing(*({"title": f"Post {n} " + "t" * 700, "selftext": text} for n in range(7)))
+    items = parse_source_body("reddit_top", body, "rd")
+    assert len(items) == 7 and _stored_bytes(items) < RPC_LIMIT // 4
+    first = items[0]
+    # Cut between characters, and the cut is marked.
+    assert first.summary.endswith("…") and text.startswith(first.summary[:-1])
+    assert first.title.endswith("…") and first.title.startswith("Post 0 ttt")
+
+
+def test_a_full_day_of_worst_case_items_stays_well_under_the_rpc_limit() -> None:
+    # Escaped control characters (6 bytes each in JSON) and 4-byte characters in every field.
+    nasty = '\x01😀"\\' * 20_000
+    feed = {"version": "https://jsonfeed.org/version/1.1", "items": [
+        {"id": f"{n}{nasty}", "title": nasty, "url": "https://x.org/" + nasty,
+         "summary": nasty, "date_published": "2026-11-30T07:00:00Z"} for n in range(MAX_TRENDS)
+    ]}  # fmt: skip
+    items = parse_source_body("json", json.dumps(feed), "j")
+    assert len(items) == MAX_TRENDS and _stored_bytes(items) < RPC_LIMIT // 2
+    # Guids cut to the cap stay distinct; a URL over its cap is dropped, not cut into another.
+    assert len({i.guid for i in items}) == MAX_TRENDS
+    assert {i.url for i in items} == {""}
+
+
+@pytest.mark.parametrize("kind", ["json", "youtube_most_popular", "reddit_top"])
+def test_json_nested_a_thousand_deep_is_a_feed_error(kind: str) -> None:
+    with pytest.raises(FeedError, match="feed 'deep': .*nested too deeply"):
+        parse_source_body(kind, '{"a": ' * 1000 + "1" + "}" * 1000, "deep")
+
+
+@pytest.mark.parametrize("created", ["Infinity", "-Infinity", "NaN", "1e300", "-1e300", "1e400"])
+def test_a_timestamp_out_of_range_leaves_the_item_undated(created: str) -> None:
+    body = _listing({"title": "fine", "created_utc": "CREATED"}).replace('"CREATED"', created)
+    [item] = parse_source_body("reddit_top", body, "rd")
+    assert (item.title, item.published_at) == ("fine", None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "problem"),
+    [
+        ("reddit_top", '{"kind": "Listing", "n": ' + "9" * 5000 + "}", "JSON parse error"),
+        (
+            "json",
+            '{"version": "https://jsonfeed.org/version/1.1", "items": [{"title": "t", '
+            '"date_published": "0001-01-01T00:00:00+01:00", "id": NaN}]}',
+            None,
+        ),
+        (
+            "rss",
+            "<rss><channel><item><title>\ue000ffffffff\ue001</title></item></channel></rss>",
+            None,
+        ),
+    ],
+)
+def test_odd_values_never_escape_as_other_exceptions(
+    kind: str, body: str, problem: str | None
+) -> None:
+    if problem is None:
+        [item] = parse_source_body(kind, body, "odd")
+        assert item.published_at is None and item.guid != "nan"
+    else:
+        with pytest.raises(FeedError, match=problem):
+            parse_source_body(kind, body, "odd")
+
+
+# Small enough for expat's own amplification limit: &a5; is a megabyte of "a" from 0.5 KB.
+_ENTITIES = '<!ENTITY a "aaaaaaaaaa">' + "".join(
+    f'<!ENTITY a{i} "{("&a" + str(i - 1 if i > 1 else "") + ";") * 10}">' for i in range(1, 6)
+)
+
+
+@pytest.mark.parametrize(
+    "prolog",
+    [
+        "",
+        "<!-- <a> -->",  # an element-like comment once ended the DOCTYPE search early
+        "<?pi <b?>",
+        '<?xml version="1.0"?>\n<!-- x -->\n',
+    ],
+)
+@pytest.mark.parametrize("kind", ["rss", "google_trends"])
+def test_doctypes_are_refused_however_they_are_hidden(prolog: str, kind: str) -> None:
+    bomb = f"{prolog}<!DOCTYPE rss [{_ENTITIES}]><rss><channel><item><title>&a5;</title>"
+    with pytest.raises(FeedError, match="feed 'x': DOCTYPE/ENTITY declarations are not allowed"):
+        parse_source_body(kind, bomb + "</item></channel></rss>", "x")
+
+
+def test_external_doctypes_are_refused_too() -> None:
+    body = '<!DOCTYPE rss SYSTEM "file:///etc/passwd"><rss><channel></channel></rss>'
+    with pytest.raises(FeedError, match="DOCTYPE/ENTITY"):
+        parse_source_body("atom", body, "x")
+
+
+# --- redirects --------------------------------------------------------------------------------
+
+_ADDRESSES = {
+    "feeds.example.com": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"],
+    "mixed.example.com": ["93.184.215.14", "10.1.2.3"],
+    "mapped.example.com": ["::ffff:127.0.0.1"],
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "refusal"),
+    [
+        ("http://127.0.0.1:8080/elsewhere.xml", None),  # the configured origin is trusted
+        ("https://feeds.example.com/rss", None),
+        ("http://feeds.example.com/rss", "only https redirects are followed, not http"),
+        ("http://169.254.169.254/latest/meta-data/", "only https"),
+        ("https://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
+        ("https://127.0.0.1:8081/", "127.0.0.1 is a loopback address"),  # another port
+        ("https://mixed.example.com/", r"mixed.example.com \(10.1.2.3\) is a private address"),
+        ("https://mapped.example.com/", "loopback"),
+        ("https://[::1]/", "::1 is a loopback address"),
+        ("https://[fe80::1]/", "link-local"),
+        ("https://224.0.0.1/", "multicast"),
+        ("https://100.64.0.1/", "non-public"),
+        ("https://nowhere.example.com/", "'nowhere.example.com' does not resolve"),
+        ("https://x.org:port/", "not a valid URL"),
+    ],
+)
+def test_redirects_leave_the_configured_origin_only_over_https_to_public_hosts(
+    target: str, refusal: str | None
+) -> None:
+    found = redirect_refusal(
+        "http://127.0.0.1:8080/feed.xml", target, lambda host: _ADDRESSES.get(host, [])
+    )
+    if refusal is None:
+        assert found is None
+    else:
+        assert found is not None and re.search(refusal, found), found
