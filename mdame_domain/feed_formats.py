@@ -31,6 +31,9 @@ from mdame_domain.trends import (
 GOOGLE_TRENDS_NS = "{https://trends.google.com/trending/rss}"
 # The older daily-trends feed used this namespace for the same elements.
 LEGACY_GOOGLE_TRENDS_NS = "{https://trends.google.com/trends/trendingsearches/daily}"
+# The first items a body lists (feeds list the newest first): scoring and deduplication compare
+# every candidate with every survivor, so an unbounded feed could stall the stage for hours.
+MAX_ITEMS_PER_SOURCE = 100
 
 
 def parse_source_body(kind: str, text: str, source: str, *, region: str = "") -> list[TrendItem]:
@@ -39,7 +42,7 @@ def parse_source_body(kind: str, text: str, source: str, *, region: str = "") ->
     Whatever the body holds, the outcome is items or a FeedError naming the source: a parser's
     unforeseen exception on hostile input skips this source, never fails the stage."""
     try:
-        return _parse_by_kind(kind, text, source, region)
+        return _parse_by_kind(kind, text, source, region)[:MAX_ITEMS_PER_SOURCE]
     except FeedError:
         raise
     except Exception as error:  # noqa: BLE001 - one source's body must stay that source's problem

@@ -12,6 +12,7 @@ import pytest
 
 from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, parse_dimension
 from mdame_domain.feed_formats import (
+    MAX_ITEMS_PER_SOURCE,
     parse_google_trends_rss,
     parse_reddit_listing,
     parse_source_body,
@@ -417,3 +418,17 @@ def test_redirects_leave_the_configured_origin_only_over_https_to_public_hosts(
         assert found is None
     else:
         assert found is not None and re.search(refusal, found), found
+
+
+def test_a_body_listing_thousands_of_items_gives_its_first_hundred() -> None:
+    entries = "".join(
+        f"<item><title>Story number {n} about topic {n * 7919 % 104729}</title>"
+        f"<link>https://example.org/{n}</link></item>"
+        for n in range(3000)
+    )
+    body = f'<?xml version="1.0"?><rss version="2.0"><channel>{entries}</channel></rss>'
+
+    items = parse_source_body("feed", body, "big")
+
+    assert len(items) == MAX_ITEMS_PER_SOURCE == 100
+    assert [i.url for i in items[:2]] == ["https://example.org/0", "https://example.org/1"]
