@@ -242,7 +242,8 @@ class _Generator:
     """Deterministic JSON that follows a schema, made from the prompt's words."""
 
     def __init__(self, prompt: str, state: FakeGemini) -> None:
-        words = _WORD.findall(prompt)
+        # The prompt's data fences are markup, not words a model would write back.
+        words = [w for w in _WORD.findall(prompt) if "UNTRUSTED_DATA" not in w.upper()]
         self.words = [w for w in words if len(w) > 2] or words or ["story"]
         self.prompt, self.state = prompt, state
 

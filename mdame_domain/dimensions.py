@@ -244,6 +244,7 @@ class YouTubeSettings:
 
 
 def _youtube(r: _Reader) -> YouTubeSettings:
+    from mdame_domain.published_text import contact_detail_problem
     from mdame_domain.video_metadata import CATEGORIES, PRIVACY
 
     raw = r.get("youtube", Mapping, {})
@@ -272,6 +273,17 @@ def _youtube(r: _Reader) -> YouTubeSettings:
     tags = lists["tags"] if "tags" in raw else None
     if any(" " in h or "#" in h.lstrip("#") for h in hashtags):
         raise r.fail("youtube.hashtags", "a hashtag is one word, like 'science'")
+    # Published as written on every video: a link or handle here is refused, not stripped.
+    # Without youtube.tags the keywords are the tags.
+    published = {"youtube.hashtags": hashtags}
+    published["youtube.tags" if tags is not None else "keywords"] = (
+        tags if tags is not None else r.strings("keywords", [])
+    )
+    for name, values in published.items():
+        for value in values:
+            problem = contact_detail_problem(value)
+            if problem:
+                raise r.fail(name, f"{value!r} {problem}")
     return YouTubeSettings(category, privacy, notify, hashtags, tags)
 
 
@@ -569,6 +581,11 @@ def _gemini_fields(r: _Reader) -> dict[str, Any]:
     for name, text in (("tone", tone), ("call_to_action", cta)):
         if len(text) > 200:
             raise r.fail(name, "must be at most 200 characters")
+    from mdame_domain.published_text import contact_detail_problem
+
+    cta_problem = contact_detail_problem(cta)
+    if cta_problem:  # every script would lose it: say so when the file is read
+        raise r.fail("call_to_action", cta_problem)
     if not tone.strip():
         raise r.fail("tone", "must not be empty")
     return {

@@ -196,6 +196,9 @@ def profile_for(name: str, extra_blocked: Sequence[str] = ()) -> SafetyProfile:
 
 
 # Phrases that try to steer a downstream LLM; a trend item has no business containing them.
+# Feeds come in many languages, so the common phrasings are listed per language. The text is
+# folded first (see _firewall_fold): patterns are written without Latin accents, and 'ß' as
+# 'ss'; Cyrillic and CJK keep their own letters.
 _PROMPT_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (label, re.compile(pattern, re.IGNORECASE))
     for label, pattern in (
@@ -204,15 +207,105 @@ _PROMPT_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+|the\s+|your\s+)?"
             r"(previous|prior|above|earlier|preceding)\s+(instructions|prompts?|rules|messages)",
         ),
-        ("system prompt", r"\bsystem\s+prompt\b"),
+        ("system prompt", r"\bsystem[\s-]*prompts?\b"),
         ("reveal instructions", r"\breveal\s+(your|the)\s+(instructions|prompt|rules)\b"),
         ("new instructions", r"\bnew\s+instructions\s*:"),
         ("developer mode", r"\b(developer|dan|god)\s+mode\b"),
         ("jailbreak the model", r"\bjailbreak\s+(the|this|your)\s+(model|ai|assistant|llm)\b"),
         ("role override", r"\byou\s+are\s+now\s+(an?\s+)?(unfiltered|uncensored|unrestricted)\b"),
         ("chat template token", r"<\|im_(start|end)\|>|\[/?INST\]|</?system>"),
+        # Spanish
+        (
+            "ignore previous instructions (es)",
+            r"\b(ignora|ignore|ignoren|ignorar|olvida|olvide|olviden|olvidar|omite|descarta|"
+            r"desestima)\s+(todas\s+|todos\s+)?(las\s+|los\s+|tus\s+|sus\s+)?"
+            r"(instrucciones|indicaciones|reglas|ordenes|normas|mensajes)\s+"
+            r"(anteriores|previas|precedentes|de\s+arriba)\b",
+        ),
+        ("ignore the above (es)", r"\b(ignora|ignore|olvida|olvide)\s+(todo\s+)?lo\s+anterior\b"),
+        ("system prompt (es)", r"\bprompt\s+del?\s+sistema\b"),
+        ("new instructions (es)", r"\bnuevas\s+instrucciones\s*:"),
+        # French
+        (
+            "ignore previous instructions (fr)",
+            r"\b(ignore|ignorez|ignorer|oublie|oubliez|oublier)\s+(toutes\s+|tous\s+)?"
+            r"(les\s+|tes\s+|vos\s+)?(instructions|consignes|regles|directives|messages)\s+"
+            r"(precedentes|anterieures|ci-dessus|d'avant)\b",
+        ),
+        ("ignore the above (fr)", r"\b(ignore|ignorez|oublie|oubliez)\s+tout\s+ce\s+qui\s+precede"),
+        ("system prompt (fr)", r"\bprompt\s+(du\s+)?systeme\b"),
+        ("new instructions (fr)", r"\bnouvelles\s+(instructions|consignes)\s*:"),
+        # German
+        (
+            "ignore previous instructions (de)",
+            r"\b(ignoriere|ignorier|ignorieren|vergiss|vergessen|missachte|missachten)\s+"
+            r"(sie\s+)?(alle\s+)?(die\s+|deine\s+|ihre\s+)?(vorherigen|vorigen|bisherigen|"
+            r"obigen|fruheren|vorangegangenen|vorhergehenden)\s+"
+            r"(anweisungen|instruktionen|regeln|befehle|vorgaben|nachrichten)\b",
+        ),
+        ("new instructions (de)", r"\bneue\s+(anweisungen|instruktionen)\s*:"),
+        # Portuguese
+        (
+            "ignore previous instructions (pt)",
+            r"\b(ignore|ignora|ignorar|ignorem|esqueca|esquece|esquecer|desconsidere|"
+            r"desconsidera)\s+(todas\s+|todos\s+)?(as\s+|os\s+|suas\s+|tuas\s+)?"
+            r"(instrucoes|regras|ordens|mensagens|orientacoes)\s+(anteriores|previas|acima)\b",
+        ),
+        ("system prompt (pt)", r"\bprompt\s+do\s+sistema\b"),
+        ("new instructions (pt)", r"\bnovas\s+instrucoes\s*:"),
+        # Italian
+        (
+            "ignore previous instructions (it)",
+            r"\b(ignora|ignorate|dimentica|dimenticate)\s+(tutte\s+)?(le\s+)?"
+            r"(istruzioni|regole|indicazioni)\s+(precedenti|sopra)\b",
+        ),
+        # Russian
+        (
+            "ignore previous instructions (ru)",
+            r"(?<!\w)(игнорируй|игнорируйте|игнорировать|проигнорируй|проигнорируйте|забудь|"
+            r"забудьте|отбрось|отбросьте|отмени|отмените)\s+(вс[её]\s+|все\s+)?"
+            r"(предыдущие|прежние|прошлые|вышеуказанные|предшествующие|старые)\s+"
+            r"(инструкции|указания|правила|команды|сообщения|промпты)(?!\w)",
+        ),
+        ("system prompt (ru)", r"(?<!\w)системн\w*\s+промпт"),
+        ("new instructions (ru)", r"(?<!\w)новые\s+(инструкции|указания)\s*:"),
+        # Chinese (simplified and traditional): no word boundaries between CJK characters.
+        (
+            "ignore previous instructions (zh)",
+            r"(忽略|无视|無視|忽视|忽視|忘记|忘記|不要理会|不要理會)\s*掉?\s*(所有|全部|一切)?\s*"
+            r"(之前|以前|先前|前面|上面|以上|上述)\s*的?\s*(所有|全部|一切)?\s*的?\s*"
+            r"(指令|指示|说明|說明|规则|規則|提示|命令|要求)",
+        ),
+        ("system prompt (zh)", r"系统提示词|系統提示詞"),
+        ("new instructions (zh)", r"新的?(指令|指示)\s*:"),
+        # Japanese
+        (
+            "ignore previous instructions (ja)",
+            r"(以前|前|これまで|上記|先ほど|今まで)の\s*(すべての|全ての)?\s*"
+            r"(指示|命令|ルール|指令|プロンプト)\s*(を|は)?\s*(すべて|全て)?\s*(無視|忘れ)",
+        ),
+        ("system prompt (ja)", r"システムプロンプト"),
     )
 )
+
+
+def _firewall_fold(text: str) -> str:
+    """What the firewall patterns see: NFKC (full-width letters and punctuation become plain),
+    invisible format characters removed, accents dropped from Latin letters, and case folded.
+    Marks on other scripts stay: 'й' and Japanese voiced kana are letters of their own."""
+    decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    kept: list[str] = []
+    base = ""
+    for char in decomposed:
+        if unicodedata.category(char) == "Cf":
+            continue  # zero-width space, soft hyphen: they split words without showing
+        if unicodedata.combining(char):
+            if base.isascii():
+                continue
+        else:
+            base = char
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept)).casefold()
 
 
 @lru_cache(maxsize=4096)
@@ -236,14 +329,15 @@ def find_terms(text: str, terms: Sequence[str]) -> tuple[str, ...]:
 
 def classify(text: str, profile: SafetyProfile) -> SafetyDecision:
     """Block prompt-injection markers first, then blocked terms; cautions are allowed but noted."""
-    normalized = _normalize(text)
+    folded = _firewall_fold(text)
     injections = tuple(
         f"prompt injection marker {label!r}"
         for label, pattern in _PROMPT_INJECTION_PATTERNS
-        if pattern.search(normalized)
+        if pattern.search(folded)
     )
     if injections:
         return SafetyDecision(verdict="block", rule="prompt_firewall", reasons=injections)
+    normalized = _normalize(text)
     blocked = find_terms(normalized, profile.blocked_terms)
     if blocked:
         reasons = tuple(f"blocked term {term!r} ({profile.name})" for term in blocked)

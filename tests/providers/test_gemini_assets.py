@@ -168,3 +168,80 @@ def test_a_hook_rejected_topic_keeps_the_critics_reasons_and_its_spend(rig, fake
     assert topic.result["rejected_by"] == "hook" and topic.result["attempts"] == 3
     assert len(topic.result["reasons"]) == 3 and topic.result["spend_micros"] > 0
     assert_balanced(owner)
+
+
+# The model's answers carry a link, a short link, an e-mail address, a phone number and
+# handles in the title (hook), the body and the call to action.
+HOSTILE_HOOK = "Why could this open battery double the life of your phone, asks @cellscam?"
+HOSTILE_BODY = (
+    "Researchers released an open source sodium battery design that kept most of its capacity. "
+    "Read the full report at https://deals.example/battery?ref=feed before it disappears. "
+    "The cells lasted through two thousand charge cycles in a careful lab test. "
+    "For free samples, email sales@cells.example or call +1 555 013 2999 today. "
+    "Engineers say the design uses cheap and common materials found almost everywhere. "
+    "The chemistry could reach phones and laptops within the next few years, experts said. "
+    "Independent labs still need to repeat the results before anyone can be sure of them. "
+    "Makers of phones are watching the test results very closely this year. "
+    "Grab a discount at bit.ly/cheapcells before the offer ends."
+)
+HOSTILE_CTA = "Follow us on @tech60 for more battery stories like this one."
+
+
+def _published_fields(script: dict[str, Any]) -> list[str]:
+    return [
+        script["hook"],
+        script["text"],
+        script["call_to_action"],
+        *script["body_sentences"],
+        *(hook for hook, _score in script["hook_candidates"]),
+    ]
+
+
+def test_links_handles_and_contacts_from_the_model_are_never_recorded(rig, fake, owner):
+    marker, state, instance, db = rig
+    fake.set_field("hook", HOSTILE_HOOK)
+    fake.set_field("body", HOSTILE_BODY)
+    fake.set_field("call_to_action", HOSTILE_CTA)
+    result = _run(instance, db.app, DAY)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    [unit] = state.list_work_units("script")
+    assert unit.state == "approved"
+    script = unit.payload["script"]
+    recorded = "\n".join(_published_fields(script))
+    for detail in ("http", "deals.example", "bit.ly", "@", "cells.example", "555", "013 2999"):
+        assert detail not in recorded, detail
+    assert "sodium battery design" in script["text"]  # the story itself stays
+    assert script["hook"] == "Why could this open battery double the life of your phone, asks?"
+    assert script["call_to_action"] == "Follow us for more battery stories like this one."
+    assert script["word_count"] == len(script["text"].split())
+    # The removal is in the script's safety audit, by kind, without the links themselves.
+    [(verdict, reasons)] = owner.execute(
+        "SELECT verdict, reasons FROM mdame.safety_audit_logs WHERE subject_kind = 'script'"
+    ).fetchall()
+    assert verdict == "allow"
+    assert "removed 1 handle from the hook" in reasons
+    [whole] = [r for r in reasons if r.endswith("from the script text")]
+    assert all(kind in whole for kind in ("2 handle", "url", "email", "phone", "domain"))
+    assert "deals.example" not in str(reasons)
+    assert_balanced(owner)
+
+
+def test_a_title_that_is_mostly_a_link_refuses_the_script_without_a_classifier_call(
+    rig, fake, owner
+):
+    marker, state, instance, db = rig
+    fake.set_field("hook", "Win now at bit.ly/free-phone-today with @freephones")
+    result = _run(instance, db.app, DAY)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    [unit] = state.list_work_units("script")
+    assert unit.state == "rejected"
+    assert "bit.ly" not in unit.payload["script"]["hook"]
+    [(verdict, rule, reasons)] = owner.execute(
+        "SELECT verdict, rule, reasons FROM mdame.safety_audit_logs WHERE subject_kind = 'script'"
+    ).fetchall()
+    assert (verdict, rule) == ("block", "contact_details")
+    assert any("hook" in reason and "contact details" in reason for reason in reasons)
+    # The topic's safety check is the only classifier call: the refused script paid for none.
+    classifier_calls = [r for r in fake.requests if "allowed" in str(r.body)]
+    assert len(classifier_calls) == 1
+    assert_balanced(owner)

@@ -99,9 +99,31 @@ def test_youtube_settings_default_and_round_trip() -> None:
         ({"hashtags": ["two words"]}, "youtube.hashtags"),
         ({"tags": "space"}, "youtube.tags"),
         ({"colour": "red"}, "youtube.colour"),
+        ({"tags": ["space", "bit.ly/deal"]}, "youtube.tags"),
+        ({"hashtags": ["@scam"]}, "youtube.hashtags"),
     ],
 )
 def test_bad_youtube_settings_name_the_field(block: dict[str, Any], field: str) -> None:
     with pytest.raises(DimensionConfigError) as err:
         parse_dimension(_data(youtube=block), "t.yaml")
     assert err.value.field_name == field
+
+
+# Published as written on every video, so a link or contact there is refused when read.
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"keywords": ["ai", "deals.example.com"]}, "keywords"),  # the tags without youtube.tags
+        ({"call_to_action": "Follow us at @tech60 or call +1 555 013 2999."}, "call_to_action"),
+    ],
+)
+def test_published_settings_with_contact_details_are_refused(
+    extra: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(**extra), "t.yaml")
+    assert err.value.field_name == field
+    assert "links, handles and contacts are refused" in str(err.value)
+    # Keywords that are not the tags are not published as written.
+    if field == "keywords":
+        parse_dimension(_data(youtube={"tags": ["ai"]}, **extra), "t.yaml")

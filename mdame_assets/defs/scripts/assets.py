@@ -1,6 +1,6 @@
 """scripts: one script per approved topic, with a hook audit and a safety pass."""
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import dagster as dg
@@ -11,6 +11,8 @@ from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
+from mdame_domain.published_text import publishable_script
+from mdame_domain.safety import SafetyDecision
 from mdame_domain.writer import Script, TopicBrief
 from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
@@ -20,6 +22,9 @@ from mdame_resources.providers.writer import (
     WriteOutcome,
 )
 from mdame_resources.state import StateStoreResource
+
+# The audit rule of a script refused because it was mostly links, handles or contact details.
+CONTACT_DETAILS_RULE = "contact_details"
 
 
 def script_from_payload(payload: dict[str, Any]) -> Script:
@@ -47,8 +52,7 @@ def _script_for(
     the outcome for the metadata and the micro-dollars spent on it. Nothing is written for a
     topic until every paid call of it is done."""
     outcome = _write(step, writer, topic)
-    script = outcome.script
-    if script is None:
+    if outcome.script is None:
         detail = {
             "rejected_by": outcome.rejected_by,
             "attempts": outcome.attempts,
@@ -57,12 +61,30 @@ def _script_for(
         }
         advance(step.state, topic, "rejected", detail)
         return f"{outcome.rejected_by}_rejected", outcome.spend_micros
-    decision = safety.decide(
-        script.text,
-        step.dimension.safety_profile,
-        step.dimension.blocked_terms,
-        step.paid_context(),
-    )
+    # Links, handles and contacts are taken out before anything is recorded, so no stage
+    # after this one (title, description, voice, on-screen text) can publish them.
+    published = publishable_script(outcome.script)
+    script = published.script
+    if not published.publishable:
+        # Refused in plain code: no classifier is paid to look at it.
+        decision = SafetyDecision(
+            "block", CONTACT_DETAILS_RULE, (*published.refused, *published.removed)
+        )
+    else:
+        decision = safety.decide(
+            script.text,
+            step.dimension.safety_profile,
+            step.dimension.blocked_terms,
+            step.paid_context(),
+        )
+        decision = replace(decision, reasons=(*decision.reasons, *published.removed))
+    if published.removed:
+        step.log(
+            "contact_details_removed",
+            topic_id=topic.id,
+            verdict=decision.verdict,
+            reasons=list(published.refused + published.removed),
+        )
     script_id = step.state.record_script(
         idempotency_key(topic.idempotency_key, "script"),
         {
