@@ -109,6 +109,11 @@ class RetryNotDue(StateConflict):
     """MD009: a retry was asked for before its backoff expired."""
 
 
+class MediaCollected(StateConflict):
+    """MD010: a row would name stored media that housekeeping collected (its bytes were
+    deleted): store the bytes again with put_file(..., registry=state) first."""
+
+
 class FenceLost(Fenced):
     """Raised before anything is sent: this holder knows its lock is lost (taken over, or not
     renewed before its lease ran out), so it makes no further call."""
@@ -126,6 +131,7 @@ _ERRORS: dict[str, type[StateError]] = {
     "MD006": NotFound,
     "MD007": Fenced,
     "MD009": RetryNotDue,
+    "MD010": MediaCollected,
 }
 
 
@@ -207,18 +213,28 @@ class CollectionStart:
 
 
 @dataclass(frozen=True)
+class MediaCollectionMark:
+    """An object's collection record: 'collecting' (collected_at None) or 'collected'."""
+
+    state: str
+    collected_at: datetime | None
+
+
+@dataclass(frozen=True)
 class AlertRecord:
     """record_alert's answer (issue 12, alerts): `deliver` says the caller holds the alert's
-    delivery claim and must send it, then mark it delivered or failed."""
+    delivery claim and must send it, then mark it delivered or failed with `claim_token`."""
 
     alert_id: int
     fresh: bool  # the first occurrence of this dimension, cause and day
     deliver: bool
+    claim_token: UUID | None  # the claim's; None unless `deliver`
 
 
 @dataclass(frozen=True)
 class PendingAlert:
-    """An undelivered alert the sweep claimed (claim_undelivered_alerts)."""
+    """An undelivered alert the sweep claimed (claim_undelivered_alerts), and the claim's token
+    that settles it (mark_alert_delivered, mark_alert_failed, renew_alert_claim)."""
 
     alert_id: int
     dimension: str | None  # None: the global chat
@@ -226,6 +242,7 @@ class PendingAlert:
     day: date
     text: str
     attempts: int
+    claim_token: UUID
 
 
 @dataclass(frozen=True)
@@ -937,6 +954,17 @@ class StateStore:
         """The bytes are gone: 'collected', and the expired cache entries naming it dropped.
         False when it was already collected; NotFound when it was never begun."""
         return bool(self._scalar("finish_media_collection", uri, freed_bytes))
+
+    def media_collection_mark(self, uri: str) -> MediaCollectionMark | None:
+        """The object's collection record, or None when it has none (rows may name it)."""
+        rows = self.call("media_collection_mark", uri)
+        return MediaCollectionMark(*rows[0]) if rows else None
+
+    def media_stored_again(self, uri: str, collected_at: datetime) -> bool:
+        """The bytes were stored again after the collection `media_collection_mark` showed
+        (collected at `collected_at`): rows may name the object again. False when it was
+        collected again since (store it again); StateConflict while it is being collected."""
+        return bool(self._scalar("media_stored_again", uri, collected_at))
 
     def abandon_media_collection(self, uri: str) -> bool:
         """The bytes could not be deleted and are still there: the mark goes."""
@@ -1952,19 +1980,28 @@ class StateStore:
         rows = self.call("record_alert", dimension or "", cause, day, text, lease_s)
         return AlertRecord(*rows[0])
 
-    def mark_alert_delivered(self, alert_id: int) -> bool:
-        return bool(self._scalar("mark_alert_delivered", alert_id))
+    # The claim's token settles it: a holder whose claim was taken over gets LeaseLost (MD004)
+    # and changes nothing, so it never clears the new holder's claim.
+    def mark_alert_delivered(self, alert_id: int, claim_token: UUID) -> bool:
+        """True the first time; False when the alert was delivered already."""
+        return bool(self._scalar("mark_alert_delivered", alert_id, claim_token))
 
-    def mark_alert_failed(self, alert_id: int, error: str) -> int:
-        return int(self._scalar("mark_alert_failed", alert_id, error))
+    def mark_alert_failed(self, alert_id: int, error: str, claim_token: UUID) -> int:
+        """Releases the claim for the sweep to retry; returns the attempts so far."""
+        return int(self._scalar("mark_alert_failed", alert_id, error, claim_token))
+
+    def renew_alert_claim(self, alert_id: int, claim_token: UUID, lease_s: int = 120) -> datetime:
+        """Extends the claim from now (the database's clock); LeaseLost when it is no longer
+        this token's, StateConflict once the alert was delivered."""
+        return self._scalar("renew_alert_claim", alert_id, claim_token, lease_s)
 
     def claim_undelivered_alerts(
         self, limit: int = 20, lease_s: int = 120, max_age_days: int = 7
     ) -> list[PendingAlert]:
         rows = self.call("claim_undelivered_alerts", limit, lease_s, max_age_days)
         return [
-            PendingAlert(alert_id, slug or None, cause, day, text, attempts)
-            for alert_id, slug, cause, day, text, attempts in rows
+            PendingAlert(alert_id, slug or None, cause, day, text, attempts, token)
+            for alert_id, slug, cause, day, text, attempts, token in rows
         ]
 
     def last_safety_verdict(self, subject_kind: str, subject_key: str) -> str | None:

@@ -5,6 +5,11 @@ rows stay valid whichever backend holds the bytes (the S3 backend is
 mdame_resources/media_s3.py). Local files live at root/<sha[:2]>/<sha><suffix>. Writes go to a
 temp file in the target directory and are moved in with os.replace, so readers never see half a
 file and storing the same bytes twice is a no-op.
+
+Retention deletes objects the database says nothing needs (0018). A writer that found an object
+still there and skipped storing it may name it after housekeeping deleted its bytes; the
+database refuses that (MD010), and put_file with the state as `registry` stores the bytes again
+whatever the store holds and records that they are back (0024).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -24,6 +31,9 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 # A short extension only: the suffix becomes part of a path and must not escape the store.
 _SUFFIX = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
 _URI = re.compile(r"^media://sha256/([0-9a-f]{64})((?:\.[A-Za-z0-9]{1,10})?)$")
+# Each try stores the bytes again after a collection; only a collector finishing yet another
+# collection of the same object in between makes a try count for nothing.
+_STORE_AGAIN_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,49 @@ class MediaProblem(RuntimeError):
     """A stored object is missing or its bytes changed: what it stood for must be made again."""
 
 
+class CollectionMark(Protocol):
+    """An object's collection record (mdame_core.state.MediaCollectionMark)."""
+
+    @property
+    def state(self) -> str: ...  # 'collecting' or 'collected'
+
+    @property
+    def collected_at(self) -> datetime | None: ...
+
+
+class MediaRegistry(Protocol):
+    """What put_file needs of the database to store a collected object again (the
+    StateStore): its collection record, and recording that its bytes are back."""
+
+    def media_collection_mark(self, uri: str) -> CollectionMark | None: ...
+
+    def media_stored_again(self, uri: str, collected_at: datetime) -> bool: ...
+
+
+def put_registered(
+    uri: str,
+    registry: MediaRegistry | None,
+    put: Callable[[bool], StoredMedia],
+    fresh: bool = False,
+) -> StoredMedia:
+    """Runs a store's `put(fresh)` for `uri`. An object housekeeping collected is written
+    fresh (a copy still found there may be deleted by that collection's collector) and then
+    re-registered, so rows may name it again. One being collected is stored as usual: a row
+    naming it is refused until the collection is over, and the writer then tries again."""
+    if registry is None:
+        return put(fresh)
+    for _ in range(_STORE_AGAIN_TRIES):
+        mark = registry.media_collection_mark(uri)
+        if mark is None or mark.state != "collected" or mark.collected_at is None:
+            return put(fresh)
+        stored = put(True)
+        if registry.media_stored_again(uri, mark.collected_at):
+            return stored
+    raise MediaProblem(
+        f"{uri} was collected again each of the {_STORE_AGAIN_TRIES} times it was stored again"
+    )
+
+
 @runtime_checkable
 class MediaStore(Protocol):
     """What the pipeline needs of a media store, whichever backend holds the bytes.
@@ -80,9 +133,19 @@ class MediaStore(Protocol):
     publisher) call verified_path: a local path whose bytes were checked against the name. A
     remote backend's local paths are cache copies, so no path is kept beyond one use."""
 
-    def put_file(self, path: str | os.PathLike[str], suffix: str = "") -> StoredMedia:
+    def put_file(
+        self,
+        path: str | os.PathLike[str],
+        suffix: str = "",
+        *,
+        fresh: bool = False,
+        registry: MediaRegistry | None = None,
+    ) -> StoredMedia:
         """Store `path`'s bytes; the same bytes give the same URI. `.path` of the result is a
-        local copy of the verified bytes (valid for immediate use only on remote backends)."""
+        local copy of the verified bytes (valid for immediate use only on remote backends).
+        An object already there is kept unless `fresh`. A writer whose row will name the
+        object passes its state as `registry`: a collected object is then stored fresh and
+        re-registered (see put_registered)."""
         ...
 
     def problem(self, uri: str, sha256: str | None = None) -> str | None:
@@ -126,16 +189,26 @@ class LocalMediaStore:
     def _path(self, sha256: str, suffix: str) -> Path:
         return self.root / sha256[:2] / f"{sha256}{suffix}"
 
-    def put_file(self, path: str | os.PathLike[str], suffix: str = "") -> StoredMedia:
+    def put_file(
+        self,
+        path: str | os.PathLike[str],
+        suffix: str = "",
+        *,
+        fresh: bool = False,
+        registry: MediaRegistry | None = None,
+    ) -> StoredMedia:
         """Store a copy of `path`; the same bytes always give the same URI and one copy."""
         _check_suffix(suffix)
         sha256 = sha256_file(path)
         target = self._path(sha256, suffix)
-        if not (target.exists() and target.stat().st_size == os.path.getsize(path)):
-            self._write_atomically(Path(path), target)
-        return StoredMedia(
-            uri=media_uri(sha256, suffix), sha256=sha256, size=target.stat().st_size, path=target
-        )
+        uri = media_uri(sha256, suffix)
+
+        def put(fresh: bool) -> StoredMedia:
+            if fresh or not (target.exists() and target.stat().st_size == os.path.getsize(path)):
+                self._write_atomically(Path(path), target)
+            return StoredMedia(uri=uri, sha256=sha256, size=target.stat().st_size, path=target)
+
+        return put_registered(uri, registry, put, fresh)
 
     def _write_atomically(self, source: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,11 @@ and UTC day), then delivers only the day's first one through the notifier. A del
 fails leaves the row undelivered; `deliver_pending_alerts` (the alert sweep sensor) sends it
 later, so a Telegram outage loses nothing. Raising an alert never raises: the path that hit
 the cause (a HALT, a refused budget, a failed run) goes on as it would have without it.
+
+Each delivery holds a claim with a token (0023). It is settled with that token only: a
+deliverer whose claim lapsed and was taken over is refused (LeaseLost) and changes nothing, so
+it cannot free the alert for a third deliverer while the new holder sends it. The sweep renews
+each claim right before sending and skips an alert another deliverer holds by then.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from typing import Literal
+from uuid import UUID
 
-from mdame_core.state import StateStore
+from mdame_core.state import LeaseLost, StateConflict, StateStore
 from mdame_domain.alerts import alert_day, alert_text, require_cause
 from mdame_resources.notify import NotifierResource, NotifyError
 
@@ -42,22 +48,36 @@ def raise_alert(
     except Exception as exc:  # the cause's own path must go on: log, never raise
         log.warning("alert %s/%s not recorded: %s", dimension or "-", cause, type(exc).__name__)
         return "unrecorded"
-    if not record.deliver:
+    if not record.deliver or record.claim_token is None:
         return "duplicate" if not record.fresh else "undelivered"
+    claim = record.claim_token
     if notifier is None:
-        _failed(state, record.alert_id, "no notifier configured")
+        _failed(state, record.alert_id, claim, "no notifier configured")
         return "undelivered"
-    return "sent" if _deliver(state, notifier, record.alert_id, dimension, text) else "undelivered"
+    delivered = _deliver(state, notifier, record.alert_id, claim, dimension, text)
+    return "sent" if delivered else "undelivered"
 
 
 def deliver_pending_alerts(
-    state: StateStore, notifier: NotifierResource, limit: int = 20
+    state: StateStore, notifier: NotifierResource, limit: int = 20, lease_s: int = 120
 ) -> tuple[int, int]:
-    """The sweep: delivers alerts still undelivered (an outage, a crash before sending).
-    Returns (delivered, failed)."""
+    """The sweep: delivers alerts still undelivered (an outage, a crash before sending), each
+    claimed for `lease_s` seconds. Returns (delivered, failed); an alert whose claim another
+    deliverer took over meanwhile is neither (that deliverer sends it)."""
     delivered = failed = 0
-    for alert in state.claim_undelivered_alerts(limit):
-        if _deliver(state, notifier, alert.alert_id, alert.dimension, alert.text):
+    for alert in state.claim_undelivered_alerts(limit, lease_s):
+        # Sending the batch's earlier alerts may have outlasted this claim: renew it first, and
+        # leave the alert alone if another deliverer has it now.
+        try:
+            state.renew_alert_claim(alert.alert_id, alert.claim_token, lease_s)
+        except (LeaseLost, StateConflict) as exc:  # taken over, or delivered already
+            log.warning("alert %s not sent by this sweep: %s", alert.alert_id, exc)
+            continue
+        except Exception as exc:  # the claim lapses on its own; a later sweep sends it
+            log.warning("alert %s not sent: %s", alert.alert_id, type(exc).__name__)
+            continue
+        claim = alert.claim_token
+        if _deliver(state, notifier, alert.alert_id, claim, alert.dimension, alert.text):
             delivered += 1
         else:
             failed += 1
@@ -65,7 +85,12 @@ def deliver_pending_alerts(
 
 
 def _deliver(
-    state: StateStore, notifier: NotifierResource, alert_id: int, dimension: str | None, text: str
+    state: StateStore,
+    notifier: NotifierResource,
+    alert_id: int,
+    claim: UUID,
+    dimension: str | None,
+    text: str,
 ) -> bool:
     try:
         notifier.send_message(dimension, text)
@@ -73,18 +98,22 @@ def _deliver(
         # NotifyError messages never hold the token; other errors are named by class only.
         reason = str(exc) if isinstance(exc, NotifyError) else type(exc).__name__
         log.warning("alert %s not delivered: %s", alert_id, reason)
-        _failed(state, alert_id, reason)
+        _failed(state, alert_id, claim, reason)
         return False
     try:
-        state.mark_alert_delivered(alert_id)
+        state.mark_alert_delivered(alert_id, claim)
+    except LeaseLost as exc:  # slower than the claim: another deliverer holds the alert now
+        log.warning("alert %s sent, but its claim had been taken over: %s", alert_id, exc)
     except Exception as exc:  # sent, but not marked: the sweep may send it once more
         log.warning("alert %s sent but not marked delivered: %s", alert_id, type(exc).__name__)
     return True
 
 
-def _failed(state: StateStore, alert_id: int, reason: str) -> None:
+def _failed(state: StateStore, alert_id: int, claim: UUID, reason: str) -> None:
     try:
-        state.mark_alert_failed(alert_id, reason[:2000] or "failed")
+        state.mark_alert_failed(alert_id, reason[:2000] or "failed", claim)
+    except LeaseLost as exc:  # another deliverer holds it now: its claim is left alone
+        log.warning("alert %s failure not recorded, its claim was taken over: %s", alert_id, exc)
     except Exception as exc:  # the claim lapses on its own; the sweep retries then
         log.warning("alert %s failure not recorded: %s", alert_id, type(exc).__name__)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 
 from mdame_core.settings import mdame_home
+from mdame_core.state import MediaCollected, StateStore
 from mdame_domain.media_cache import DEFAULT_CACHE_BYTES
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.media_url import MEDIA_URL_ENV, LocalMediaUrl, parse_media_url
@@ -47,6 +49,27 @@ class MediaStoreResource(dg.ConfigurableResource):
         _sweep_now_and_then()
         with scratch_space(scratch_root(), name) as path:
             yield path
+
+
+T = TypeVar("T")
+
+
+def name_stored(
+    state: StateStore,
+    store: MediaStore,
+    record: Callable[[], T],
+    sources: Sequence[tuple[Path, str]],
+) -> T:
+    """Runs `record`, the call whose row names objects put_file stored from `sources` (path,
+    suffix). When housekeeping collected one of them after put_file found it still there
+    (MD010), the bytes are stored again from the sources and the row recorded once more. A
+    collection still under way (MD003) is left to the step's retry."""
+    try:
+        return record()
+    except MediaCollected:
+        for path, suffix in sources:
+            store.put_file(path, suffix, registry=state)
+        return record()
 
 
 def scratch_root() -> Path:

@@ -7,7 +7,8 @@ Object key: <prefix>/<sha[:2]>/<sha><suffix>; derived-output memos are small obj
 (media://sha256/...), so rows stay valid whichever backend holds the bytes.
 
 Verification: put_file HEADs the key first and skips the PUT when an object of that size is
-there and this host holds a verified copy of it (else it reads it back to decide). After a PUT
+there and this host holds a verified copy of it (else it reads it back to decide); an object
+housekeeping collected is uploaded again whatever is there (0024). After a PUT
 it GETs the object back, hashing it into the local cache, and returns only when those bytes
 hash to the name. Reading back was chosen over server-side checksums
 (x-amz-checksum-sha256 on PUT, ChecksumMode on HEAD) because it holds on every S3-compatible
@@ -31,11 +32,13 @@ from typing import Any
 from mdame_domain.media_cache import DEFAULT_GRACE_S, MediaCache, hash_copy
 from mdame_domain.media_store import (
     MediaProblem,
+    MediaRegistry,
     StoredMedia,
     _check_sha,
     _check_suffix,
     media_uri,
     parse_media_uri,
+    put_registered,
     sha256_file,
 )
 from mdame_domain.media_url import S3MediaUrl
@@ -128,15 +131,34 @@ class S3MediaStore:
         return actual, size
 
     # -- MediaStore ------------------------------------------------------------------------
-    def put_file(self, path: str | os.PathLike[str], suffix: str = "") -> StoredMedia:
+    def put_file(
+        self,
+        path: str | os.PathLike[str],
+        suffix: str = "",
+        *,
+        fresh: bool = False,
+        registry: MediaRegistry | None = None,
+    ) -> StoredMedia:
         """HEAD, then PUT: an object of the same key and size that this host holds a verified
-        copy of (or that reads back right) is not uploaded again. After a PUT the object is
-        read back; this returns only once the stored bytes hash to the name."""
+        copy of (or that reads back right) is not uploaded again, unless `fresh` (or the
+        registry says housekeeping collected it). After a PUT the object is read back; this
+        returns only once the stored bytes hash to the name."""
         _check_suffix(suffix)
-        sha256, size = sha256_file(path), os.path.getsize(path)
+        sha256 = sha256_file(path)
+        return put_registered(
+            media_uri(sha256, suffix),
+            registry,
+            lambda again: self._put(path, sha256, suffix, again),
+            fresh,
+        )
+
+    def _put(
+        self, path: str | os.PathLike[str], sha256: str, suffix: str, fresh: bool
+    ) -> StoredMedia:
+        size = os.path.getsize(path)
         key, uri = self._key(sha256, suffix), media_uri(sha256, suffix)
         stored = StoredMedia(uri, sha256, size, self.cache.path(sha256, suffix))
-        if self._head_size(key) == size:
+        if not fresh and self._head_size(key) == size:
             cached = self.cache.verified(sha256, suffix)
             if cached is not None and cached.stat().st_size == size:
                 return stored

@@ -38,6 +38,7 @@ PARAM_LIMITS = Jsonb(
 RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
 CLIP_URI = "media://sha256/" + "a" * 64 + ".mp4"
 LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open (0022)
+STALE = uuid.UUID(int=1)  # an alert claim token that never was the current one (0023)
 
 
 def _populate(state: StateStore) -> dict[str, Any]:
@@ -84,9 +85,13 @@ def _populate(state: StateStore) -> dict[str, Any]:
     )
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
     state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
-    # 0015 (alerts): one delivered alert.
-    ids["alert"] = state.record_alert("tech", "halt", date(2025, 6, 1), "t").alert_id
-    state.mark_alert_delivered(ids["alert"])
+    # 0015 (alerts): one delivered alert, and (0023) one its raiser still holds.
+    delivered = state.record_alert("tech", "halt", date(2025, 6, 1), "t")
+    assert delivered.claim_token is not None
+    ids["alert"] = delivered.alert_id
+    state.mark_alert_delivered(ids["alert"], delivered.claim_token)
+    held = state.record_alert("tech", "disk_low", date(2025, 6, 1), "t")
+    ids["held_alert"], ids["held_claim"] = held.alert_id, held.claim_token
     state.store_report("tech", date(2026, 11, 23), {}, "# week", [])  # 0016, auditor
     return ids
 
@@ -98,6 +103,7 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
     other = {"dimension_id": ids["dim"], "partition_date": "2025-06-02"}
     script = ids["script"]
     pub = {"script_id": script, "render_id": render, "account_id": account}
+    held, claim = ids["held_alert"], ids["held_claim"]
     return [
         ("acquire_pipeline_lock", (None, "h", 10), InvalidInput),
         ("acquire_pipeline_lock", ("l", "", 10), InvalidInput),
@@ -427,12 +433,23 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("record_alert", ("tech", "halt", None, "t", 120), InvalidInput),
         ("record_alert", ("tech", "halt", "2025-06-01", "", 120), InvalidInput),
         ("record_alert", ("tech", "halt", "2025-06-01", "t", 0), InvalidInput),
-        ("mark_alert_delivered", (None,), InvalidInput),
-        ("mark_alert_delivered", (999_999,), NotFound),
-        ("mark_alert_failed", (999_999, "e"), NotFound),
-        ("mark_alert_failed", (None, "e"), InvalidInput),
-        ("mark_alert_failed", (1, ""), InvalidInput),
-        ("mark_alert_failed", (ids["alert"], "e"), StateConflict),  # already delivered
+        ("mark_alert_delivered", (None, claim), InvalidInput),
+        ("mark_alert_delivered", (held, None), InvalidInput),
+        ("mark_alert_delivered", (999_999, claim), NotFound),
+        ("mark_alert_delivered", (held, STALE), LeaseLost),  # another holder's claim
+        ("mark_alert_failed", (999_999, "e", claim), NotFound),
+        ("mark_alert_failed", (None, "e", claim), InvalidInput),
+        ("mark_alert_failed", (held, "", claim), InvalidInput),
+        ("mark_alert_failed", (held, "e", None), InvalidInput),
+        ("mark_alert_failed", (held, "e", STALE), LeaseLost),
+        ("mark_alert_failed", (ids["alert"], "e", claim), StateConflict),  # already delivered
+        # 0023: a claim is renewed by its holder only.
+        ("renew_alert_claim", (held, claim, 0), InvalidInput),
+        ("renew_alert_claim", (None, claim, 120), InvalidInput),
+        ("renew_alert_claim", (held, None, 120), InvalidInput),
+        ("renew_alert_claim", (999_999, claim, 120), NotFound),
+        ("renew_alert_claim", (held, STALE, 120), LeaseLost),
+        ("renew_alert_claim", (ids["alert"], claim, 120), StateConflict),  # delivered
         ("claim_undelivered_alerts", (0, 120, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 0, 7), InvalidInput),
         ("claim_undelivered_alerts", (10, 120, 0), InvalidInput),
@@ -571,6 +588,10 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("finish_media_collection", (CLIP_URI, -1), InvalidInput),
         ("finish_media_collection", (CLIP_URI, 1), NotFound),
         ("abandon_media_collection", ("",), InvalidInput),
+        # 0024 (retention): a collected object is stored again before it is named.
+        ("media_collection_mark", ("media://x",), InvalidInput),
+        ("media_stored_again", ("", LATER), InvalidInput),
+        ("media_stored_again", (CLIP_URI, None), InvalidInput),
     ]
 
 
@@ -643,9 +664,10 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
             "attempt_done",
             "script",
             "alert",
+            "held_alert",
         )
     }
-    dummy["execution"] = uuid.uuid4()
+    dummy["execution"] = dummy["held_claim"] = uuid.uuid4()
     covered = {rpc for rpc, _, _ in _cases(dummy)}
     assert rpcs == covered
 

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -17,10 +18,16 @@ import pytest
 
 from mdame_assets.defs.housekeeping.assets import housekeeping
 from mdame_assets.defs.housekeeping.logic import collect_media
-from mdame_core.state import InvalidInput, NotFound, StateConflict, set_commit_observer
+from mdame_core.state import (
+    InvalidInput,
+    MediaCollected,
+    NotFound,
+    StateConflict,
+    set_commit_observer,
+)
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.retention import RetentionPolicy, RetentionSettings
-from mdame_resources.media import MediaStoreResource
+from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.notify import OutboxNotifier
 from mdame_resources.state import StateStoreResource, close_clients
 
@@ -297,13 +304,112 @@ def test_no_row_can_start_naming_an_object_being_collected(state, owner, tmp_pat
     store.delete(uri)
     assert state.finish_media_collection(uri, 1)
     assert not state.finish_media_collection(uri, 1)  # already done
-    # Once collected, a step that stored the bytes again may name them: the object lives.
+    # Once collected, naming it is refused until put_file records that its bytes are back
+    # (a plain put_file cannot tell a fresh copy from one the collector was about to delete).
     _put(store, tmp_path, "clip_old", ".mp4")
+    with pytest.raises(MediaCollected, match="was collected by housekeeping"):
+        state.put_scene_cache("new-scene", uri, sha, 3600)
+    src = tmp_path / "clip_old.mp4"
+    assert store.put_file(src, ".mp4", registry=state).uri == uri
     state.put_scene_cache("new-scene", uri, sha, 3600)
     assert not owner.execute(
         "SELECT 1 FROM mdame.media_collections WHERE uri = %s", [uri]
     ).fetchall()
     assert uri not in {i.uri for i in state.collectable_media(POLICY.to_json())}
+
+
+def _collect_one(state, store: MediaStore, uri: str) -> None:
+    """The collector's three steps for one object (what collect_media does for each)."""
+    assert state.begin_media_collection(uri, POLICY.to_json(), "collector").collect
+    store.delete(uri)
+    assert state.finish_media_collection(uri, 1)
+
+
+def _mark(owner: psycopg.Connection, uri: str) -> list:
+    return owner.execute(
+        "SELECT state FROM mdame.media_collections WHERE uri = %s", [uri]
+    ).fetchall()
+
+
+def test_a_writer_storing_an_object_while_it_is_collected_leaves_it_live(
+    state, owner, store: MediaStore, tmp_path: Path
+) -> None:
+    """The collector marks the object, a writer stores the same bytes (put_file finds them
+    still there and skips the upload), the collector deletes them and finishes, and the
+    writer names the object: the row must name bytes that are there."""
+    seeded = seed(owner, store, tmp_path)
+    uri = seeded.uris["clip_old"]
+    src = tmp_path / "clip_old.mp4"  # the writer's clip: the same bytes, made again
+    sha = uri.rsplit("/", 1)[1].split(".")[0]
+    assert state.begin_media_collection(uri, POLICY.to_json(), "collector").collect
+    stored = store.put_file(src, ".mp4", registry=state)
+    assert stored.uri == uri
+    store.delete(uri)
+    assert state.finish_media_collection(uri, 1)
+    entry = name_stored(
+        state,
+        store,
+        lambda: state.put_scene_cache("again", stored.uri, stored.sha256, 3600),
+        [(src, ".mp4")],
+    )
+    assert entry.uri == uri
+    assert store.problem(uri, sha) is None
+    assert store.verified_path(uri, sha).read_bytes() == src.read_bytes()
+    assert _mark(owner, uri) == []  # live: nothing records it collected
+    assert uri not in {i.uri for i in state.collectable_media(POLICY.to_json())}
+    [event] = owner.execute(
+        "SELECT detail ->> 'uri' FROM mdame.events WHERE event = 'stored_again'"
+    ).fetchall()
+    assert event == (uri,)
+
+
+def test_a_writer_refused_during_a_collection_stores_the_bytes_again_on_retry(
+    state, owner, store: MediaStore, tmp_path: Path
+) -> None:
+    seeded = seed(owner, store, tmp_path)
+    uri = seeded.uris["clip_old"]
+    src = tmp_path / "clip_old.mp4"
+    sha = uri.rsplit("/", 1)[1].split(".")[0]
+    assert state.begin_media_collection(uri, POLICY.to_json(), "collector").collect
+    stored = store.put_file(src, ".mp4", registry=state)
+    with pytest.raises(StateConflict, match="being collected") as refused:
+        state.put_scene_cache("again", stored.uri, stored.sha256, 3600)
+    assert not isinstance(refused.value, MediaCollected)  # wait, do not store again yet
+    # Storing it again now would be deleted with the rest: refused too.
+    marked = state.media_collection_mark(uri)
+    assert marked is not None and marked.state == "collecting"
+    with pytest.raises(StateConflict, match="being collected"):
+        state.media_stored_again(uri, datetime.now(UTC))
+    store.delete(uri)
+    assert state.finish_media_collection(uri, 1)
+    # The step's retry: put_file sees the collection and stores the bytes again.
+    stored = store.put_file(src, ".mp4", registry=state)
+    state.put_scene_cache("again", stored.uri, stored.sha256, 3600)
+    assert store.problem(uri, sha) is None
+    assert _mark(owner, uri) == []
+
+
+def test_stored_again_counts_only_for_the_collection_it_saw(state, owner, tmp_path: Path) -> None:
+    """An upload made before a later collection deleted the bytes does not revive it."""
+    store = LocalMediaStore(tmp_path / "media")
+    seeded = seed(owner, store, tmp_path)
+    uri = seeded.uris["clip_old"]
+    _collect_one(state, store, uri)
+    first = state.media_collection_mark(uri)
+    assert first is not None and first.state == "collected" and first.collected_at is not None
+    _put(store, tmp_path, "clip_old", ".mp4")
+    assert state.media_stored_again(uri, first.collected_at)
+    assert state.media_collection_mark(uri) is None
+    assert state.media_stored_again(uri, first.collected_at)  # another writer was first
+    # Nothing new names it: collected again, and the first upload is gone with it.
+    _collect_one(state, store, uri)
+    assert not state.media_stored_again(uri, first.collected_at)
+    assert _mark(owner, uri) == [("collected",)]
+    # put_file with the registry stores it again for the collection it sees now.
+    store.put_file(tmp_path / "clip_old.mp4", ".mp4", registry=state)
+    assert _mark(owner, uri) == [] and _present(store, uri)
+    with pytest.raises(InvalidInput, match="collected_at"):
+        state.call("media_stored_again", uri, None)
 
 
 def test_a_reference_committing_meanwhile_is_seen_under_the_lock(

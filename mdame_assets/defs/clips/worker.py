@@ -24,6 +24,7 @@ from mdame_assets.defs.clips.cache import CACHE_TTL_S, cached_clip
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
 from mdame_domain.media_store import MediaStore
+from mdame_resources.media import name_stored
 from mdame_resources.providers.visuals import VisualsResource
 
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
@@ -168,23 +169,29 @@ def _process(
     payload = job.payload
     scene_hash = payload["scene_hash"]
     cached = cached_clip(state, media, scene_hash)
-    if cached is None:
-        out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
-        try:
-            visuals.generate(
-                scene_hash,
-                payload["prompt"],
-                payload["palette"],
-                float(payload["duration_s"]),
-                out,
-                engine=payload.get("engine"),
-            )
-            stored = media.put_file(out, ".mp4")
-        finally:  # a failed or stopped generation leaves no partial clip behind
-            out.unlink(missing_ok=True)
-        uri, sha256 = stored.uri, stored.sha256
-    else:
-        uri, sha256 = cached.uri, cached.content_sha256
-    # Cache entry, scene ready and job done commit together, under the job's lease.
-    state.complete_scene_job(job, uri, sha256, cached is not None, CACHE_TTL_S)
-    return cached is not None
+    if cached is not None:
+        # Cache entry, scene ready and job done commit together, under the job's lease.
+        state.complete_scene_job(job, cached.uri, cached.content_sha256, True, CACHE_TTL_S)
+        return True
+    out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
+    try:
+        visuals.generate(
+            scene_hash,
+            payload["prompt"],
+            payload["palette"],
+            float(payload["duration_s"]),
+            out,
+            engine=payload.get("engine"),
+        )
+        stored = media.put_file(out, ".mp4", registry=state)
+        # The clip stays on disk until recorded: housekeeping may collect the stored copy
+        # put_file found, and then it is stored again from here.
+        name_stored(
+            state,
+            media,
+            lambda: state.complete_scene_job(job, stored.uri, stored.sha256, False, CACHE_TTL_S),
+            [(out, ".mp4")],
+        )
+    finally:  # a failed or stopped generation leaves no partial clip behind
+        out.unlink(missing_ok=True)
+    return False

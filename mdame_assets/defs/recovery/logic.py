@@ -1,7 +1,8 @@
 """The recovery pass: stalled work from crashed runs is dealt with before new work.
 
 1. Expired job leases go back to the queue (or to dead once their attempts are used up).
-2. Scripts of the dimension stuck in an in-progress state, unchanged for `stall_after_s`:
+2. Scripts of the dimension stuck in an in-progress state, unchanged for `stall_after_s` by the
+   database's clock (MDAME_STALL_AFTER_S; the host's may be off):
    - voice_queued / render_queued: a run crashed there. The finding counts one attempt
      (bump_work_attempt) and the script stays put, so its stage resumes it (every stage accepts
      its own in-progress state as 'crashed here, redo'). A script already resumed
@@ -27,7 +28,6 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -155,7 +155,9 @@ class _Pass:
             in_flight=any(in_flight(self.state, p) for p in pubs),
             out=any(p.state == "published" for p in pubs),
         )
-        age_s = (datetime.now(UTC) - script.updated_at).total_seconds()
+        # Both ends on the database's clock (updated_at is its now() too): a host whose clock
+        # runs ahead would find live work stalled, one that runs behind would never recover.
+        age_s = (self.state.db_now() - script.updated_at).total_seconds()
         return decide(
             script.state,
             script.attempts,

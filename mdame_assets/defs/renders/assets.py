@@ -21,7 +21,7 @@ from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, 
 from mdame_domain.captions import Cue, build_captions
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_profile import CAPTION_FRAME, media_profile
-from mdame_domain.media_store import StoredMedia
+from mdame_domain.media_store import StoredMedia, parse_media_uri
 from mdame_domain.probe import analyze_media
 from mdame_domain.render import (
     RenderInput,
@@ -32,7 +32,7 @@ from mdame_domain.render import (
 from mdame_domain.render_quality import rules_for, technical_problems
 from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
-from mdame_resources.media import MediaStoreResource
+from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
 
@@ -133,7 +133,7 @@ def _rendered_file(
         store = media.store()
         stored = store.find_derived("render", digest)
         if stored is None:
-            stored = store.put_file(render_video(inputs), ".mp4")
+            stored = store.put_file(render_video(inputs), ".mp4", registry=step.state)
             store.remember_derived("render", digest, stored)
         title = script.payload["script"]["hook"]
         thumb_digest = hashlib.sha256(
@@ -146,7 +146,7 @@ def _rendered_file(
             # captions).
             at_s = min(THUMBNAIL_AT_S, inputs.scene_durations_s[0] / 2)
             jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
-            thumbnail = store.put_file(jpeg, ".jpg")
+            thumbnail = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("thumbnail", thumb_digest, thumbnail)
     return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes)
 
@@ -251,7 +251,19 @@ def _render_for(
         },
         content,
     ]
-    outcome = step.state.record_reviewed_render(script.id, key, payload, reviews)
+    # Housekeeping may have collected a render or thumbnail found already stored (a memo's)
+    # while this one was reviewed: stored again from the copies still at hand (else the step's
+    # retry renders it again).
+    outcome = name_stored(
+        step.state,
+        media.store(),
+        lambda: step.state.record_reviewed_render(script.id, key, payload, reviews),
+        [
+            (item.path, parse_media_uri(item.uri)[1])
+            for item in (stored, rendered.thumbnail)
+            if item.path.is_file()
+        ],
+    )
     if outcome != "rendered":
         raise dg.Failure(
             f"render of script {script.id} rejected: {payload['problems']}", allow_retries=False

@@ -15,7 +15,7 @@ from mdame_assets.runtime import Step, pipeline_step
 from mdame_assets.work import series_key
 from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
-from mdame_resources.media import MediaStoreResource
+from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
 
@@ -119,21 +119,29 @@ def _voice_for(
             provider=track.provider,
             reason=track.fallback_from[:500],
         )
+    store = media.store()
     try:
-        stored = media.store().put_file(wav, ".wav")
+        stored = store.put_file(wav, ".wav", registry=step.state)
+        payload = {
+            "script_id": script.id,
+            "uri": stored.uri,
+            "sha256": stored.sha256,
+            "duration_s": round(track.duration_s, 3),
+            "voice": step.dimension.voice,
+            "provider": track.provider,
+            "fallback_from": track.fallback_from,
+            "words": [asdict(w) for w in track.words],
+        }
+        # The track stays on disk until recorded: housekeeping may collect the stored copy
+        # put_file found, and then it is stored again from here.
+        name_stored(
+            step.state,
+            store,
+            lambda: step.state.record_voice(script.id, key, payload),
+            [(wav, ".wav")],
+        )
     finally:
         wav.unlink(missing_ok=True)
-    payload = {
-        "script_id": script.id,
-        "uri": stored.uri,
-        "sha256": stored.sha256,
-        "duration_s": round(track.duration_s, 3),
-        "voice": step.dimension.voice,
-        "provider": track.provider,
-        "fallback_from": track.fallback_from,
-        "words": [asdict(w) for w in track.words],
-    }
-    step.state.record_voice(script.id, key, payload)
     return round(track.duration_s, 3)
 
 
