@@ -34,11 +34,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 from mdame_core.state import StateStore
+from mdame_domain.media_profile import SHORTS, media_profile
 from tests import scratch_db
 from tests.chaos.channel import ChannelProcess, Grants, seal_grants
 from tests.chaos.child import CHUNK_ENV, MEMO_ENV, PUBLISHER_ENV
@@ -54,6 +55,12 @@ PHASES = ("before", "after")
 PUBLISHERS = ("outbox", "youtube")
 
 
+def default_chunk_bytes() -> int:
+    """The YouTube upload's chunk, so that a render spans several: 1 MiB for the product's
+    renders (megabytes), YouTube's 256 KiB unit for the tiny profile's (hundreds of KiB)."""
+    return 1024 * 1024 if media_profile() == SHORTS else 256 * 1024
+
+
 @dataclass(frozen=True)
 class ChaosConfig:
     day: date = DEFAULT_DAY
@@ -67,7 +74,7 @@ class ChaosConfig:
     media_root: Path | None = None  # None: a fresh temporary store for this harness run
     keep_failed: bool = False  # keep a failed case's database and home for inspection
     publisher: str = "outbox"  # "youtube": the YouTubePublisher and a fake channel per case
-    chunk_bytes: int = 1024 * 1024  # the YouTube upload's chunk: a render spans several
+    chunk_bytes: int = field(default_factory=default_chunk_bytes)
 
     @property
     def partition_key(self) -> str:

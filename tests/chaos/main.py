@@ -164,8 +164,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunk-bytes",
         type=int,
-        default=1024 * 1024,
-        help="the YouTube upload's chunk size (default 1 MiB: a render spans several)",
+        default=None,
+        help="the YouTube upload's chunk size (default: 1 MiB in the shorts media profile, "
+        "256 KiB in the tiny one, so that a render spans several)",
     )
     return parser
 
@@ -185,7 +186,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
         media_root=Path(args.media_root).resolve() if args.media_root else None,
         keep_failed=args.keep_failed,
         publisher=args.publisher,
-        chunk_bytes=args.chunk_bytes,
+        **({} if args.chunk_bytes is None else {"chunk_bytes": args.chunk_bytes}),
     )
     try:
         return main(config, args.only, args.limit, args.start)

@@ -36,10 +36,7 @@ PUBLISHER_RPCS = (
 
 @pytest.fixture(scope="module")
 def harness(template_db: str, chaos_media: Path) -> Iterator[Harness]:
-    # YouTube's smallest chunk, so that a tiny-profile render still spans several.
-    config = ChaosConfig(
-        jobs=2, media_root=chaos_media, publisher="youtube", chunk_bytes=256 * 1024
-    )
+    config = ChaosConfig(jobs=2, media_root=chaos_media, publisher="youtube")
     with Harness(config) as chaos:
         yield chaos
 
