@@ -109,10 +109,11 @@ def _with_feedback(contents: str, errors: list[str]) -> str:
     (and each version is a request of its own, even when the same check failed twice)."""
     if not errors:
         return contents
-    failed = "; ".join(f"answer {i + 1}: {error}" for i, error in enumerate(errors))
+    # A failed check may quote the answer, which was written from feed text: fenced as data.
+    failed = data_block([(f"Answer {i + 1}", error) for i, error in enumerate(errors)])
     return (
-        f"{contents}\nYour previous answers were rejected ({failed}). Answer again, following "
-        "the schema and every length and language rule."
+        f"{contents}\nYour previous answers were rejected, for the reasons in this block:\n"
+        f"{failed}\nAnswer again, following the schema and every length and language rule."
     )
 
 

@@ -21,6 +21,7 @@ import pytest
 from fakes import gemini as fake_gemini
 from mdame_assets.partitions import partition_key
 from mdame_assets.runs import whole_graph
+from mdame_domain.prompt_data import DATA_BEGIN
 from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.writer import GeminiScriptWriter
 from tests.providers.gemkit import KEY, assert_balanced
@@ -78,6 +79,8 @@ def test_answers_failing_their_checks_reject_the_topic_and_the_next_one_is_writt
         assert len(sent) == 4  # three versions for the first topic, one for the next
         assert "previous answers were rejected" not in sent[0]
         assert all("previous answers were rejected" in text for text in sent[1:3])
+        # The rejections may quote the answer, which was written from feed text: fenced.
+        assert all(text.rindex(DATA_BEGIN) < text.index("Answer 1: ") for text in sent[1:3])
         assert "must be a JSON object" in sent[1]
         assert len(set(sent[:3])) == 3
 
