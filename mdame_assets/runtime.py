@@ -55,7 +55,7 @@ class Step:
     state: StateStore  # fenced while the step holds the lock; plain for read-only steps
     dimension: DimensionConfig
     dimension_id: int
-    # The tuned parameters this day reads (issue 12, slice "adaptive"): the dimension's current
+    # The tuned parameters this day reads: the dimension's current
     # parameter set as of the partition's day over its YAML values. Stages read the hook
     # threshold, videos per day, trend volume gate and category weights from here.
     params: TunedParams
@@ -84,7 +84,7 @@ class Step:
         log_event(self.execution_id, self.partition.dimension, self.stage, status, **fields)
 
     def alert(self, cause: str, reason: str) -> None:
-        """Tells the operator (issue 12, alerts): once per dimension, cause and UTC day; never
+        """Tells the operator: once per dimension, cause and UTC day; never
         raises, so the step goes on exactly as it would have without it."""
         from mdame_resources.alerts import raise_environment_alert
 

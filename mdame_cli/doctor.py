@@ -1,4 +1,4 @@
-"""`mdame doctor`: checks a deployment before its first real run (issue 12, slice "doctor").
+"""`mdame doctor`: checks a deployment before its first real run.
 
     mdame doctor [--only GROUP[,GROUP]] [--timeout S] [--min-free-gb N] [--gpu auto|required|skip]
 

@@ -197,9 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     groups.add_parser("demo", help="publish today's videos on the offline providers").set_defaults(
         func=_demo
     )
-    report = groups.add_parser(
-        "report", help="today's analytics and this week's report (issue 12, auditor)"
-    )
+    report = groups.add_parser("report", help="today's analytics and this week's report")
     report.add_argument("--dimension", action="append", help="only this dimension (repeatable)")
     report.set_defaults(func=_report)
     ui = groups.add_parser("ui", help="the Dagster UI with both code locations")

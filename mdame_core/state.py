@@ -194,7 +194,7 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class CollectableMedia:
-    """Stored media the retention policy lets go (issue 12, retention; 0018): state is
+    """Stored media the retention policy lets go: state is
     'collectable', or 'collecting' for one a stopped run began and the next must finish."""
 
     uri: str
@@ -222,7 +222,7 @@ class MediaCollectionMark:
 
 @dataclass(frozen=True)
 class AlertRecord:
-    """record_alert's answer (issue 12, alerts): `deliver` says the caller holds the alert's
+    """record_alert's answer: `deliver` says the caller holds the alert's
     delivery claim and must send it, then mark it delivered or failed with `claim_token`."""
 
     alert_id: int
@@ -247,7 +247,7 @@ class PendingAlert:
 
 @dataclass(frozen=True)
 class FeedCacheEntry:
-    """A trend source's last full response: its validators and items (issue 8, feeds)."""
+    """A trend source's last full response: its validators and items."""
 
     etag: str | None
     last_modified: str | None
@@ -937,7 +937,7 @@ class StateStore:
         """Drops the entry naming `uri` (its file is missing or corrupt); True if dropped."""
         return self._scalar("invalidate_scene_cache", scene_hash, uri, reason)
 
-    # -- media retention (issue 12, slice "retention"; 0018) -------------------------------
+    # -- media retention -------------------------------
     def collectable_media(self, policy: JsonObject, limit: int = 10_000) -> list[CollectableMedia]:
         """Media nothing needs under `policy` (RetentionPolicy.to_json()); ones left
         'collecting' by a stopped run first. Read-only: begin_media_collection decides."""

@@ -1,4 +1,4 @@
-"""The Adaptive Engine (issue 12, slice "adaptive"): bounded weekly tuning of a dimension's
+"""The Adaptive Engine: bounded weekly tuning of a dimension's
 parameters from its Strategic Auditor metrics. Pure functions, no I/O.
 
 Four parameters are tuned, each inside the dimension YAML's hard limits (`adaptive:` block) and

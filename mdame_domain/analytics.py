@@ -1,4 +1,4 @@
-"""Analytics: what viewers did with the published videos (issue 12).
+"""Analytics: what viewers did with the published videos.
 
 Plain functions: batching ids for the channel's list call, parsing its statistics, and the
 offline channel's seeded audience model (so the weekly report and the Adaptive Engine have

@@ -1,5 +1,5 @@
 """The render's sound: the voice normalised, a music bed ducked under it, and a two-pass
-loudnorm on the mix (issue 11, slice "audio").
+loudnorm on the mix.
 
 Pass 1 (`measure_mix`) runs the mix alone through ffmpeg with `loudnorm=...:print_format=json`
 (audio only, cheap). Pass 2 (`final_loudnorm`) applies the measured values with `linear=true`

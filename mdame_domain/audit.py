@@ -1,4 +1,4 @@
-"""The Strategic Auditor's weekly metrics and Markdown summary (issue 12).
+"""The Strategic Auditor's weekly metrics and Markdown summary.
 
 Plain functions over the facts `StateStore.auditor_facts` reads (plain dicts and lists): the
 math (percentiles, rates, trend) and the text live here, the reads in the state client, the

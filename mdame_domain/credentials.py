@@ -1,4 +1,4 @@
-"""Channel credentials at rest: an AES-256-GCM envelope (issue 9).
+"""Channel credentials at rest: an AES-256-GCM envelope.
 
 Each account's grant is encrypted with its own random data key; the data key is wrapped
 (AES-256-GCM again) by the master key. The associated data binds both ciphertexts to the

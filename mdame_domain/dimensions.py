@@ -49,7 +49,7 @@ DEFAULT_DAILY_BUDGET_MICROS = 1_000_000
 MAX_DAILY_BUDGET_USD = 10_000
 MODEL_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
-# --- production voice settings (issue 8, slice "edge": Edge-TTS, then Gemini TTS) ------------
+# --- production voice settings ------------
 # The `tts:` mapping of a dimension file. The top-level `voice:` stays the espeak-ng voice.
 EDGE_VOICE_PATTERN = re.compile(r"^[a-z]{2,3}-[A-Z]{2,}(-[A-Za-z]+)?-[A-Za-z]+Neural$")
 EDGE_RATE_PATTERN = re.compile(r"^[+-]\d{1,3}%$")
@@ -124,7 +124,7 @@ def _voice_settings(r: _Reader) -> VoiceSettings:
 
 # --- end of slice "edge" ---------------------------------------------------------------------
 
-# --- generated visuals (issue 10, slice "diffusers"): the `visuals:` mapping of a dimension
+# --- generated visuals: the `visuals:` mapping of a dimension
 # file picks the diffusers path its clips take (the procedural provider ignores it).
 
 
@@ -148,7 +148,7 @@ def _visuals_settings(r: _Reader) -> VisualsSettings:
 
 # --- end of slice "diffusers" ----------------------------------------------------------------
 
-# --- caption style (issue 11, slice "captions"): the `captions:` mapping of a dimension file --
+# --- caption style: the `captions:` mapping of a dimension file --
 _CAPTION_INT_RANGES = {
     "size": (24, 160),
     "max_chars_per_line": (8, 60),
@@ -182,7 +182,7 @@ def _caption_style(r: _Reader) -> CaptionStyle:
 # --- end of slice "captions" -----------------------------------------------------------------
 
 
-# --- music bed (issue 11, slice "audio") -------------------------------------------------------
+# --- music bed -------------------------------------------------------
 # The `music:` mapping: a library folder of licensed tracks (each with <track>.license.json;
 # empty: a procedural bed generated per render) and the bed's level under the voice in dB.
 
@@ -287,7 +287,7 @@ def _youtube(r: _Reader) -> YouTubeSettings:
     return YouTubeSettings(category, privacy, notify, hashtags, tags)
 
 
-# --- alerts (issue 12, slice "ops-alerts"): the `alerts:` mapping of a dimension file ----------
+# --- alerts: the `alerts:` mapping of a dimension file ----------
 # telegram_chat: the Telegram chat this dimension's alerts and reports go to (a numeric chat id,
 # negative for groups and channels, or "@channelusername"); empty: MDAME_TELEGRAM_CHAT_ID.
 TELEGRAM_CHAT_PATTERN = re.compile(r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$")
@@ -341,10 +341,10 @@ class DimensionConfig:
     topic_lookback_days: int = 14
     # Issue 9 (YouTube publishing): the video metadata the dimension sets; see YouTubeSettings.
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
-    # Edge-TTS and Gemini TTS voice settings (issue 8, slice "edge").
+    # Edge-TTS and Gemini TTS voice settings.
     tts: VoiceSettings = field(default_factory=VoiceSettings)
     music: MusicSettings = field(default_factory=MusicSettings)  # issue 11, slice "audio"
-    # -- Gemini writer, safety and budget (issue 8, slice "gem") --------------------------
+    # -- Gemini writer, safety and budget --------------------------
     # The daily budget of paid model calls (YAML: daily_budget_usd), in integer micro-dollars.
     daily_budget_micros: int = DEFAULT_DAILY_BUDGET_MICROS
     gemini_text_model: str = DEFAULT_TEXT_MODEL
@@ -355,25 +355,25 @@ class DimensionConfig:
     call_to_action: str = ""  # empty: the writer asks for one that fits the dimension
     target_seconds: int = 45
     # -- end of slice "gem" ----------------------------------------------------------------
-    # --- live trend feeds (issue 8, slice "feeds"): typed sources besides `feeds:` (files or
+    # --- live trend feeds: typed sources besides `feeds:` (files or
     # feed URLs); see mdame_domain/feed_sources.py for the kinds and their fields.
     sources: tuple[FeedSource, ...] = ()
     # --- end of slice "feeds"
-    # Generated visuals (issue 10, slice "diffusers"): see VisualsSettings.
+    # Generated visuals: see VisualsSettings.
     visuals: VisualsSettings = field(default_factory=VisualsSettings)
-    # Caption font, size, line limits and colours (issue 11, slice "captions").
+    # Caption font, size, line limits and colours.
     captions: CaptionStyle = field(default_factory=CaptionStyle)
-    # --- render quality gates (issue 11, slice "probe"): the render's accepted duration in
+    # --- render quality gates: the render's accepted duration in
     # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
     duration_range_s: tuple[float, float] = (15.0, 180.0)
     # --- end of slice "probe"
-    # --- Adaptive Engine (issue 12, slice "adaptive"): the trends stage's minimum number of
+    # --- Adaptive Engine: the trends stage's minimum number of
     # trends a day (YAML: trend_volume_gate), and the hard limits and weekly steps within which
     # the engine tunes the dimension (YAML: adaptive: {...}; see mdame_domain/adaptive.py).
     trend_volume_gate: int = DEFAULT_TREND_VOLUME_GATE
     adaptive: AdaptiveLimits = field(default_factory=AdaptiveLimits)
     # --- end of slice "adaptive"
-    # --- media retention (issue 12, slice "retention"): YAML `retention: {render_days: 30,
+    # --- media retention: YAML `retention: {render_days: 30,
     # voice_days: 7}`; an absent value takes the global default (mdame_domain/retention.py).
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     # --- end of slice "retention"
@@ -512,7 +512,7 @@ def _adaptive_fields(r: _Reader, videos_per_day: int) -> dict[str, Any]:
     return {"trend_volume_gate": gate, "adaptive": limits}
 
 
-# --- media retention (issue 12, slice "retention") --------------------------------------------
+# --- media retention --------------------------------------------
 def _retention(r: _Reader) -> RetentionSettings:
     raw = r.get("retention", Mapping, {})
     unknown = set(raw) - {"render_days", "voice_days"}

@@ -1,4 +1,4 @@
-"""`mdame doctor`'s plain parts (issue 12, slice "doctor"): the verdicts, the table, redaction
+"""`mdame doctor`'s plain parts: the verdicts, the table, redaction
 and the small rules the checks share. The checks themselves talk to the real client libraries
 and live in mdame_cli/doctor.py; nothing here imports a provider SDK.
 """

@@ -1,4 +1,4 @@
-"""Video encoder presets per target (issue 11, slice "audio", item 3).
+"""Video encoder presets per target.
 
 libx264 on a CPU host; h264_nvenc on a GPU host when ffmpeg lists it and a CUDA device can
 actually encode (the listing alone only says ffmpeg was built with it). MDAME_VIDEO_ENCODER

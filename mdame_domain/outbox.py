@@ -120,7 +120,7 @@ _warned_copy: list[bool] = []
 def _write_entry(
     staging: Path, video_path: Path, document: dict[str, Any], thumbnail: Path | None = None
 ) -> None:
-    # A hard link of the render (issue 12, retention): the outbox held a byte copy of every
+    # A hard link of the render: the outbox held a byte copy of every
     # render. The staged file is hashed below either way.
     link_or_copy(video_path, staging / VIDEO_NAME)
     # The staged copy is what gets published: its bytes must be the ones hashed and approved.

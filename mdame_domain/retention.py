@@ -1,4 +1,4 @@
-"""Retention (issue 12): how long made media is kept, how the home's disk is used, and when it
+"""Retention: how long made media is kept, how the home's disk is used, and when it
 runs low. Plain functions: the housekeeping asset (mdame_assets/defs/housekeeping) and the
 Auditor's report call them; the database decides what is collectable (0018_retention.sql).
 

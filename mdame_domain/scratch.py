@@ -1,4 +1,4 @@
-"""Scratch files of the pipeline's steps (issue 12, retention): owned, cleaned, swept.
+"""Scratch files of the pipeline's steps: owned, cleaned, swept.
 
 Layout: <scratch root>/<step name>/<owner>/..., where <owner> is `<host>~<pid>~<start>`: the
 host, the process id and the process's start time (Linux /proc, so a recycled pid is not

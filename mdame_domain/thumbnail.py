@@ -1,4 +1,4 @@
-"""The video's thumbnail: the opening frame with the title drawn on it (issue 11, item 7).
+"""The video's thumbnail: the opening frame with the title drawn on it.
 
 A vertical 1080x1920 JPEG (a Short's own frame) of at most 2 MB, which YouTube's
 thumbnails.set accepts. The render takes the frame at THUMBNAIL_AT_S of its first scene clip,

@@ -1,4 +1,4 @@
-"""A YouTube video's metadata, validated before anything is uploaded (issue 9).
+"""A YouTube video's metadata, validated before anything is uploaded.
 
 The limits are YouTube's: a title of at most 100 characters without '<' or '>', a description
 of at most 5,000 bytes (hashtags included), tags of at most 500 characters in all (a tag with a

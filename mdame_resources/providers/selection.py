@@ -30,7 +30,7 @@ def offline_providers() -> dict[str, Any]:
 
 
 def diffusers_visuals() -> DiffusersVisuals:
-    """The production visuals (issue 10, slice "diffusers"); `mdame models` reads the models it
+    """The production visuals; `mdame models` reads the models it
     needs from the same object. Its model folder: MDAME_MODEL_DIR, else $MDAME_HOME/models,
     resolved when a clip is generated (not a secret, so not a dg.EnvVar)."""
     return DiffusersVisuals()

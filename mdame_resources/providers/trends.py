@@ -45,7 +45,7 @@ from mdame_domain.feed_sources import (
 from mdame_domain.trends import FeedError, SkippedItem, TrendItem, split_storable
 from mdame_resources.providers.base import ProviderResource
 
-# Endpoints are configuration (issue 8 item 6): the real services, a gateway or local fakes.
+# Endpoints are configuration: the real services, a gateway or local fakes.
 YOUTUBE_ROOT_URL_ENV = "MDAME_YOUTUBE_ROOT_URL"
 GOOGLE_TRENDS_ROOT_URL_ENV = "MDAME_GOOGLE_TRENDS_ROOT_URL"
 REDDIT_ROOT_URL_ENV = "MDAME_REDDIT_ROOT_URL"

@@ -70,7 +70,7 @@ class ProceduralVisuals(VisualsResource):
         )
 
 
-# --- generated visuals (issue 10, slice "diffusers") -----------------------------------------
+# --- generated visuals -----------------------------------------
 
 # Where the weights live (hub ids as folders: $MDAME_MODEL_DIR/stabilityai/sdxl-turbo); filled by
 # `mdame models pull`, read with local_files_only: loading never touches the network.

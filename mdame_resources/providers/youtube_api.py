@@ -1,4 +1,4 @@
-"""The YouTube Data API v3 as MD-AME uses it, on google-api-python-client (issue 9).
+"""The YouTube Data API v3 as MD-AME uses it, on google-api-python-client.
 
 The service is built from the discovery document the client ships, with `rootUrl` replaced by
 MDAME_YOUTUBE_ROOT_URL when set (overriding `api_endpoint` alone would keep uploads on https),

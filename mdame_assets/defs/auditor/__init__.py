@@ -1,1 +1,1 @@
-"""The Strategic Auditor: the weekly report per dimension (issue 12)."""
+"""The Strategic Auditor: the weekly report per dimension."""

@@ -18,7 +18,7 @@ def scene_job(
     scene_hash: str, prompt: str, palette: Sequence[str], engine: str | None = None
 ) -> dict[str, Any]:
     """What a GPU worker needs to make a scene's clip (scene_plan and healing queue the same).
-    engine: the dimension's visuals engine (issue 10), for providers that have several."""
+    engine: the dimension's visuals engine, for providers that have several."""
     job: dict[str, Any] = {
         "scene_hash": scene_hash,
         "prompt": prompt,

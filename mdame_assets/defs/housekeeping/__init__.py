@@ -1,2 +1,2 @@
-"""Daily housekeeping (issue 12, retention): media collected by policy, scratch swept, disk
+"""Daily housekeeping: media collected by policy, scratch swept, disk
 use measured, low disk alerted."""

@@ -42,7 +42,7 @@ def _private_copy(media: MediaStoreResource, render: WorkUnit) -> Iterator[tuple
     copy = media.scratch_dir("publish") / f"{render.payload['sha256']}.{render.id}.mp4"
     copy.unlink(missing_ok=True)  # a stopped attempt's copy: made again below
     try:
-        # A hard link where it can (issue 12, retention: the outbox then links the same
+        # A hard link where it can (the outbox then links the same
         # bytes): the store replaces files or deletes them, never writes into them, so the
         # link keeps the hashed bytes; rot would change both, and the hash below sees it.
         link_or_copy(source, copy)
@@ -55,7 +55,7 @@ def _private_copy(media: MediaStoreResource, render: WorkUnit) -> Iterator[tuple
 
 
 def _thumbnail(media: MediaStoreResource, render: WorkUnit) -> Path | None:
-    """The render's thumbnail JPEG (issue 11), verified against its recorded hash; None when
+    """The render's thumbnail JPEG, verified against its recorded hash; None when
     the render has none."""
     uri, sha256 = render.payload.get("thumbnail_uri"), render.payload.get("thumbnail_sha256")
     if not uri or not sha256:

@@ -52,7 +52,7 @@ def caption_layout(
             bottoms.append(stats["max_bottom_fraction"])
             rights.append(stats["max_right_fraction"])
             margins.append(stats["min_margin_px"])
-    if problems:  # blocking: the partition's publication waits (issue 12, alerts)
+    if problems:  # blocking: the partition's publication waits
         step.alert("check_blocked", f"caption_layout failed: {problems[0]}")
     return dg.AssetCheckResult(
         passed=not problems,

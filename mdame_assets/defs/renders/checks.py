@@ -1,4 +1,4 @@
-"""Quality gates on renders (issue 11): blocking asset checks, one per property, from ONE
+"""Quality gates on renders: blocking asset checks, one per property, from ONE
 analysis per render.
 
 render_probe: the approved render is still there, still the approved bytes (hash first) and
@@ -164,7 +164,7 @@ def render_quality(
     tallies = {name: _Tally() for name in CHECKS}
     checked = _evaluate(step, media, tallies)
     failing = [name for name in CHECKS if tallies[name].problems]
-    if failing:  # blocking: the partition's publication waits (issue 12, alerts)
+    if failing:  # blocking: the partition's publication waits
         first = tallies[failing[0]].problems[0]
         step.alert("check_blocked", f"render checks failed: {', '.join(failing)}; {first}")
     for name in CHECKS:
