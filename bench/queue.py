@@ -119,7 +119,8 @@ def enqueue(kind: str, app_url: str, owner_url: str, job_type: str, n: int) -> N
             )
         table = "floor.jobs"
     else:
-        with psycopg.connect(app_url) as conn, conn.cursor() as cur:
+        with psycopg.connect(owner_url) as conn, conn.cursor() as cur:
+            cur.execute("SET ROLE mdame_admin")  # enqueueing directly is the operator's
             cur.executemany(
                 "SELECT mdame.enqueue_job(%s, %s, %s)",
                 [(job_type, f"{job_type}:{i}", Jsonb({"n": i})) for i in range(n)],

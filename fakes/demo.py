@@ -55,7 +55,7 @@ def connect_demo_accounts(
     channel: youtube.FakeYouTube, state: StateStore, dimensions: Path | None = None
 ) -> None:
     """Every active demo account (of the niche files in `dimensions`, by default the
-    checkout's) gets a channel on the fake and an encrypted grant."""
+    checkout's) gets a channel on the fake and an encrypted grant. `state` is an admin client."""
     from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 
     report = sync_registry(state, dimensions or DIMENSIONS_DIR)
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run_demo(videos_at, args.day, args.dimension, args.niches)
     with fake_services(folder) as services:
         os.environ.update(services.env)
-        state = StateStore()
+        state = StateStore(role="admin")  # the operator's part: registry and channel grants
         try:
             connect_demo_accounts(services.channel, state, args.niches)
         finally:

@@ -112,7 +112,8 @@ def _backfill(
     try:
         # The registry sensor runs only with the daemon: sync here so the dimension is a
         # partition (and its YAML current) even when no `make ui` ran since it was added.
-        report = sync_registry(state)
+        with StateStore(role="admin") as admin:  # registering dimensions is the operator's
+            report = sync_registry(admin)
         if dimension not in report.active:
             raise BackfillError(
                 f"dimension {dimension!r} is not active (active: {', '.join(report.active)})"

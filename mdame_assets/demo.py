@@ -109,7 +109,8 @@ def _main(
     swept = sweep(instance, state)
     if swept:
         print(f"[demo] liveness sweep: {swept.summary()}", file=sys.stderr)
-    report = sync_registry(state, dimensions)
+    with StateStore(role="admin") as admin:  # registering dimensions is the operator's
+        report = sync_registry(admin, dimensions)
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     known = set(instance.get_dynamic_partitions(DIMENSION_PARTITION))

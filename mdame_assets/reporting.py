@@ -70,7 +70,8 @@ def _report(instance: dg.DagsterInstance, day: date, only: Sequence[str]) -> int
     week = Week.of(day)
     state = StateStore()
     try:
-        registry = sync_registry(state)  # as `mdame demo` does: the YAMLs are the truth
+        with StateStore(role="admin") as admin:  # as `mdame demo` does: the YAMLs are the truth
+            registry = sync_registry(admin)
         for error in registry.errors:
             print(f"error: {error}", file=sys.stderr)
         active = list(registry.active)

@@ -171,7 +171,7 @@ def _dimension(
     if row is None:
         raise dg.Failure(
             f"dimension {partition.dimension!r} is not in the registry; add dimensions/"
-            f"{partition.dimension}.yaml and let the registry sensor sync it",
+            f"{partition.dimension}.yaml and register it with `mdame dimensions sync`",
             allow_retries=False,
         )
     config = dimension_from_json(row.config)

@@ -5,6 +5,10 @@ read-only scopes: a loopback redirect on 127.0.0.1, or with --console (headless 
 consent URL is printed and the address the browser was sent back to is pasted in. The refresh
 token is sealed in an AES-256-GCM envelope (mdame_domain.credentials) and stored through an RPC;
 it is never printed, logged or kept anywhere else.
+
+Both commands act as the admin role. The database records the current master key: a grant
+sealed under another key is refused, so a connect whose key was rotated during its consent flow
+loads the key again and seals anew, and a rotation replaces only the data keys it read.
 """
 
 from __future__ import annotations
@@ -13,20 +17,28 @@ import argparse
 import base64
 import os
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from mdame_core import settings
-from mdame_core.state import Account, StateStore
+from mdame_core.state import Account, MasterKeyState, StateConflict, StateError, StateStore
 from mdame_domain.credentials import (
+    KEY_GRACE_VAR,
     MASTER_KEY_FILE_VAR,
     MASTER_KEY_VAR,
+    PREVIOUS_KEY_VAR,
     CredentialError,
     Envelope,
+    KeyRing,
     MasterKey,
     associated_data,
+    key_grace_s,
     load_master_key,
+    load_master_keys,
+    previous_key_file,
     rewrap,
     seal_grant,
     write_key_file,
@@ -51,6 +63,32 @@ def master_key(create: bool) -> MasterKey:
         write_key_file(path, MasterKey.generate())
         print(f"created master key file {path} (mode 0600): back it up", file=sys.stderr)
     return load_master_key(path)
+
+
+def _key_here() -> bool:
+    return bool(os.environ.get(MASTER_KEY_VAR)) or default_key_file().exists()
+
+
+def _key_source() -> str:
+    return (
+        MASTER_KEY_VAR if os.environ.get(MASTER_KEY_VAR) else f"the key file {default_key_file()}"
+    )
+
+
+def _not_current(recorded: MasterKeyState, key: MasterKey) -> str | None:
+    """Why `key` may not seal or rotate grants now (None: it is the database's current key, or
+    no grant was stored yet)."""
+    if recorded.current_key_id in (None, key.key_id):
+        return None
+    replaced = (
+        f" (it replaced {key.key_id} at {recorded.rotated_at:%Y-%m-%d %H:%M:%S%z})"
+        if recorded.previous_key_id == key.key_id and recorded.rotated_at is not None
+        else ""
+    )
+    return (
+        f"the current master key is {recorded.current_key_id}{replaced}, not {key.key_id} from "
+        f"{_key_source()}: put the current key there and run the command again"
+    )
 
 
 def _account(state: StateStore, dimension: str, handle: str | None) -> Account:
@@ -111,24 +149,71 @@ def connect(args: argparse.Namespace) -> int:
     secrets = args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
     if not secrets:
         raise SystemExit(f"mdame: error: set {CLIENT_SECRETS_VAR} or pass --client-secrets")
-    key = master_key(create=True)
-    with StateStore() as state:
+    with StateStore(role="admin") as state:
         account = _account(state, args.dimension, args.account)
-        refresh_token = obtain_refresh_token(secrets, args.console, args.port)
-        envelope = seal_grant(
-            key,
-            associated_data(env, account.platform, account.handle),
-            {"refresh_token": refresh_token},
-        )
-        del refresh_token
-        state.store_account_credential(
-            account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
-        )
+        recorded = state.master_key_state()
+        # A new key file only for a database with no grant yet; otherwise its grants' key must
+        # be here, and is checked before the consent flow (a grant under another key is refused).
+        if recorded.current_key_id is not None and not _key_here():
+            raise SystemExit(
+                f"mdame: error: the database's grants are under master key "
+                f"{recorded.current_key_id}: put that key in {MASTER_KEY_VAR} or "
+                f"{default_key_file()} (mode 0600)"
+            )
+        key = master_key(create=True)
+        stale = _not_current(recorded, key)
+        if stale is not None:
+            raise SystemExit(f"mdame: error: {stale}")
+        grant: dict[str, object] = {
+            "refresh_token": obtain_refresh_token(secrets, args.console, args.port)
+        }
+        aad = associated_data(env, account.platform, account.handle)
+        envelope = _store_sealed(state, account, aad, grant, key)
+        del grant
     print(
         f"connected {account.platform}:{account.handle} ({args.dimension}); grant stored "
         f"encrypted under master key {envelope.key_id}"
     )
     return 0
+
+
+def _store_sealed(
+    state: StateStore, account: Account, aad: bytes, grant: dict[str, object], key: MasterKey
+) -> Envelope:
+    """Seals `grant` under `key` and stores it. The consent flow takes minutes: when a rotation
+    replaced `key` meanwhile, the store is refused, and the grant (still in memory) is sealed
+    again under the key loaded anew. A key file is installed right after the rotation commits,
+    so a reload that still finds the old key waits a moment first."""
+    for attempt in range(6):
+        envelope = seal_grant(key, aad, grant)
+        try:
+            state.store_account_credential(
+                account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
+            )
+            return envelope
+        except StateConflict as exc:
+            refused = exc
+        fresh = master_key(create=False)
+        if fresh.key_id != key.key_id:
+            print(
+                f"master key {key.key_id} was replaced by {fresh.key_id} while the channel was "
+                f"being authorised: sealing the grant again under {fresh.key_id}",
+                file=sys.stderr,
+            )
+            key = fresh
+        elif os.environ.get(MASTER_KEY_VAR) or attempt == 5:
+            break
+        else:
+            time.sleep(0.5)
+    raise SystemExit(
+        f"mdame: error: {refused.message}; nothing was stored: run `mdame accounts connect "
+        f"{_dimension_of(state, account)} --account {account.handle}` again with the current key"
+    )
+
+
+def _dimension_of(state: StateStore, account: Account) -> str:
+    slugs = {d.id: d.slug for d in state.list_dimensions()}
+    return slugs.get(account.dimension_id, str(account.dimension_id))
 
 
 def list_accounts(args: argparse.Namespace) -> int:
@@ -152,12 +237,17 @@ def list_accounts(args: argparse.Namespace) -> int:
 
 
 def rotate_keys(args: argparse.Namespace) -> int:
-    """Re-wraps every data key under a new master key, all in one RPC. The new key is written
-    (0600) before the database changes, so no crash can leave a data key wrapped by a key that
-    exists nowhere."""
+    """Re-wraps every data key under a new master key and makes it the database's current one.
+
+    The new key is written (0600, under a name of its own) before the database changes, so no
+    crash can leave a data key wrapped by a key that exists nowhere, and a rotation that loses a
+    race to another leaves the winner's key file alone. The replaced key is kept in the key
+    file's `.previous` (0600) for readers during the grace period. A grant stored while the
+    rotation ran is re-read and re-wrapped in a second pass."""
     env = settings.mdame_env()
-    old = master_key(create=False)
-    new = MasterKey.generate()
+    grace = key_grace_s()  # a bad setting is refused before anything changes
+    keys = load_master_keys(default_key_file())
+    old, new = keys.current, MasterKey.generate()
     from_env = bool(os.environ.get(MASTER_KEY_VAR))
     target = Path(args.new_key_file) if args.new_key_file else default_key_file()
     if from_env and not args.new_key_file:
@@ -165,30 +255,107 @@ def rotate_keys(args: argparse.Namespace) -> int:
             f"mdame: error: the master key comes from {MASTER_KEY_VAR}: pass --new-key-file "
             "PATH for the new one, then put its content in the variable"
         )
-    pending = target.with_name(target.name + ".new")
-    write_key_file(pending, new)
-    with StateStore() as state:
-        items = []
-        for account, key_id, wrapped, ciphertext in state.stored_credentials():
-            if key_id != old.key_id:
-                raise CredentialError(
-                    f"account {account.handle}'s data key is wrapped by {key_id}, not by the "
-                    f"current master key {old.key_id}"
-                )
-            aad = associated_data(env, account.platform, account.handle)
-            moved = rewrap(old, new, aad, Envelope(key_id, wrapped, ciphertext))
-            items.append(
-                {
-                    "account_id": account.id,
-                    "wrapped_key": base64.b64encode(moved.wrapped_key).decode(),
-                }
+    with StateStore(role="admin") as state:
+        stale = _not_current(state.master_key_state(), old)
+        if stale is not None:
+            raise SystemExit(f"mdame: error: {stale}")
+        slugs = {d.id: d.slug for d in state.list_dimensions()}
+        items, unknown = _rewrapped(state.stored_credentials(), keys, new, env)
+        if unknown:
+            raise SystemExit(
+                "mdame: error: nothing was rotated: these grants are wrapped by a master key "
+                f"this command does not have: {_names(unknown, slugs)}; put that key in "
+                f"{PREVIOUS_KEY_VAR} (or {previous_key_file(default_key_file())}), or connect "
+                "those accounts again"
             )
-        count = state.rewrap_account_credentials(old.key_id, new.key_id, items)
-    os.replace(pending, target)
-    print(f"re-wrapped {count} data keys: master key {old.key_id} -> {new.key_id} ({target})")
+        pending = target.with_name(f"{target.name}.{new.key_id}.new")
+        write_key_file(pending, new)
+        try:
+            left = state.rewrap_account_credentials(old.key_id, new.key_id, items)
+        except StateError as exc:
+            pending.unlink(missing_ok=True)  # refused: the database did not change
+            raise SystemExit(f"mdame: error: {exc.message}; nothing was rotated") from None
+        except BaseException:
+            print(
+                f"mdame: the rotation's outcome is unknown: if the database's current master "
+                f"key is {new.key_id}, it is in {pending}",
+                file=sys.stderr,
+            )
+            raise
+        previous = previous_key_file(target)
+        write_key_file(previous, old)
+        os.replace(pending, target)
+        # What changed after it was read (a connect storing a grant) was left as it was: read it
+        # again and re-wrap it. Once the new key is current nothing can be stored under the old.
+        retried: list[Account] = []
+        for _ in range(3):
+            if not left:
+                break
+            wanted = {account_id for account_id, _ in left}
+            rows = [r for r in state.stored_credentials() if r[0].id in wanted]
+            retried += [r[0] for r in rows if r[0] not in retried]
+            items, unknown = _rewrapped(rows, keys, new, env)
+            left = state.rewrap_account_credentials(old.key_id, new.key_id, items)
+        final = state.stored_credentials()
+        moved = sum(1 for r in final if r[1] == new.key_id)
+        stranded = [r[0] for r in final if r[1] != new.key_id]
+    print(f"re-wrapped {moved} data keys: master key {old.key_id} -> {new.key_id} ({target})")
+    if retried:
+        print(
+            f"re-read and re-wrapped again (changed during the rotation): {_names(retried, slugs)}"
+        )
+    print(
+        f"the replaced key {old.key_id} is kept in {previous} (mode 0600); readers that still "
+        f"have it open grants for {grace:g} s ({KEY_GRACE_VAR})"
+    )
     if from_env:
-        print(f"set {MASTER_KEY_VAR} to the content of {target} before the next run")
+        print(
+            f"set {MASTER_KEY_VAR} to the content of {target} (and {PREVIOUS_KEY_VAR} to that of "
+            f"{previous}) and redeploy within {grace:g} s"
+        )
+    if stranded:
+        print(
+            f"mdame: error: still not under {new.key_id}: {_names(stranded, slugs)}; run `mdame "
+            "accounts connect DIMENSION --account HANDLE` for each",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _rewrapped(
+    rows: Sequence[tuple[Account, str, bytes, bytes]], keys: KeyRing, new: MasterKey, env: str
+) -> tuple[list[dict[str, Any]], list[Account]]:
+    """The rotation's items for `rows` (each with the wrapped key it replaces, for the
+    compare-and-swap), and the accounts whose data key none of `keys` wraps. A row already
+    under `new` is left out."""
+    have = keys.by_id()
+    items: list[dict[str, Any]] = []
+    unknown: list[Account] = []
+    for account, key_id, wrapped, ciphertext in rows:
+        if key_id == new.key_id:
+            continue
+        if key_id not in have:
+            unknown.append(account)
+            continue
+        aad = associated_data(env, account.platform, account.handle)
+        try:
+            moved = rewrap(have[key_id], new, aad, Envelope(key_id, wrapped, ciphertext))
+        except CredentialError as exc:
+            raise CredentialError(f"account {account.handle}: {exc}") from None
+        items.append(
+            {
+                "account_id": account.id,
+                "key_id": key_id,
+                "expected_wrapped_key": base64.b64encode(wrapped).decode(),
+                "wrapped_key": base64.b64encode(moved.wrapped_key).decode(),
+            }
+        )
+    return items, unknown
+
+
+def _names(accounts: Sequence[Account], slugs: dict[int, str]) -> str:
+    return ", ".join(f"{slugs.get(a.dimension_id, a.dimension_id)}/{a.handle}" for a in accounts)
 
 
 def add_parsers(groups: Any) -> None:

@@ -20,7 +20,7 @@ REASON = "re-armed by an operator (mdame calls retry)"
 
 
 def retry(args: argparse.Namespace) -> int:
-    with StateStore() as state:
+    with StateStore(role="admin") as state:  # lifting a refusal is the operator's
         if state.get_dimension(args.dimension) is None:
             known = ", ".join(d.slug for d in state.list_dimensions()) or "none"
             print(

@@ -527,10 +527,11 @@ class Doctor:
         from mdame_domain.channel import ChannelError
         from mdame_domain.credentials import (
             CredentialError,
-            Envelope,
+            StoredGrant,
             associated_data,
-            load_master_key,
-            open_grant,
+            key_grace_s,
+            load_master_keys,
+            open_stored_grant,
         )
         from mdame_resources.providers.youtube_api import (
             GOOGLE_TOKEN_URI,
@@ -544,7 +545,7 @@ class Doctor:
         reconnect = f"run `mdame accounts connect {slug} --account {account.handle}`"
         if st.account_status(account.id).needs_reauth:
             return Status.FAIL, f"marked needs_reauth: {reconnect}"
-        stored = st.account_credential(account.id)
+        stored = st.account_grant(account.id)
         if stored is None:
             return Status.FAIL, f"no stored grant: {reconnect}"
         secrets_file = os.environ.get(CLIENT_SECRETS_VAR, "")
@@ -561,9 +562,20 @@ class Doctor:
             )
         self.redact.add(client_secret)
         try:
-            master = load_master_key(default_key_file())
-            grant = open_grant(
-                master, associated_data(str(self.env), "youtube", account.handle), Envelope(*stored)
+            # As the publisher opens it: a key a rotation replaced works for the grace period.
+            grant = open_stored_grant(
+                load_master_keys(default_key_file()),
+                associated_data(str(self.env), "youtube", account.handle),
+                StoredGrant.of(
+                    stored.key_id,
+                    stored.wrapped_key,
+                    stored.ciphertext,
+                    stored.previous_key_id,
+                    stored.previous_wrapped_key,
+                    stored.keys.rotated_at,
+                    stored.keys.read_at,
+                ),
+                key_grace_s(),
             )
         except (CredentialError, OSError) as exc:
             return Status.FAIL, f"the stored grant cannot be opened: {first_line(str(exc))}"

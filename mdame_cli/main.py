@@ -145,6 +145,23 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def _dimensions_sync(args: argparse.Namespace) -> int:
+    """Registers dimensions/*.yaml as the admin role; the running sensor then adds the new
+    partitions. Exit 1 when a file is malformed (its dimension keeps its last good state)."""
+    settings.mdame_env()
+    from mdame_assets.defs.dimensions.registry import sync_registry
+    from mdame_core.state import StateStore
+
+    with StateStore(role="admin") as admin:
+        report = sync_registry(admin)
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(f"active: {', '.join(report.active) or '(none)'}")
+    if report.inactive:
+        print(f"inactive: {', '.join(report.inactive)}")
+    return 1 if report.errors else 0
+
+
 def _report(args: argparse.Namespace) -> int:
     settings.mdame_env()
     apply_dagster_environment()
@@ -174,12 +191,17 @@ def _parser() -> argparse.ArgumentParser:
     commands = db.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending migrations").set_defaults(func=_db_migrate)
     url = commands.add_parser("url", help="print the connection URL in use")
-    url.add_argument("--role", choices=["app", "owner"], default="app")
+    url.add_argument("--role", choices=["app", "admin", "owner"], default="app")
     url.set_defaults(func=_db_url)
     commands.add_parser("status", help="migrations, ENV and row counts").set_defaults(
         func=_db_status
     )
     groups.add_parser("env", help="shell exports for Dagster commands").set_defaults(func=_env)
+    dims = groups.add_parser("dimensions", help="the dimension registry")
+    dim_commands = dims.add_subparsers(dest="command", required=True)
+    dim_commands.add_parser(
+        "sync", help="register dimensions/*.yaml (budgets, accounts, activity) as the admin role"
+    ).set_defaults(func=_dimensions_sync)
     fill = groups.add_parser(
         "backfill",
         help="a range of days for one dimension, one partition after the other, in this process",

@@ -61,7 +61,7 @@ def show(args: argparse.Namespace) -> int:
 
 
 def rollback(args: argparse.Namespace) -> int:
-    with StateStore() as state:
+    with StateStore(role="admin") as state:  # undoing a set is the operator's
         if _known(state, args.dimension) is None:
             return EXIT_UNKNOWN_DIMENSION
         try:

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-Role = Literal["app", "owner"]
+Role = Literal["app", "admin", "owner"]
 ENVIRONMENTS = ("dev", "prod")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 APP_ROLE = "mdame_app"
+# Operator commands (budget caps, channel grants, the dimension registry) act as this role;
+# the pipeline's app role cannot run them.
+ADMIN_ROLE = "mdame_admin"
 OWNER_ROLE = "mdame_owner"
 DEFAULT_DBNAME = "mdame"
 
@@ -97,7 +100,14 @@ def database_url(role: Role = "app", dbname: str | None = None) -> str:
     With an external database the app URL is MDAME_APP_DATABASE_URL. Only with ENV=dev may it
     be left out: the client then uses the owner URL and drops to the app role with SET ROLE,
     which code holding the connection could RESET, so anywhere else it is required.
+    The admin URL is MDAME_ADMIN_DATABASE_URL, else the owner's: the operator who holds the
+    owner URL (to migrate) may act as admin, which is a subset of the owner's rights.
     """
+    if role == "admin":
+        admin_url = os.environ.get("MDAME_ADMIN_DATABASE_URL")
+        if admin_url:
+            return _with_dbname(admin_url, dbname) if dbname else admin_url
+        role = "owner"
     external = os.environ.get("MDAME_DATABASE_URL")
     if external:
         url = external

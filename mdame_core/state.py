@@ -30,14 +30,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, NewType
+from typing import Any, Literal, NewType
 from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from mdame_core.settings import APP_ROLE, ENVIRONMENTS, SettingsError, database_url, mdame_env
+from mdame_core.settings import (
+    ADMIN_ROLE,
+    APP_ROLE,
+    ENVIRONMENTS,
+    SettingsError,
+    database_url,
+    mdame_env,
+)
 
 LockToken = NewType("LockToken", int)
 JsonObject = Mapping[str, Any]
@@ -395,6 +402,33 @@ class AccountStatus:
 
 
 @dataclass(frozen=True)
+class MasterKeyState:
+    """The master key the database's grants are under (None: no grant stored yet), the one the
+    last rotation replaced and when, and the database's clock when this was read."""
+
+    current_key_id: str | None
+    previous_key_id: str | None
+    rotated_at: datetime | None
+    read_at: datetime
+
+
+@dataclass(frozen=True, repr=False)
+class StoredCredential:
+    """An account's stored grant (ciphertext only) as a reader needs it: the data key wrapped by
+    `key_id`, and by `previous_key_id` too while the last rotation's copy is kept."""
+
+    key_id: str
+    wrapped_key: bytes
+    ciphertext: bytes
+    previous_key_id: str | None
+    previous_wrapped_key: bytes | None
+    keys: MasterKeyState
+
+    def __repr__(self) -> str:
+        return f"StoredCredential(key_id={self.key_id}, previous_key_id={self.previous_key_id})"
+
+
+@dataclass(frozen=True)
 class PaidCallStart:
     """begin_paid_call's answer. action: 'submit' (call now, then settle/release/refuse/mark
     unknown attempt_id), 'done' (the same request already succeeded: `result` is its stored
@@ -565,19 +599,23 @@ class Fence:
 # The client
 # ------------------------------------------------------------------------------------------
 class StateStore:
-    """Pool-backed client of the mdame RPCs, acting as the application role."""
+    """Pool-backed client of the mdame RPCs, acting as the application role, or, for the
+    operator's commands, as the admin role (role="admin")."""
 
     def __init__(
         self,
         url: str | None = None,
         *,
+        role: Literal["app", "admin"] = "app",
         env: str | None = None,
         pool_max: int = 4,
         pool_min: int = 1,
         statement_timeout_ms: int = 30_000,
         connect_timeout_s: float = 30.0,
     ) -> None:
-        self.url = url or database_url("app")
+        self.role = role
+        self._role_name = ADMIN_ROLE if role == "admin" else APP_ROLE
+        self.url = url or database_url(role)
         self.env = env if env is not None else mdame_env()
         if self.env not in ENVIRONMENTS:
             raise EnvironmentMismatch(f"ENV must be one of {ENVIRONMENTS}, not {self.env!r}")
@@ -610,7 +648,18 @@ class StateStore:
         Outside dev the login itself must be the app role: a SET ROLE from another login can be
         undone with RESET ROLE by any code that holds the connection.
         """
-        if conn.info.user != APP_ROLE:
+        if self.role == "admin":
+            # The admin URL is the operator's (the owner's, by default): acting as the narrower
+            # admin role keeps operator commands to the admin RPCs.
+            if conn.info.user != ADMIN_ROLE:
+                try:
+                    conn.execute(f"SET ROLE {ADMIN_ROLE}")
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise SettingsError(
+                        f"{conn.info.user} cannot act as {ADMIN_ROLE}: GRANT {ADMIN_ROLE} TO "
+                        f"{conn.info.user}, or set MDAME_ADMIN_DATABASE_URL to a login of it"
+                    ) from exc
+        elif conn.info.user != APP_ROLE:
             if self.env != "dev":
                 raise SettingsError(
                     f"ENV={self.env}: the client must log in as {APP_ROLE} "
@@ -664,6 +713,11 @@ class StateStore:
                 "make it on state.fenced(fence)"
             )
         return self._fence.token
+
+    def _fenced_tail(self) -> tuple[int, ...]:
+        """The lock token as the last argument on the app's fenced view; nothing on an unfenced
+        or admin client (the unfenced RPC versions are the admin role's)."""
+        return () if self._fence is None or self.role == "admin" else (self._fence.token,)
 
     def __enter__(self) -> StateStore:
         return self
@@ -933,9 +987,16 @@ class StateStore:
         rows = self.call("put_scene_cache", scene_hash, uri, content_sha256, ttl_seconds)
         return CacheEntry(*rows[0])
 
-    def invalidate_scene_cache(self, scene_hash: str, uri: str, reason: str) -> bool:
-        """Drops the entry naming `uri` (its file is missing or corrupt); True if dropped."""
-        return self._scalar("invalidate_scene_cache", scene_hash, uri, reason)
+    def invalidate_scene_cache(
+        self, scene_hash: str, uri: str, reason: str, job: Job | None = None
+    ) -> bool:
+        """Drops the entry naming `uri` (its file is missing or corrupt); True if dropped.
+        The pipeline calls it on a fenced view, a GPU worker under the lease of the `job` that
+        makes the scene; unfenced and without a job, it is the admin's."""
+        if job is not None:
+            lease = (job.id, job.worker_id, job.attempt)
+            return self._scalar("invalidate_scene_cache", scene_hash, uri, reason, *lease)
+        return self._scalar("invalidate_scene_cache", scene_hash, uri, reason, *self._fenced_tail())
 
     # -- media retention -------------------------------
     def collectable_media(self, policy: JsonObject, limit: int = 10_000) -> list[CollectableMedia]:
@@ -992,10 +1053,10 @@ class StateStore:
         return self._scalar("reserve_quota", account_id, units, quota_key)
 
     def commit_quota(self, quota_key: str) -> int:
-        return self._scalar("commit_quota", quota_key)
+        return self._scalar("commit_quota", quota_key, *self._fenced_tail())
 
     def release_quota(self, quota_key: str) -> bool:
-        return self._scalar("release_quota", quota_key)
+        return self._scalar("release_quota", quota_key, *self._fenced_tail())
 
     # -- provider attempts ---------------------------------------------------------------
     def record_attempt(
@@ -1428,7 +1489,10 @@ class StateStore:
     def reserve_bucket_quota(
         self, account_id: int, bucket: str, units: int, quota_key: str
     ) -> int | None:
-        return self._scalar("reserve_bucket_quota", account_id, bucket, units, quota_key)
+        """On a fenced view, the pipeline's version: fenced by the account's dimension."""
+        return self._scalar(
+            "reserve_bucket_quota", account_id, bucket, units, quota_key, *self._fenced_tail()
+        )
 
     def store_account_credential(
         self, account_id: int, key_id: str, wrapped_key: bytes, ciphertext: bytes
@@ -1437,10 +1501,39 @@ class StateStore:
 
     def rewrap_account_credentials(
         self, old_key_id: str, new_key_id: str, items: Sequence[JsonObject]
-    ) -> int:
-        return self._scalar(
-            "rewrap_account_credentials", old_key_id, new_key_id, Jsonb(list(items))
+    ) -> list[tuple[int, str]]:
+        """One pass of a rotation (items: account_id, key_id and expected_wrapped_key as read,
+        wrapped_key re-wrapped; base64). Returns (account_id, key_id) of the grants still not
+        under the new key: changed since they were read, or not listed. StateConflict: the
+        current master key is neither old_key_id nor, after this rotation's first pass,
+        new_key_id."""
+        rows = self.call("rewrap_account_credentials", old_key_id, new_key_id, Jsonb(list(items)))
+        return [(account_id, key_id) for account_id, key_id in rows]
+
+    def master_key_state(self) -> MasterKeyState:
+        rows = self._select(
+            """SELECT current_key_id, previous_key_id, rotated_at, now() FROM mdame.master_keys"""
         )
+        if not rows:
+            raise NotFound("master_key_state", "mdame.master_keys has no row: migrate")
+        return MasterKeyState(*rows[0])
+
+    def account_grant(self, account_id: int) -> StoredCredential | None:
+        """The account's stored grant with the master key record, read together."""
+        rows = self._select(
+            """SELECT c.key_id, c.wrapped_key, c.ciphertext, c.previous_key_id,
+                      c.previous_wrapped_key, k.current_key_id, k.previous_key_id, k.rotated_at,
+                      now()
+                 FROM mdame.account_credentials c CROSS JOIN mdame.master_keys k
+                WHERE c.account_id = %s""",
+            [account_id],
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        previous = None if r[4] is None else bytes(r[4])
+        keys = MasterKeyState(r[5], r[6], r[7], r[8])
+        return StoredCredential(r[0], bytes(r[1]), bytes(r[2]), r[3], previous, keys)
 
     def account_credential(self, account_id: int) -> tuple[str, bytes, bytes] | None:
         """(key_id, wrapped_key, ciphertext) of the account's stored grant: ciphertext only."""
@@ -1484,13 +1577,13 @@ class StateStore:
         )
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
-    def upload_session(self, attempt_id: int) -> UploadSession | None:
+    def has_upload_session(self, attempt_id: int) -> bool:
+        """Whether the attempt got a session (bytes may be out). The session URI itself is a
+        bearer: only resume_upload returns it, to the publication's lock holder."""
         rows = self._select(
-            """SELECT attempt_id, session_uri, content_sha256, size_bytes
-                 FROM mdame.upload_sessions WHERE attempt_id = %s""",
-            [attempt_id],
+            "SELECT 1 FROM mdame.upload_sessions WHERE attempt_id = %s", [attempt_id]
         )
-        return UploadSession(*rows[0]) if rows else None
+        return bool(rows)
 
     # -- voice HALT and its backoff retry (0009, 0022) -------------------------------------
     def halt_voice(

@@ -5,6 +5,12 @@ Each account's grant is encrypted with its own random data key; the data key is 
 account and the environment, so a row copied to another account or from dev to prod does not
 decrypt. Rotating the master key re-wraps the data keys only. Nothing here logs or echoes a
 key or a plaintext: errors name what failed, never the value.
+
+After a rotation each re-wrapped grant also keeps its data key wrapped by the replaced key, so a
+reader that still has that key (not redeployed yet) opens it for a grace period
+(MDAME_KEY_GRACE_S after the rotation); a reader with the new key opens a grant the rotation
+could not re-wrap yet with the replaced key (MDAME_MASTER_KEY_PREVIOUS, or the key file's
+`.previous` that `mdame keys rotate` keeps).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -23,6 +30,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 MASTER_KEY_VAR = "MDAME_MASTER_KEY"
 MASTER_KEY_FILE_VAR = "MDAME_MASTER_KEY_FILE"
+PREVIOUS_KEY_VAR = "MDAME_MASTER_KEY_PREVIOUS"
+KEY_GRACE_VAR = "MDAME_KEY_GRACE_S"
+DEFAULT_KEY_GRACE_S = 7 * 24 * 3600
 NONCE = 12
 
 
@@ -73,11 +83,21 @@ def read_key_file(path: Path) -> MasterKey:
 def write_key_file(path: Path, key: MasterKey) -> None:
     """Writes `key` to `path` with mode 0600 from the start (never readable by others)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(key.encoded() + "\n")
     os.replace(tmp, path)
+
+
+def key_file(default_file: Path) -> Path:
+    """The key file in use: MDAME_MASTER_KEY_FILE, default `default_file`."""
+    return Path(os.environ.get(MASTER_KEY_FILE_VAR) or default_file)
+
+
+def previous_key_file(path: Path) -> Path:
+    """Where `mdame keys rotate` keeps the key it replaced in `path` (0600)."""
+    return path.with_name(path.name + ".previous")
 
 
 def load_master_key(default_file: Path) -> MasterKey:
@@ -86,7 +106,52 @@ def load_master_key(default_file: Path) -> MasterKey:
     text = os.environ.get(MASTER_KEY_VAR)
     if text:
         return MasterKey.parse(text, MASTER_KEY_VAR)
-    return read_key_file(Path(os.environ.get(MASTER_KEY_FILE_VAR) or default_file))
+    return read_key_file(key_file(default_file))
+
+
+@dataclass(frozen=True, repr=False)
+class KeyRing:
+    """The master key a process seals and opens with, and the one it replaced, if known."""
+
+    current: MasterKey
+    previous: MasterKey | None = None
+
+    def __repr__(self) -> str:
+        return f"KeyRing(current={self.current!r}, previous={self.previous!r})"
+
+    def by_id(self) -> dict[str, MasterKey]:
+        keys = [self.current] if self.previous is None else [self.previous, self.current]
+        return {k.key_id: k for k in keys}
+
+
+def load_master_keys(default_file: Path) -> KeyRing:
+    """load_master_key's key, with the previous one from MDAME_MASTER_KEY_PREVIOUS or else the
+    key file's `.previous` (0600), when there is one."""
+    current = load_master_key(default_file)
+    text = os.environ.get(PREVIOUS_KEY_VAR)
+    previous: MasterKey | None = None
+    if text:
+        previous = MasterKey.parse(text, PREVIOUS_KEY_VAR)
+    else:
+        path = previous_key_file(key_file(default_file))
+        if path.exists():
+            previous = read_key_file(path)
+    return KeyRing(current, None if previous == current else previous)
+
+
+def key_grace_s() -> float:
+    """How long after a rotation the replaced key still opens grants (MDAME_KEY_GRACE_S,
+    seconds, default 7 days)."""
+    text = os.environ.get(KEY_GRACE_VAR, "").strip()
+    if not text:
+        return float(DEFAULT_KEY_GRACE_S)
+    try:
+        grace = float(text)
+    except ValueError:
+        grace = -1.0
+    if not grace >= 0 or grace == float("inf"):
+        raise CredentialError(f"{KEY_GRACE_VAR} must be a number of seconds >= 0, not {text!r}")
+    return grace
 
 
 def associated_data(env: str, platform: str, handle: str) -> bytes:
@@ -139,3 +204,62 @@ def rewrap(old: MasterKey, new: MasterKey, aad: bytes, envelope: Envelope) -> En
     """The same envelope with its data key wrapped by `new` (the ciphertext is unchanged)."""
     data_key = _open(old.key, envelope.wrapped_key, aad + b"|data-key", "the data key")
     return Envelope(new.key_id, _seal(new.key, data_key, aad + b"|data-key"), envelope.ciphertext)
+
+
+@dataclass(frozen=True, repr=False)
+class StoredGrant:
+    """A stored grant as a reader finds it: its envelope, the same data key wrapped by the master
+    key the last rotation replaced (None: the grant was stored or re-wrapped since), when that
+    rotation happened, and the database's clock at the read."""
+
+    envelope: Envelope
+    previous: Envelope | None
+    rotated_at: datetime | None
+    read_at: datetime
+
+    def __repr__(self) -> str:
+        previous = None if self.previous is None else self.previous.key_id
+        return f"StoredGrant(key_id={self.envelope.key_id}, previous_key_id={previous})"
+
+    @classmethod
+    def of(
+        cls,
+        key_id: str,
+        wrapped_key: bytes,
+        ciphertext: bytes,
+        previous_key_id: str | None,
+        previous_wrapped_key: bytes | None,
+        rotated_at: datetime | None,
+        read_at: datetime,
+    ) -> StoredGrant:
+        previous = None
+        if previous_key_id is not None and previous_wrapped_key is not None:
+            previous = Envelope(previous_key_id, previous_wrapped_key, ciphertext)
+        return cls(Envelope(key_id, wrapped_key, ciphertext), previous, rotated_at, read_at)
+
+
+def open_stored_grant(
+    keys: KeyRing, aad: bytes, stored: StoredGrant, grace_s: float
+) -> dict[str, object]:
+    """The grant, opened with whichever of `keys` wraps its data key; the copy wrapped by the
+    replaced master key only until `grace_s` after the rotation (by the database's clock)."""
+    mine = keys.by_id()
+    envelope = stored.envelope
+    if envelope.key_id in mine:
+        return open_grant(mine[envelope.key_id], aad, envelope)
+    previous = stored.previous
+    if previous is not None and previous.key_id in mine:
+        rotated = stored.rotated_at
+        if rotated is not None and stored.read_at <= rotated + timedelta(seconds=grace_s):
+            return open_grant(mine[previous.key_id], aad, previous)
+        when = "" if rotated is None else f" at {rotated:%Y-%m-%d %H:%M:%S%z}"
+        raise CredentialError(
+            f"master key {previous.key_id} was replaced by {envelope.key_id}{when}, and the "
+            f"{grace_s:g} s ({KEY_GRACE_VAR}) it is still accepted for have passed: redeploy "
+            f"with the new master key ({MASTER_KEY_VAR} or the key file)"
+        )
+    have = " or ".join(mine)
+    raise CredentialError(
+        f"the data key is wrapped by master key {envelope.key_id}, not by {have}: load that key "
+        f"({MASTER_KEY_VAR} or the key file; {PREVIOUS_KEY_VAR} for the one a rotation replaced)"
+    )

@@ -82,8 +82,10 @@ CONF
     psql_super -d postgres <<'SQL'
 SELECT 'CREATE ROLE mdame_owner LOGIN CREATEDB' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mdame_owner') \gexec
 SELECT 'CREATE ROLE mdame_app LOGIN' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mdame_app') \gexec
+SELECT 'CREATE ROLE mdame_admin NOLOGIN' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mdame_admin') \gexec
 SET client_min_messages = warning;
 GRANT mdame_app TO mdame_owner;
+GRANT mdame_admin TO mdame_owner;
 SELECT 'CREATE DATABASE mdame OWNER mdame_owner' WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'mdame') \gexec
 SELECT 'CREATE DATABASE dagster OWNER mdame_owner' WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'dagster') \gexec
 SQL

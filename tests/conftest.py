@@ -91,6 +91,14 @@ def state(fresh_db: DbUrls) -> Iterator:
 
 
 @pytest.fixture
+def admin(fresh_db: DbUrls):  # noqa: ANN201 - a StateStore, imported lazily
+    """The operator's client on the same database as `state` (registry, caps, grants, queue)."""
+    from tests.adminkit import admin_of
+
+    return admin_of(fresh_db.app)
+
+
+@pytest.fixture
 def owner(fresh_db: DbUrls) -> Iterator[psycopg.Connection]:
     """An autocommit owner connection, for inspecting (and, in TTL tests, aging) rows."""
     with psycopg.connect(fresh_db.owner, autocommit=True) as conn:

@@ -118,5 +118,8 @@ def create_database(template: str | None, tag: str = "") -> DbUrls:
 
 
 def drop_database(name: str) -> None:
+    from tests.adminkit import close_admins  # imports the product client: only when dropping
+
+    close_admins(name)
     with superuser() as su:
         _drop(su, name)

@@ -72,8 +72,9 @@ def materialize_partition(db: scratch_db.DbUrls, home: Path, selection: Sequence
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MDAME_HOME", str(home))
         mp.delenv("MDAME_MEDIA_ROOT", raising=False)
-        with StateStore(db.app, env="dev") as state:
-            sync_registry(state, DIMENSIONS_DIR)
+        # Closed at once: the snapshot is a template, which no session may hold open.
+        with StateStore(db.owner, role="admin", env="dev") as admin:
+            sync_registry(admin, DIMENSIONS_DIR)
         try:
             with dg.instance_for_test() as instance:
                 instance.add_dynamic_partitions(DIMENSION_PARTITION, [SNAPSHOT_DIMENSION])

@@ -37,10 +37,11 @@ from mdame_domain.channel import (
 )
 from mdame_domain.credentials import (
     CredentialError,
-    Envelope,
+    StoredGrant,
     associated_data,
-    load_master_key,
-    open_grant,
+    key_grace_s,
+    load_master_keys,
+    open_stored_grant,
 )
 from mdame_domain.media_store import sha256_file
 from mdame_domain.outbox import ContentMismatch, OutboxChannel
@@ -282,7 +283,7 @@ class PublisherResource(ProviderResource):
         if attempt is None:
             return
         try:
-            if status == "failed" and job.state.upload_session(attempt) is not None:
+            if status == "failed" and job.state.has_upload_session(attempt):
                 status = "unknown"  # a session exists: bytes may be out
             job.state.finish_upload(attempt, status, None, {"reason": why})
         except Exception:  # noqa: BLE001 - best effort; the lease lets the next run take it
@@ -502,20 +503,31 @@ class YouTubePublisher(PublisherResource):
         """The account's API client; its refresh token is decrypted here, in memory only."""
         from mdame_resources.providers.youtube_api import YouTubeApi
 
-        stored = state.account_credential(account.id)
+        stored = state.account_grant(account.id)
         if stored is None:
             raise AccountUnavailable(
                 f"account {account.handle} has no stored grant: run "
                 f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
             )
         try:
-            master = load_master_key(
+            # The current key and the one a rotation replaced: a reader not yet redeployed after
+            # a rotation keeps working for the grace period.
+            keys = load_master_keys(
                 Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
             )
-            grant = open_grant(
-                master,
+            grant = open_stored_grant(
+                keys,
                 associated_data(mdame_env(), account.platform, account.handle),
-                Envelope(*stored),
+                StoredGrant.of(
+                    stored.key_id,
+                    stored.wrapped_key,
+                    stored.ciphertext,
+                    stored.previous_key_id,
+                    stored.previous_wrapped_key,
+                    stored.keys.rotated_at,
+                    stored.keys.read_at,
+                ),
+                key_grace_s(),
             )
         except CredentialError as exc:
             raise AccountUnavailable(

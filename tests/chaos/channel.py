@@ -20,6 +20,7 @@ from typing import Any
 
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
+from tests.adminkit import as_admin
 
 _LISTENING = re.compile(r"fake YouTube on (http://\S+/) \(token endpoint (\S+)\)")
 
@@ -48,7 +49,7 @@ def seal_grants(state: StateStore, dimension: str, folder: Path, env: str = "dev
             associated_data(env, account.platform, account.handle),
             {"refresh_token": token},
         )
-        state.store_account_credential(
+        as_admin(state).store_account_credential(
             account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
         )
         tokens[account.handle] = token

@@ -41,6 +41,7 @@ from pathlib import Path
 from mdame_core.state import StateStore
 from mdame_domain.media_profile import SHORTS, media_profile
 from tests import scratch_db
+from tests.adminkit import as_admin, close_admins
 from tests.chaos.channel import ChannelProcess, Grants, seal_grants
 from tests.chaos.child import CHUNK_ENV, MEMO_ENV, PUBLISHER_ENV
 from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint
@@ -207,13 +208,14 @@ class Harness:
         from mdame_assets.defs.dimensions.registry import sync_registry
 
         with StateStore(seed.app, env="dev", pool_max=1) as state:
-            report = sync_registry(state)
+            report = sync_registry(as_admin(state))
             if self.config.dimension not in report.active:
                 raise ValueError(f"dimension {self.config.dimension!r} is not an active dimension")
             if self.config.publisher == "youtube":  # every case's database is a copy: seal once
                 self.grants = seal_grants(state, self.config.dimension, self.work)
             elif self.config.publisher != "outbox":
                 raise ValueError(f"publisher must be one of {PUBLISHERS}")
+        close_admins(seed.name)  # the seed is a template: no session may stay on it
         self.seed = seed.name
         self._ctx = multiprocessing.get_context("forkserver")
         # The fork server imports Dagster and the definitions once; every run forks from it.

@@ -52,6 +52,7 @@ from fakes.demo import (
 )
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
 from mdame_core.state import StateStore
+from tests.adminkit import admin_url
 from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import (
     InProcessChannel,
@@ -210,8 +211,9 @@ def run(
     started = time.monotonic()
     since = datetime.now(UTC)
     env = {**services.env, **SETTINGS, RUNNING_VAR: "1"}
-    with StateStore(world.app_url, env="dev") as state:
-        connect_demo_accounts(services.channel, state, niches)
+    # The operator's part of the demo: the registry and the channel grants.
+    with StateStore(admin_url(world.app_url), role="admin", env="dev") as admin:
+        connect_demo_accounts(services.channel, admin, niches)
     # Three runs per dimension: content, scene clips, publishing; under the outage only the
     # content runs start (each fails).
     dimension_count = len(dimensions) or len(list((niches or DIMENSIONS_DIR).glob("*.yaml")))

@@ -24,18 +24,19 @@ CALLS = """
 import os
 from mdame_core.state import InvalidInput, StateStore
 from tests.chaos.crashpoint import install_from_env
+from tests.adminkit import as_admin
 
 install_from_env()
 store = StateStore(os.environ["URL"], env="dev")
-store.upsert_dimension("d1", "One")
-store.set_dimensions_active(["d1"])
+as_admin(store).upsert_dimension("d1", "One")
+as_admin(store).set_dimensions_active(["d1"])
 try:
-    store.upsert_dimension("NOT A SLUG", "refused, rolled back: not a commit")
+    as_admin(store).upsert_dimension("NOT A SLUG", "refused, rolled back: not a commit")
 except InvalidInput:
     pass
-store.upsert_dimension("d2", "Two")
-store.upsert_dimension("d3", "Three")
-store.set_dimensions_active(["d1", "d2", "d3"])
+as_admin(store).upsert_dimension("d2", "Two")
+as_admin(store).upsert_dimension("d3", "Three")
+as_admin(store).set_dimensions_active(["d1", "d2", "d3"])
 store.close()
 print("finished")
 """

@@ -13,14 +13,15 @@ from mdame_assets.runtime import held_lock
 from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import sha256_file
 from mdame_domain.outbox import outbox_video_id, publish_to_outbox
+from tests.adminkit import as_admin
 from tests.chaos.invariants import snapshot, violations
 
 DAY = date(2026, 11, 29)
 
 
 def _dimension(state) -> int:
-    dim = state.upsert_dimension("dd", "Dee")
-    state.upsert_dimension_account("dd", "outbox", "dd-handle", 10_000)
+    dim = as_admin(state).upsert_dimension("dd", "Dee")
+    as_admin(state).upsert_dimension_account("dd", "outbox", "dd-handle", 10_000)
     return dim
 
 
@@ -45,10 +46,10 @@ def test_stuck_units_dead_leases_and_open_reservations_are_reported(
     topic = {"dimension_id": dim, "partition_date": DAY.isoformat(), "trend_id": trend}
     with held_lock(state, "dd", "invariants-test") as fenced:
         fenced.upsert_work_unit("topic", "topic-key", topic)  # left 'candidate'
-    state.enqueue_job("scene_clip", "job-key", {"x": 1})
+    as_admin(state).enqueue_job("scene_clip", "job-key", {"x": 1})
     state.claim_job("scene_clip", "dead-worker", 60)  # its process is gone
     account = state.list_accounts("dd")[0].id
-    state.reserve_quota(account, 1600, "quota-key")  # never committed nor released
+    as_admin(state).reserve_quota(account, 1600, "quota-key")  # never committed nor released
     state.acquire_pipeline_lock("pipeline:dd", "dead-run", 60)
 
     found = violations(fresh_db.app, tmp_path, tmp_path / "media")
@@ -127,9 +128,9 @@ def _publication(state, dim: int, tmp_path) -> tuple[int, str]:
                 "content_sha256": sha,
             },
         )
-        assert fenced.reserve_quota(account.id, 1600, "pub-key") is not None
+        assert as_admin(fenced).reserve_quota(account.id, 1600, "pub-key") is not None
         fenced.transition("publication", pub, "pending", "uploading")
-        attempt = fenced.record_attempt("pub-key", "outbox", sha, "submitted")
+        attempt = as_admin(fenced).record_attempt("pub-key", "outbox", sha, "submitted")
         video_id = outbox_video_id("a session of pub-key")
         publish_to_outbox(
             tmp_path / "outbox", "dd", video_id, video, {"published_at": "2026-11-30"}

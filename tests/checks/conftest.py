@@ -32,6 +32,7 @@ from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_resources.state import close_clients
 from tests import scratch_db
+from tests.adminkit import as_admin
 from tests.snapshots import Snapshot, offline_resources, shared_snapshot
 
 
@@ -95,7 +96,7 @@ def _rig(snapshot: Snapshot | None, template_db: str, tmp_path: Path) -> Iterato
             state = StateStore(db.app, env="dev")
             try:
                 if snapshot is None:
-                    sync_registry(state, DIMENSIONS_DIR)
+                    sync_registry(as_admin(state), DIMENSIONS_DIR)
                 with dg.instance_for_test() as instance:
                     instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
                     yield Rig(db, home, state, instance)

@@ -14,6 +14,7 @@ from mdame_assets.defs.dimensions.registry import sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.settings import REPO_ROOT
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 from tests.scratch_db import create_database, drop_database
 
 
@@ -35,7 +36,7 @@ def shell_env(fresh_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     try:
         # What `make demo` leaves behind: the niches in PostgreSQL and as Dagster partitions.
         with StateStore(fresh_db.app, env="dev") as state:
-            active = sync_registry(state).active
+            active = sync_registry(as_admin(state)).active
         monkeypatch.setenv("MDAME_DAGSTER_DATABASE_URL", dagster_db.owner)
         with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
             instance.add_dynamic_partitions(DIMENSION_PARTITION, list(active))

@@ -14,6 +14,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import psycopg
+import pytest
+
 from mdame_core.settings import REPO_ROOT
 
 SECTION = "## Running one asset for one partition"
@@ -84,6 +87,20 @@ def test_adding_a_niche_says_what_publishes_it() -> None:
     section = text[text.index("## Adding a niche") :].split("\n## ", 1)[0]
     assert "only while the Dagster daemon runs" in section and "(`make ui`" in section
     assert "`make demo` syncs the files itself and publishes the new" in " ".join(section.split())
+
+
+def test_dimensions_sync_registers_the_niche_files_as_the_admin_role(fresh_db, tmp_path) -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert ".venv/bin/mdame dimensions sync" in text
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MDAME_DATABASE_URL": fresh_db.owner}
+    done = fresh_shell(".venv/bin/mdame dimensions sync", env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "active: cooking, science, tech" in done.stdout
+    with psycopg.connect(fresh_db.app) as app:
+        registered = app.execute("SELECT slug FROM mdame.dimensions ORDER BY slug").fetchall()
+        assert registered == [("cooking",), ("science",), ("tech",)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # not the pipeline's to do
+            app.execute("SELECT mdame.upsert_dimension('tech', 'Tech', '{}', false)")
 
 
 def test_other_env_checking_readme_commands_work_in_a_fresh_shell(fresh_db, tmp_path) -> None:

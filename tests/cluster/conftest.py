@@ -29,6 +29,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from tests.adminkit import as_admin
 from tests.childenv import child_environ
 from tests.scratch_db import DbUrls, create_database, drop_database
 
@@ -202,7 +203,7 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
         mp.delenv("MDAME_MEDIA_ROOT", raising=False)
         cluster.bucket.apply(mp)
         with StateStore(cluster.db.app, env="dev") as state:
-            sync_registry(state, DIMENSIONS_DIR)
+            sync_registry(as_admin(state), DIMENSIONS_DIR)
         try:
             with cluster.instance() as instance:
                 instance.add_dynamic_partitions(

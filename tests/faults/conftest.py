@@ -32,6 +32,7 @@ from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
 from mdame_resources.state import close_clients
 from tests import scratch_db
+from tests.adminkit import as_admin
 from tests.childenv import child_environ
 from tests.snapshots import offline_resources
 
@@ -100,7 +101,7 @@ def warm_home(rendered, tmp_path: Path) -> Path:
 def fresh_synced(fresh_db: scratch_db.DbUrls) -> scratch_db.DbUrls:
     """A fresh database with the dimension registry synced (what the registry sensor does)."""
     with StateStore(fresh_db.app, env="dev") as state:
-        sync_registry(state, DIMENSIONS_DIR)
+        sync_registry(as_admin(state), DIMENSIONS_DIR)
     return fresh_db
 
 

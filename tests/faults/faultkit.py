@@ -34,6 +34,7 @@ from mdame_domain.outbox import OutboxChannel
 from mdame_resources.providers.publisher import OutboxPublisher
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
+from tests.adminkit import admin_connect, as_admin
 from tests.childenv import child_environ
 
 DAY = date(2026, 11, 29)
@@ -125,7 +126,7 @@ def table_fingerprints(app_url: str) -> dict[str, tuple[int, str]]:
     """Row count and a digest of every row of every mdame table. The run's own bookkeeping
     (its run record, the lock row, lock and run events) is left out: a rerun adds to it."""
     bookkeeping = {"pipeline_runs", "system_locks", "events"}
-    with psycopg.connect(app_url, autocommit=True) as conn:
+    with admin_connect(app_url, autocommit=True) as conn:  # every column, the session URIs too
         tables = [
             t
             for (t,) in conn.execute(
@@ -374,8 +375,8 @@ def seeding(state: StateStore, slug: str = DIMENSION) -> Iterator[StateStore]:
 
 def seed_dimension(state: StateStore, slug: str = DIMENSION) -> tuple[int, int]:
     """A dimension and its one outbox account; returns (dimension id, account id)."""
-    dimension_id = state.upsert_dimension(slug, slug.title(), {})
-    account_id = state.upsert_dimension_account(slug, "outbox", f"{slug}-account", 10_000)
+    dimension_id = as_admin(state).upsert_dimension(slug, slug.title(), {})
+    account_id = as_admin(state).upsert_dimension_account(slug, "outbox", f"{slug}-account", 10_000)
     return dimension_id, account_id
 
 

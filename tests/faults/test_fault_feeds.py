@@ -25,6 +25,7 @@ from mdame_core.state import Fence, StateStore
 from mdame_domain.feed_sources import FeedSource
 from mdame_domain.trends import FeedError
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
+from tests.adminkit import as_admin
 
 KEY = "test-key-not-secret"
 
@@ -308,7 +309,7 @@ def test_seven_long_self_posts_fit_one_record_trends_call(state: StateStore) -> 
         server.routes["/r/long/top.json"] = (200, {}, json.dumps(listing).encode())
         reader = HttpFeedTrendSource(reddit_root_url=server.base_url)
         items = reader.fetch(FeedSource("reddit_top", subreddit="long", limit=7)).items
-    dimension = state.upsert_dimension("tech", "Tech")
+    dimension = as_admin(state).upsert_dimension("tech", "Tech")
     token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
     assert token is not None
     writer = state.fenced(Fence("pipeline:tech", "test", token, 600))

@@ -20,6 +20,7 @@ from faultkit import PartitionRun, child_env, rows, wait_for
 
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 
 SHORT = {"MDAME_LOCK_TTL_S": "3", "MDAME_JOB_LEASE_S": "3"}  # a dead run's hold ends fast
@@ -30,7 +31,7 @@ def test_server_killed_mid_run_then_restarted_and_rerun_converges(
 ):
     cluster, home = throwaway_cluster, warm_home
     with StateStore(cluster.app, env="dev") as state:
-        sync_registry(state, DIMENSIONS_DIR)
+        sync_registry(as_admin(state), DIMENSIONS_DIR)
     env = child_env(cluster.owner, cluster.app, home, **SHORT)
     mdame_su = cluster.superuser.rsplit("/", 1)[0] + "/mdame"
 

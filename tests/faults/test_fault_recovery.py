@@ -36,6 +36,7 @@ from mdame_assets.defs.recovery.logic import (
 )
 from mdame_assets.runtime import LockBusy, held_lock
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 
 OLD = STALL_AFTER_S * 6  # stalled for an hour
 RECENT = 60.0  # changed a minute ago: a run may just have crashed, or still be on it
@@ -75,12 +76,12 @@ def _publication(
         key,
         {"script_id": script_id, "render_id": render, "account_id": account_id},
     )
-    assert state.reserve_quota(account_id, 1600, key) is not None
+    assert as_admin(state).reserve_quota(account_id, 1600, key) is not None
     if attempt_status is not None:
         state.transition("publication", pub, "pending", "uploading")
-        attempt = state.record_attempt(key, "OutboxPublisher", "0" * 64, "submitted")
+        attempt = as_admin(state).record_attempt(key, "OutboxPublisher", "0" * 64, "submitted")
         if attempt_status == "unknown":
-            state.finish_attempt(attempt, "unknown")
+            as_admin(state).finish_attempt(attempt, "unknown")
         end_attempt_leases(owner_url, key)
     age(owner_url, "scripts", script_id, OLD)
 

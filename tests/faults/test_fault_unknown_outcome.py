@@ -17,6 +17,7 @@ from mdame_assets.defs.publications.assets import publications
 from mdame_assets.runtime import held_lock
 from mdame_core.state import ReconcileRequired
 from mdame_domain.outbox import list_outbox
+from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 
 
@@ -48,7 +49,9 @@ def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, chann
         )
         assert (again.action, again.attempt_id) == ("reconcile", attempt.id)
         with pytest.raises(ReconcileRequired):
-            fenced.record_attempt(pub.idempotency_key, "RecordingOutbox", "x", "submitted")
+            as_admin(fenced).record_attempt(
+                pub.idempotency_key, "RecordingOutbox", "x", "submitted"
+            )
     assert [a.status for a in rig.state.list_attempts(pub.idempotency_key)] == ["unknown"]
     assert len(list_outbox(rig.home / "outbox")) == (1 if arrived else 0)
 

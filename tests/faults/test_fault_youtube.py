@@ -15,6 +15,7 @@ from fakes.youtube import running
 from mdame_assets.defs.publications.assets import publications
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from mdame_resources.providers.publisher import YouTubePublisher
+from tests.adminkit import as_admin
 
 REFRESH_TOKEN = "1//rt-test-not-secret-" + "z" * 24
 
@@ -45,7 +46,9 @@ def test_the_asset_publishes_once_and_leaks_no_secret(
         associated_data("dev", account.platform, account.handle),
         {"refresh_token": REFRESH_TOKEN},
     )
-    rig.state.store_account_credential(account.id, env.key_id, env.wrapped_key, env.ciphertext)
+    as_admin(rig.state).store_account_credential(
+        account.id, env.key_id, env.wrapped_key, env.ciphertext
+    )
     secrets = tmp_path / "client.json"
     secrets.write_text(json.dumps({"installed": {"client_id": "c", "client_secret": "s"}}))
     with running(tmp_path / "fake") as fake:

@@ -26,6 +26,8 @@ import os
 import sys
 from datetime import UTC, date, datetime
 
+from tests.adminkit import as_admin
+
 REQUIRED = ("GEMINI_API_KEY", "MDAME_YOUTUBE_CLIENT_SECRETS", "MDAME_TELEGRAM_BOT_TOKEN")
 # Endpoint overrides that would point the "real" run at a local server instead.
 LOCAL_ENDPOINTS = (
@@ -118,12 +120,12 @@ def publish_one(slug: str, day: date) -> int:
     instance = dg.DagsterInstance.get()
     state = StateStore()
     try:
-        sync_registry(state)
+        sync_registry(as_admin(state))
         config = load_dimension_file(DIMENSIONS_DIR / f"{slug}.yaml")
         private = dataclasses.replace(
             config, youtube=dataclasses.replace(config.youtube, privacy_status="private")
         )
-        state.upsert_dimension(slug, private.title, private.to_json(), True)
+        as_admin(state).upsert_dimension(slug, private.title, private.to_json(), True)
         if slug not in instance.get_dynamic_partitions(DIMENSION_PARTITION):
             instance.add_dynamic_partitions(DIMENSION_PARTITION, [slug])
         key = str(partition_key(day, slug))
@@ -138,7 +140,7 @@ def publish_one(slug: str, day: date) -> int:
             for video_id in script.result.get("video_ids", [])
         ]
     finally:
-        sync_registry(state)  # the dimension's own configuration again
+        sync_registry(as_admin(state))  # the dimension's own configuration again
         state.close()
     if not outcome.ok or not videos:
         print(f"make test-live: FAILED: {outcome.error or 'no video was published'}")

@@ -25,6 +25,7 @@ from mdame_assets.liveness import (
     sweep,
 )
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 
 
 def dead_pid() -> int:
@@ -188,7 +189,7 @@ def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instanc
         }
         jobs = {}
         for key, owner in owners.items():
-            jobs[key] = state.enqueue_job("scene_clip", key, {"scene_hash": key})
+            jobs[key] = as_admin(state).enqueue_job("scene_clip", key, {"scene_hash": key})
             assert state.claim_scene_job(key, owner, 300).outcome == "claimed"
 
         dead = [jobs["liveness-dead"], jobs["liveness-named-dead"]]

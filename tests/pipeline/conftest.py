@@ -17,6 +17,7 @@ from mdame_core.state import StateStore
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from tests.adminkit import as_admin
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Pipeline:
     home: Path
 
     def sync(self, folder: Path = DIMENSIONS_DIR) -> list[str]:
-        report = sync_registry(self.state, folder)
+        report = sync_registry(as_admin(self.state), folder)
         self.instance.add_dynamic_partitions(DIMENSION_PARTITION, list(report.active))
         return list(report.active)
 

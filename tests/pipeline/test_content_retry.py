@@ -23,6 +23,7 @@ from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
 from mdame_resources.state import StateStoreResource, close_clients
 from tests import runkit
+from tests.adminkit import as_admin
 
 CONTENT_JOB = "content_job"
 
@@ -50,7 +51,7 @@ def setup(fresh_db, tmp_path, monkeypatch) -> Iterator[Setup]:
     for name in (RETRY_BACKOFF_ENV, RETRY_WINDOW_DAYS_ENV):
         monkeypatch.delenv(name, raising=False)
     state = StateStore(fresh_db.app, env="dev")
-    active = sync_registry(state, DIMENSIONS_DIR).active
+    active = sync_registry(as_admin(state), DIMENSIONS_DIR).active
     with runkit.quick_instance(tmp_path / "events") as instance:
         instance.add_dynamic_partitions(DIMENSION_PARTITION, list(active))
         yield Setup(

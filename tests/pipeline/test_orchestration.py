@@ -11,7 +11,7 @@ import dagster as dg
 
 from mdame_assets.defs.clips.assets import scene_clips
 from mdame_assets.defs.clips.sensors import scene_jobs_sensor
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.scenes.assets import scene_plan
@@ -21,6 +21,7 @@ from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import partition_key
 from mdame_resources.providers.visuals import VisualsResource
+from tests.adminkit import as_admin
 
 DAY = date(2026, 11, 29)
 CONTENT = [trends, topics, scripts, scene_plan]
@@ -34,32 +35,64 @@ def copy_dimensions(tmp_path: Path, *slugs: str) -> Path:
     return folder
 
 
-def test_registry_sensor_syncs_files_into_postgres_and_partitions(pipeline):
+def test_registry_sensor_turns_registered_dimensions_into_partitions(pipeline):
+    """The sensor runs as the app role: it reads the registry, it cannot write it."""
     context = dg.build_sensor_context(
         instance=pipeline.instance, resources={"state": pipeline.resources["state"]}
     )
     result = dimension_registry_sensor(context)
-
     assert isinstance(result, dg.SensorResult)
+    assert result.dynamic_partitions_requests == []  # nothing is registered yet
+    assert pipeline.state.list_dimensions() == []
+
+    sync_registry(as_admin(pipeline.state))  # `mdame dimensions sync`
+    result = dimension_registry_sensor(context)
     [request] = result.dynamic_partitions_requests
     assert sorted(request.partition_keys) == ["cooking", "science", "tech"]
-    assert [d.slug for d in pipeline.state.list_dimensions(active_only=True)] == [
-        "cooking",
-        "science",
-        "tech",
-    ]
     accounts = pipeline.state.list_accounts("tech")
     assert [(a.platform, a.handle) for a in accounts] == [("outbox", "tech-in-60")]
 
 
+def test_files_that_differ_from_the_registry_are_named_until_synced(pipeline, tmp_path):
+    folder = copy_dimensions(tmp_path, "science", "tech", "cooking")
+    sync_registry(as_admin(pipeline.state), folder)
+    assert registry_drift(pipeline.state, folder).drift == ()
+
+    text = (
+        (folder / "tech.yaml").read_text().replace("daily_budget_usd: 1.00", "daily_budget_usd: 50")
+    )
+    (folder / "tech.yaml").write_text(text)
+    shutil.copy(folder / "science.yaml", folder / "space.yaml")
+    (folder / "space.yaml").write_text(
+        (folder / "space.yaml")
+        .read_text()
+        .replace("slug: science", "slug: space")
+        .replace("science-snacks", "space-snacks")
+    )
+    (folder / "cooking.yaml").unlink()
+    view = registry_drift(pipeline.state, folder)
+    assert view.active == ("cooking", "science", "tech")  # what is registered still runs
+    assert sorted(view.drift) == [
+        "dimension cooking is active but dimensions/cooking.yaml is gone: "
+        "run `mdame dimensions sync`",
+        "dimensions/space.yaml is not registered yet: run `mdame dimensions sync`",
+        "dimensions/tech.yaml differs from its registration: run `mdame dimensions sync`",
+    ]
+    tech = pipeline.state.get_dimension("tech")
+    assert tech is not None and tech.config["daily_budget_micros"] == 1_000_000  # unchanged
+
+    sync_registry(as_admin(pipeline.state), folder)
+    assert registry_drift(pipeline.state, folder).drift == ()
+
+
 def test_malformed_dimension_file_is_reported_and_others_keep_working(pipeline, tmp_path):
     folder = copy_dimensions(tmp_path, "science", "tech")
-    sync_registry(pipeline.state, folder)
+    sync_registry(as_admin(pipeline.state), folder)
     broken = (folder / "tech.yaml").read_text().replace("videos_per_day: 1", "videos_per_day: lots")
     (folder / "tech.yaml").write_text(broken)
     (folder / "new.yaml").write_text("slug: new\ntitle: [unclosed\n")
 
-    report = sync_registry(pipeline.state, folder)
+    report = sync_registry(as_admin(pipeline.state), folder)
 
     assert report.active == ("science",)
     assert any("tech.yaml" in e and "'videos_per_day'" in e for e in report.errors)
@@ -70,11 +103,11 @@ def test_malformed_dimension_file_is_reported_and_others_keep_working(pipeline, 
 
 def test_removed_or_deactivated_dimension_stops_being_scheduled(pipeline, tmp_path):
     folder = copy_dimensions(tmp_path, "science", "tech", "cooking")
-    sync_registry(pipeline.state, folder)
+    sync_registry(as_admin(pipeline.state), folder)
     (folder / "cooking.yaml").unlink()
     text = (folder / "tech.yaml").read_text().replace("active: true", "active: false")
     (folder / "tech.yaml").write_text(text)
-    sync_registry(pipeline.state, folder)
+    sync_registry(as_admin(pipeline.state), folder)
 
     context = dg.build_schedule_context(
         instance=pipeline.instance,

@@ -21,6 +21,7 @@ from mdame_assets.run_outcomes import record_run_outcome
 from mdame_assets.runs import whole_graph
 from mdame_domain.video_metadata import publication_marker
 from mdame_resources.providers.selection import providers_for_environment
+from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import InProcessChannel, budget_against_gemini
 
@@ -56,7 +57,7 @@ def test_a_gemini_outage_of_several_runs_heals_on_the_first_run_after_it(
         niche = (DIMENSIONS_DIR / f"{DIMENSION}.yaml").read_text(encoding="utf-8")
         (niches / f"{DIMENSION}.yaml").write_text(f"{niche}target_seconds: 30\n", "utf-8")
         assert pipeline.sync(niches) == [DIMENSION]
-        connect_demo_accounts(services.channel, pipeline.state, niches)
+        connect_demo_accounts(services.channel, as_admin(pipeline.state), niches)
         resources = {**pipeline.resources, **providers_for_environment()}
         key = str(partition_key(DAY, DIMENSION))
 

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from tests.adminkit import as_admin
 
 
 def _accounts(state, slug: str) -> dict[str, bool]:
@@ -24,19 +25,19 @@ def test_removed_accounts_are_deactivated_and_restored(state, tmp_path: Path) ->
             " quota_timezone: America/New_York}\n",
         )
     )
-    sync_registry(state, folder)
+    sync_registry(as_admin(state), folder)
     assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": True}
     zones = {a.handle: a.quota_timezone for a in state.list_accounts("tech")}
     assert zones == {"tech-in-60": "America/Los_Angeles", "@tech-yt": "America/New_York"}
     science = _accounts(state, "science")
 
     tech.write_text(original)  # the YouTube account is removed from the file
-    sync_registry(state, folder)
+    sync_registry(as_admin(state), folder)
     assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}
     assert [a.handle for a in state.list_accounts("tech", active_only=True)] == ["tech-in-60"]
     assert _accounts(state, "science") == science  # other dimensions untouched
 
     tech.write_text("slug: tech\ntitle: [broken\n")  # a malformed file changes nothing
-    report = sync_registry(state, folder)
+    report = sync_registry(as_admin(state), folder)
     assert report.errors
     assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}

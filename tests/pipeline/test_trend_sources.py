@@ -25,6 +25,7 @@ from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import partition_key
 from mdame_resources.providers.selection import production_providers
+from tests.adminkit import admin_connect
 
 DAY = datetime.now(UTC).date()  # the fake dates its stories hours before now
 ROOT_ENVS = ("MDAME_YOUTUBE_ROOT_URL", "MDAME_GOOGLE_TRENDS_ROOT_URL", "MDAME_REDDIT_ROOT_URL")
@@ -222,7 +223,7 @@ def test_the_youtube_key_is_never_logged_stored_or_raised(
         )
         haystacks[f"exceptions {result.run_id}"] = "\n".join(_failures(result))
     haystacks["run metadata"] = json.dumps(_metadata(ok), default=str)
-    with psycopg.connect(live.state.url, autocommit=True) as conn:
+    with admin_connect(live.state.url, autocommit=True) as conn:  # every column of every row
         tables = [
             r[0]
             for r in conn.execute(

@@ -12,6 +12,7 @@ from fakes import gemini as fake_gemini
 from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 from tests.providers.gemkit import DIMENSION
 
 
@@ -23,7 +24,7 @@ def fake() -> Iterator[fake_gemini.FakeGemini]:
 
 @pytest.fixture
 def db(state: StateStore) -> StateStore:
-    sync_registry(state, DIMENSIONS_DIR)
+    sync_registry(as_admin(state), DIMENSIONS_DIR)
     return state
 
 

@@ -33,6 +33,7 @@ from mdame_core.migrate import MIGRATIONS_DIR, migrate
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from mdame_domain.doctor import Check, Status, render_table
+from tests.adminkit import as_admin
 from tests.scratch_db import DbUrls
 from tests.telegramkit import TOKEN as BOT_TOKEN
 from tests.telegramkit import telegram_server  # noqa: F401 - a fixture
@@ -148,13 +149,13 @@ def deployment(
         for line in text.splitlines()
     ]
     (folder / "tech.yaml").write_text("\n".join(lines) + "\n")
-    sync_registry(state, folder)
+    sync_registry(as_admin(state), folder)
     master = MasterKey.generate()
     (account,) = state.list_accounts("tech")
     envelope = seal_grant(
         master, associated_data("dev", "youtube", HANDLE), {"refresh_token": REFRESH_TOKEN}
     )
-    state.store_account_credential(
+    as_admin(state).store_account_credential(
         account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
     )
     with fake_youtube.running(tmp_path / "youtube") as yt:
@@ -291,7 +292,7 @@ def _set_models(deployment: Deployment, **fields: str) -> None:
     lines = [line for line in text.splitlines() if not line.startswith(tuple(fields))]
     lines += [f"{name}: {value}" for name, value in fields.items()]
     (folder / "tech.yaml").write_text("\n".join(lines) + "\n")
-    sync_registry(deployment.state, folder)
+    sync_registry(as_admin(deployment.state), folder)
 
 
 def test_each_configured_model_is_checked_with_models_get(deployment: Deployment) -> None:

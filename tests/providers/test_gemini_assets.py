@@ -26,6 +26,7 @@ from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.providers.writer import GeminiScriptWriter
 from mdame_resources.state import StateStoreResource, close_clients
+from tests.adminkit import as_admin
 from tests.providers.gemkit import DIMENSION, assert_balanced
 
 DAY = date(2026, 11, 29)
@@ -86,7 +87,7 @@ def rig(fresh_db, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GEMINI_API_KEY", marker)
     monkeypatch.setenv("MDAME_GEMINI_BASE_URL", fake.base_url)
     state = StateStore(fresh_db.app, env="dev")
-    sync_registry(state, DIMENSIONS_DIR)
+    sync_registry(as_admin(state), DIMENSIONS_DIR)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(DIMENSION_PARTITION, [DIMENSION])
         yield marker, state, instance, fresh_db

@@ -26,6 +26,7 @@ from mdame_resources.providers.gemini import (
     make_client,
     response_json,
 )
+from tests.adminkit import as_admin
 from tests.providers.gemkit import KEY, assert_balanced, context, ledger
 
 MODEL = "gemini-3.8-flash"
@@ -202,9 +203,19 @@ def test_an_unreachable_server_releases_the_reservation(fenced, owner):
     assert book["released"] == book["reserved"] > 0
 
 
+def _register_cap(store: StateStore, micros: int) -> None:
+    """What `mdame dimensions sync` does for a YAML with this daily_budget_usd: the cap a paid
+    call applies is the registry's, never the caller's."""
+    admin = as_admin(store)
+    row = admin.get_dimension("tech")
+    assert row is not None
+    admin.upsert_dimension("tech", row.title, {**row.config, "daily_budget_micros": micros})
+
+
 def test_the_cap_stops_paid_work_with_an_event(fake, fenced, owner):
     price = price_for(MODEL)
     one = estimate_micros(price, "classify\nIs this fine?", 200)
+    _register_cap(fenced, one)
     caller = _caller(fake, fenced, daily_budget_micros=one)
     _call(caller, "a")
     with pytest.raises(BudgetExhausted, match="daily budget of dimension 'tech' is exhausted"):
@@ -229,6 +240,7 @@ def test_budget_race_50_calls_against_a_cap_that_fits_20(fake, fenced, owner):
         "candidatesTokenCount": 200,
     }
     store = StateStore(fenced.url, env="dev", pool_max=12).fenced(fenced.fence)
+    _register_cap(fenced, 20 * one)
     caller = _caller(fake, store, daily_budget_micros=20 * one)
     barrier = threading.Barrier(50)
 

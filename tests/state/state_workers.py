@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from mdame_core.state import StateError, StateStore
+from tests.adminkit import as_admin
 
 
 def _store(url: str, pool: int = 1) -> StateStore:
@@ -55,7 +56,7 @@ def budget_worker(
         ready.wait()
         start.wait()
         try:
-            outcome: Any = store.reserve_budget(scope, period, amount, key)
+            outcome: Any = as_admin(store).reserve_budget(scope, period, amount, key)
         except Exception as exc:
             outcome = repr(exc)
         with lock:

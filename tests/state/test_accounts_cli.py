@@ -17,6 +17,7 @@ from youtube_kit import REFRESH_TOKEN
 from fakes.youtube import running
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.credentials import Envelope, associated_data, open_grant, read_key_file
+from tests.adminkit import as_admin
 
 
 def _mdame(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:
@@ -42,8 +43,8 @@ def _consent(base_url: str) -> str:
 
 
 def test_connect_list_rotate_and_needs_reauth(state, fresh_db, tmp_path: Path) -> None:
-    state.upsert_dimension("tech", "Tech")
-    account = state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    as_admin(state).upsert_dimension("tech", "Tech")
+    account = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     with running(tmp_path / "fake") as fake:
         fake.add_channel("@tech", REFRESH_TOKEN)
         secrets = tmp_path / "client.json"

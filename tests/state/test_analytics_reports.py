@@ -10,6 +10,7 @@ from test_fencing import hold
 from test_phases import _begin, _to_publishing
 
 from mdame_core.state import InvalidInput, NotFound, StateConflict, StateStore
+from tests.adminkit import as_admin
 
 DAY = date(2026, 11, 29)
 MONDAY = date(2026, 11, 23)
@@ -82,7 +83,7 @@ def test_stats_need_a_published_video(state) -> None:
 
 
 def test_a_rerun_replaces_the_weeks_report(state, owner) -> None:
-    state.upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension("tech", "Tech")
     image = {"name": "views.png", "uri": f"media://{SHA}.png", "sha256": SHA}
     first = state.store_report("tech", MONDAY, {"videos_published": 1}, "# week", [image])
     again = state.store_report("tech", MONDAY, {"videos_published": 2}, "# week 2", [])
@@ -104,7 +105,7 @@ def test_a_rerun_replaces_the_weeks_report(state, owner) -> None:
 
 
 def test_bad_reports_are_refused(state, owner) -> None:
-    state.upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension("tech", "Tech")
     good = {"name": "v.png", "uri": "media://x", "sha256": SHA}
     cases = [
         (("tech", date(2026, 11, 24), {}, "# r", []), InvalidInput, "not a Monday"),

@@ -13,13 +13,14 @@ import state_workers as w
 from psycopg.types.json import Jsonb
 
 from mdame_core.state import LeaseLost
+from tests.adminkit import admin_connect, as_admin
 
 CTX = mp.get_context("spawn")
 
 
 def _enqueue_many(app_url: str, job_type: str, n: int) -> None:
     """Bulk enqueue through the RPC, pipelined in one transaction (setup, not under test)."""
-    with psycopg.connect(app_url) as conn, conn.cursor() as cur:
+    with admin_connect(app_url) as conn, conn.cursor() as cur:
         cur.executemany(
             "SELECT mdame.enqueue_job(%s, %s, %s)",
             [(job_type, f"{job_type}:{i}", Jsonb({"n": i})) for i in range(n)],
@@ -70,7 +71,7 @@ def test_eight_workers_complete_2000_jobs_exactly_once(fresh_db, state, owner) -
 
 def test_fifty_concurrent_reservations_against_a_cap_that_fits_twenty(fresh_db, state) -> None:
     amount = 1_234_567
-    state.set_budget_cap("gemini:text", "2025-06-01", 20 * amount + amount - 1)
+    as_admin(state).set_budget_cap("gemini:text", "2025-06-01", 20 * amount + amount - 1)
     processes, threads = 10, 5
     start = CTX.Event()
     out = CTX.Queue()
@@ -104,9 +105,9 @@ def test_fifty_concurrent_reservations_against_a_cap_that_fits_twenty(fresh_db, 
     # Settle half at another price, release the rest: the totals follow to the micro-unit.
     keys = sorted(granted)
     for key in keys[:10]:
-        state.settle_budget(key, amount - 7)
+        as_admin(state).settle_budget(key, amount - 7)
     for key in keys[10:]:
-        assert state.release_budget(key) is True
+        assert as_admin(state).release_budget(key) is True
     usage = state.budget_usage("gemini:text", "2025-06-01")
     assert (usage.reserved_micros, usage.settled_micros) == (0, 10 * (amount - 7))
 
@@ -163,7 +164,7 @@ def _kill_holder(fresh_db, owner, job_type: str, worker_id: str) -> tuple[int, i
 
 
 def test_sigkilled_worker_job_is_reaped_and_completed_by_another(fresh_db, state, owner) -> None:
-    job_id = state.enqueue_job("gpu", "scene:1", {"scene": 1}, max_attempts=3)
+    job_id = as_admin(state).enqueue_job("gpu", "scene:1", {"scene": 1}, max_attempts=3)
     claimed = _kill_holder(fresh_db, owner, "gpu", "doomed-worker")
     assert claimed == (job_id, 1)
     assert state.get_job(job_id).state == "running"  # nothing happens until the reaper runs
@@ -184,7 +185,7 @@ def test_sigkilled_worker_job_is_reaped_and_completed_by_another(fresh_db, state
 
 
 def test_job_is_dead_after_max_attempts_not_retried_forever(fresh_db, state, owner) -> None:
-    job_id = state.enqueue_job("gpu", "scene:2", {"scene": 2}, max_attempts=2)
+    job_id = as_admin(state).enqueue_job("gpu", "scene:2", {"scene": 2}, max_attempts=2)
     for attempt in (1, 2):
         assert _kill_holder(fresh_db, owner, "gpu", f"crasher-{attempt}") == (job_id, attempt)
         assert state.reap_expired_jobs() == 1

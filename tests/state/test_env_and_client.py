@@ -20,6 +20,7 @@ from mdame_core.state import (
     set_commit_observer,
 )
 from mdame_resources.state import StateStoreResource, close_clients
+from tests.adminkit import as_admin
 
 
 def test_other_env_is_refused(fresh_db) -> None:
@@ -44,7 +45,7 @@ def test_unmigrated_database_is_refused(empty_db) -> None:
 def test_owner_url_drops_to_the_app_role(fresh_db) -> None:
     with StateStore(fresh_db.owner, env="dev") as store:
         assert store._select("SELECT current_user, session_user") == [("mdame_app", "mdame_owner")]
-        store.upsert_dimension("tech", "Tech")  # RPCs work through SET ROLE
+        as_admin(store).upsert_dimension("tech", "Tech")  # RPCs work through SET ROLE
         with store._pool.connection() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("DELETE FROM mdame.dimensions")  # the pooled session cannot write
         with pytest.raises(StateError, match="does not exist") as err:
@@ -54,14 +55,14 @@ def test_owner_url_drops_to_the_app_role(fresh_db) -> None:
 
 def test_errors_keep_rpc_and_sqlstate_and_leave_the_connection_usable(state) -> None:
     with pytest.raises(InvalidInput) as err:
-        state.upsert_dimension("Not A Slug", "x")
+        as_admin(state).upsert_dimension("Not A Slug", "x")
     assert err.value.rpc == "upsert_dimension"
     assert err.value.sqlstate == "MD001"
     assert err.value.message.startswith("mdame: ")
     for _ in range(8):  # more failures than pool connections: none is left in a transaction
         with pytest.raises(StateError):
-            state.enqueue_job("scene", None, {})
-    assert state.enqueue_job("scene", "ok", {}) > 0
+            as_admin(state).enqueue_job("scene", None, {})
+    assert as_admin(state).enqueue_job("scene", "ok", {}) > 0
     with pytest.raises(ValueError):
         state.call("drop table x; --")
 
@@ -76,9 +77,9 @@ def test_call_is_one_autocommit_statement_between_the_observer_points(state) -> 
 
     set_commit_observer(observe)
     try:
-        state.upsert_dimension("tech", "Tech")
+        as_admin(state).upsert_dimension("tech", "Tech")
         with pytest.raises(InvalidInput):
-            state.upsert_dimension("NOT A SLUG", "refused")
+            as_admin(state).upsert_dimension("NOT A SLUG", "refused")
     finally:
         set_commit_observer(None)
     assert seen == [
@@ -109,7 +110,7 @@ def test_stale_pooled_connection_is_replaced_transparently(fresh_db, state) -> N
         # (without the wait, a loaded machine could check out the connection before it is).
         owner.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
     for slug in ("tech", "science", "cooking"):  # every pooled connection is checked out once
-        assert state.upsert_dimension(slug, slug.title()) > 0
+        assert as_admin(state).upsert_dimension(slug, slug.title()) > 0
 
 
 def test_connection_lost_mid_call_is_not_disguised_as_a_refusal(fresh_db, state) -> None:
@@ -133,11 +134,11 @@ def test_connection_lost_mid_call_is_not_disguised_as_a_refusal(fresh_db, state)
         thread = threading.Thread(target=kill_the_waiting_call)
         thread.start()
         with pytest.raises(psycopg.OperationalError):
-            state.upsert_dimension("tech", "Tech")
+            as_admin(state).upsert_dimension("tech", "Tech")
         thread.join()
         blocker.rollback()
     assert state.get_dimension("tech") is None  # killed before it committed: rolled back
-    assert state.upsert_dimension("tech", "Tech") > 0
+    assert as_admin(state).upsert_dimension("tech", "Tech") > 0
 
 
 def test_external_database_outside_dev_requires_the_app_url(monkeypatch) -> None:
@@ -177,19 +178,21 @@ def test_prod_client_refuses_any_login_but_the_app_role(empty_db) -> None:
             "upsert_work_unit: p_idempotency_key contains a NUL character",
         ),
         (
-            lambda s: s.enqueue_job("scene", "j-1", {"scenes": [{"n": 1}, {"text": "\x00"}]}),
+            lambda s: as_admin(s).enqueue_job(
+                "scene", "j-1", {"scenes": [{"n": 1}, {"text": "\x00"}]}
+            ),
             "enqueue_job: p_payload contains a NUL character at $.scenes[1].text",
         ),
         (
-            lambda s: s.enqueue_job("scene", "j-1", {"a": {"b\x00": 1}}),
+            lambda s: as_admin(s).enqueue_job("scene", "j-1", {"a": {"b\x00": 1}}),
             "enqueue_job: p_payload contains a NUL character at $.a (a key)",
         ),
         (
-            lambda s: s.upsert_dimension("tech", "Te\x00ch"),
+            lambda s: as_admin(s).upsert_dimension("tech", "Te\x00ch"),
             "upsert_dimension: p_title contains a NUL character",
         ),
         (
-            lambda s: s.set_dimensions_active(["tech", "x\x00"]),
+            lambda s: as_admin(s).set_dimensions_active(["tech", "x\x00"]),
             "set_dimensions_active: p_active_slugs contains a NUL character at $[1]",
         ),
     ],
@@ -208,4 +211,4 @@ def test_a_nul_character_is_refused_naming_the_parameter(state, owner, rpc_call,
     assert sent == []  # refused before anything was sent
     for table in ("topics", "jobs", "dimensions"):
         assert owner.execute(f"SELECT count(*) FROM mdame.{table}").fetchone() == (0,)
-    assert state.upsert_dimension("tech", "Tech") > 0  # the client is still fine
+    assert as_admin(state).upsert_dimension("tech", "Tech") > 0  # the client is still fine

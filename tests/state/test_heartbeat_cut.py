@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from mdame_assets.runtime import held_lock
 from mdame_core.state import Fenced, FenceLost, StateStore
+from tests.adminkit import as_admin
 
 
 class CuttableProxy:
@@ -97,7 +98,7 @@ def test_a_cut_heartbeat_stops_the_step_before_its_next_side_effect(
     monkeypatch.setenv("MDAME_LOCK_TTL_S", "2")
     side_effects: list[str] = []
     with StateStore(fresh_db.app, env="dev") as direct:
-        direct.upsert_dimension("tech", "Tech")
+        as_admin(direct).upsert_dimension("tech", "Tech")
         with StateStore(proxy.url(fresh_db.app), env="dev", connect_timeout_s=2) as remote:
             with pytest.raises(FenceLost), held_lock(remote, "tech", "run-a") as fenced:
                 fence = fenced.fence

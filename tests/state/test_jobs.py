@@ -9,6 +9,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from mdame_core.state import IdempotencyConflict, InvalidInput, LeaseLost, NotFound
+from tests.adminkit import admin_connect, as_admin
 
 
 def _expire(owner: psycopg.Connection, job_id: int) -> None:
@@ -20,18 +21,18 @@ def _expire(owner: psycopg.Connection, job_id: int) -> None:
 
 
 def test_enqueue_is_idempotent_per_key(state) -> None:
-    first = state.enqueue_job("scene", "k1", {"a": 1, "b": [1, 2]})
-    assert state.enqueue_job("scene", "k1", {"b": [1, 2], "a": 1}) == first
+    first = as_admin(state).enqueue_job("scene", "k1", {"a": 1, "b": [1, 2]})
+    assert as_admin(state).enqueue_job("scene", "k1", {"b": [1, 2], "a": 1}) == first
     with pytest.raises(IdempotencyConflict, match="different type or payload"):
-        state.enqueue_job("scene", "k1", {"a": 2})
+        as_admin(state).enqueue_job("scene", "k1", {"a": 2})
     with pytest.raises(IdempotencyConflict):
-        state.enqueue_job("voice", "k1", {"a": 1, "b": [1, 2]})
+        as_admin(state).enqueue_job("voice", "k1", {"a": 1, "b": [1, 2]})
     assert state.count_jobs() == {"queued": 1}
 
 
 def test_claim_heartbeat_complete_and_lease_checks(state) -> None:
     assert state.claim_job("scene", "w1", 30) is None
-    job_id = state.enqueue_job("scene", "k", {"x": 1})
+    job_id = as_admin(state).enqueue_job("scene", "k", {"x": 1})
     job = state.claim_job("scene", "w1", 30)
     assert (job.id, job.attempt, job.max_attempts, job.payload) == (job_id, 1, 3, {"x": 1})
     assert state.claim_job("scene", "w2", 30) is None  # leased: nobody else gets it
@@ -58,7 +59,7 @@ def test_claim_heartbeat_complete_and_lease_checks(state) -> None:
 
 
 def test_fail_retryable_requeues_then_dies_and_non_retryable_fails(state) -> None:
-    job_id = state.enqueue_job("scene", "retry", {}, max_attempts=2)
+    job_id = as_admin(state).enqueue_job("scene", "retry", {}, max_attempts=2)
     job = state.claim_job("scene", "w", 30)
     assert state.fail_job(job.id, "w", 1, "GPU OOM", retryable=True) == "queued"
     job = state.claim_job("scene", "w", 30)
@@ -66,7 +67,7 @@ def test_fail_retryable_requeues_then_dies_and_non_retryable_fails(state) -> Non
     assert state.fail_job(job.id, "w", 2, "GPU OOM again", retryable=True) == "dead"
     assert state.get_job(job_id).last_error == "GPU OOM again"
 
-    state.enqueue_job("scene", "fatal", {})
+    as_admin(state).enqueue_job("scene", "fatal", {})
     job = state.claim_job("scene", "w", 30)
     assert state.fail_job(job.id, "w", 1, "bad prompt", retryable=False) == "failed"
     assert state.claim_job("scene", "w", 30) is None
@@ -75,10 +76,10 @@ def test_fail_retryable_requeues_then_dies_and_non_retryable_fails(state) -> Non
 
 
 def test_retry_delay_priority_and_types(state) -> None:
-    state.enqueue_job("scene", "later", {}, delay_seconds=3600)
-    state.enqueue_job("scene", "low", {}, priority=200)
-    state.enqueue_job("scene", "high", {}, priority=10)
-    state.enqueue_job("voice", "other-type", {})
+    as_admin(state).enqueue_job("scene", "later", {}, delay_seconds=3600)
+    as_admin(state).enqueue_job("scene", "low", {}, priority=200)
+    as_admin(state).enqueue_job("scene", "high", {}, priority=10)
+    as_admin(state).enqueue_job("voice", "other-type", {})
     order = [state.claim_job("scene", "w", 30).idempotency_key for _ in range(2)]
     assert order == ["high", "low"]
     assert state.claim_job("scene", "w", 30) is None  # "later" is not runnable yet
@@ -88,7 +89,7 @@ def test_retry_delay_priority_and_types(state) -> None:
 
 
 def test_reaper_requeues_expired_and_fences_the_old_worker(state, owner) -> None:
-    job_id = state.enqueue_job("scene", "k", {}, max_attempts=2)
+    job_id = as_admin(state).enqueue_job("scene", "k", {}, max_attempts=2)
     state.claim_job("scene", "slow", 60)
     assert state.reap_expired_jobs() == 0  # live lease: left alone
     _expire(owner, job_id)
@@ -107,7 +108,7 @@ def test_reaper_requeues_expired_and_fences_the_old_worker(state, owner) -> None
 
 
 def test_expired_but_not_reaped_lease_may_still_finish(state, owner) -> None:
-    job_id = state.enqueue_job("scene", "k", {})
+    job_id = as_admin(state).enqueue_job("scene", "k", {})
     state.claim_job("scene", "w", 60)
     _expire(owner, job_id)
     assert state.complete_job(job_id, "w", 1) is True
@@ -132,7 +133,7 @@ def _plan_nodes(plan: dict) -> list[dict]:
 
 def test_claim_uses_the_partial_index_after_bulk_enqueue_and_analyze(fresh_db, state, owner):
     # A few thousand finished jobs and a handful of queued ones, statistics fresh.
-    with psycopg.connect(fresh_db.app) as conn, conn.cursor() as cur:
+    with admin_connect(fresh_db.app) as conn, conn.cursor() as cur:
         cur.executemany(
             "SELECT mdame.enqueue_job('scene', %s, %s)",
             [(f"bulk:{i}", Jsonb({"n": i})) for i in range(3000)],
@@ -176,9 +177,11 @@ def test_claim_uses_the_partial_index_after_bulk_enqueue_and_analyze(fresh_db, s
 # Partition-scoped jobs (0004): a partition's run claims only its own partition's jobs.
 # ------------------------------------------------------------------------------------------
 def test_a_partition_claim_never_returns_another_partitions_job(state) -> None:
-    tech = state.enqueue_job("scene", "tech:1", {"n": 1}, partition_key="2026-11-30|tech")
-    science = state.enqueue_job("scene", "sci:1", {"n": 2}, partition_key="2026-11-30|science")
-    loose = state.enqueue_job("scene", "loose:1", {"n": 3}, priority=1)  # no partition
+    tech = as_admin(state).enqueue_job("scene", "tech:1", {"n": 1}, partition_key="2026-11-30|tech")
+    science = as_admin(state).enqueue_job(
+        "scene", "sci:1", {"n": 2}, partition_key="2026-11-30|science"
+    )
+    loose = as_admin(state).enqueue_job("scene", "loose:1", {"n": 3}, priority=1)  # no partition
 
     claimed = state.claim_job("scene", "w-tech", 60, partition_key="2026-11-30|tech")
     assert claimed is not None and claimed.id == tech
@@ -193,11 +196,14 @@ def test_a_partition_claim_never_returns_another_partitions_job(state) -> None:
 
 
 def test_the_partition_is_stored_and_part_of_the_idempotency_check(state, owner) -> None:
-    first = state.enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech")
-    assert state.enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech") == first
+    first = as_admin(state).enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech")
+    assert (
+        as_admin(state).enqueue_job("scene", "k", {"a": 1}, partition_key="2026-11-30|tech")
+        == first
+    )
     for other in ("2026-11-30|science", None):
         with pytest.raises(IdempotencyConflict, match="another partition"):
-            state.enqueue_job("scene", "k", {"a": 1}, partition_key=other)
+            as_admin(state).enqueue_job("scene", "k", {"a": 1}, partition_key=other)
     stored = owner.execute("SELECT partition_key FROM mdame.jobs WHERE id = %s", (first,))
     assert stored.fetchone() == ("2026-11-30|tech",)
 
@@ -205,7 +211,7 @@ def test_the_partition_is_stored_and_part_of_the_idempotency_check(state, owner)
 @pytest.mark.parametrize("bad", ["", "x" * 201])
 def test_a_bad_partition_key_is_refused(state, bad) -> None:
     with pytest.raises(InvalidInput, match="partition_key"):
-        state.enqueue_job("scene", "k", {"a": 1}, partition_key=bad)
+        as_admin(state).enqueue_job("scene", "k", {"a": 1}, partition_key=bad)
     with pytest.raises(InvalidInput, match="partition_key"):
         state.claim_job("scene", "w", 60, partition_key=bad)
     assert state.count_jobs() == {}
@@ -223,7 +229,7 @@ def test_the_hot_path_keeps_every_check(state) -> None:
     ]:
         with pytest.raises(InvalidInput, match=message):
             state.claim_job(*args)
-    state.enqueue_job("scene", "k", {"a": 1})
+    as_admin(state).enqueue_job("scene", "k", {"a": 1})
     job = state.claim_job("scene", "w", 60)
     for args, message in [
         ((None, "w", job.attempt), "job_id must not be NULL"),
@@ -246,7 +252,7 @@ def test_a_partition_claim_uses_its_partial_index_after_bulk_enqueue_and_analyze
     fresh_db, state, owner
 ):
     # Thousands of finished jobs over 30 partitions, a few queued in each, statistics fresh.
-    with psycopg.connect(fresh_db.app) as conn, conn.cursor() as cur:
+    with admin_connect(fresh_db.app) as conn, conn.cursor() as cur:
         cur.executemany(
             "SELECT mdame.enqueue_job('scene', %s, %s, p_partition_key => %s)",
             [(f"bulk:{i}", Jsonb({"n": i}), f"2026-11-{1 + i % 30:02d}|tech") for i in range(3000)],

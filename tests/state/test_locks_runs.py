@@ -13,6 +13,7 @@ from mdame_core.state import (
     NotFound,
     StateConflict,
 )
+from tests.adminkit import as_admin
 
 
 def _expire_lock(owner, name: str) -> None:
@@ -53,45 +54,45 @@ def test_expired_lock_is_taken_over_and_the_old_token_is_fenced(state, owner) ->
     with pytest.raises(LeaseLost):
         state.release_pipeline_lock("pipeline:tech", "stale-run", old)
     # The stale run cannot even record a run start under its old token.
-    state.upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension("tech", "Tech")
     with pytest.raises(LeaseLost, match="not a live lock token"):
         state.start_pipeline_run(uuid.uuid4(), "tech", "tech|2025-06-01", old)
 
 
 def test_dimensions_upsert_and_active_set(state) -> None:
-    tech = state.upsert_dimension("tech", "Tech", {"voice": "en-US"})
-    assert state.upsert_dimension("tech", "Tech", {"voice": "en-US"}) == tech
-    assert state.upsert_dimension("tech", "Technology", {"voice": "en-GB"}) == tech
-    state.upsert_dimension("news", "News")
-    state.upsert_dimension("pets", "Pets", active=False)
+    tech = as_admin(state).upsert_dimension("tech", "Tech", {"voice": "en-US"})
+    assert as_admin(state).upsert_dimension("tech", "Tech", {"voice": "en-US"}) == tech
+    assert as_admin(state).upsert_dimension("tech", "Technology", {"voice": "en-GB"}) == tech
+    as_admin(state).upsert_dimension("news", "News")
+    as_admin(state).upsert_dimension("pets", "Pets", active=False)
     assert state.get_dimension("tech").config == {"voice": "en-GB"}
 
-    assert state.set_dimensions_active(["tech", "pets"]) == 2  # news off, pets on
+    assert as_admin(state).set_dimensions_active(["tech", "pets"]) == 2  # news off, pets on
     assert [d.slug for d in state.list_dimensions(active_only=True)] == ["pets", "tech"]
-    assert state.set_dimensions_active(["tech", "pets"]) == 0
+    assert as_admin(state).set_dimensions_active(["tech", "pets"]) == 0
     with pytest.raises(NotFound, match="unknown dimension"):
-        state.set_dimensions_active(["tech", "typo"])
+        as_admin(state).set_dimensions_active(["tech", "typo"])
     assert [d.slug for d in state.list_dimensions(active_only=True)] == ["pets", "tech"]
     with pytest.raises(InvalidInput, match="slug"):
-        state.upsert_dimension("Bad Slug", "x")
+        as_admin(state).upsert_dimension("Bad Slug", "x")
 
 
 def test_accounts_belong_to_one_dimension(state) -> None:
-    state.upsert_dimension("tech", "Tech")
-    state.upsert_dimension("news", "News")
-    account = state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
-    assert state.upsert_dimension_account("tech", "youtube", "@tech", 5_000) == account
+    as_admin(state).upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension("news", "News")
+    account = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    assert as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 5_000) == account
     assert state.list_accounts("tech")[0].daily_quota_units == 5_000
     with pytest.raises(IdempotencyConflict, match="another dimension"):
-        state.upsert_dimension_account("news", "youtube", "@tech", 10_000)
+        as_admin(state).upsert_dimension_account("news", "youtube", "@tech", 10_000)
     with pytest.raises(InvalidInput):
-        state.upsert_dimension_account("tech", "youtube", "@neg", -1)
+        as_admin(state).upsert_dimension_account("tech", "youtube", "@neg", -1)
     with pytest.raises(NotFound):
-        state.upsert_dimension_account("nope", "youtube", "@x", 1)
+        as_admin(state).upsert_dimension_account("nope", "youtube", "@x", 1)
 
 
 def test_pipeline_run_start_and_finish(state) -> None:
-    state.upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension("tech", "Tech")
     token = state.acquire_pipeline_lock("pipeline:tech", "run-1", 60)
     execution = uuid.uuid4()
     run = state.start_pipeline_run(execution, "tech", "tech|2025-06-01", token)

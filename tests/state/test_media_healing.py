@@ -11,9 +11,10 @@ from test_fencing import hold
 
 from mdame_assets.defs.clips.cache import SCENE_JOB_TYPE, cached_clip
 from mdame_assets.defs.clips.worker import make_scene_clip
-from mdame_core.state import StateStore
+from mdame_core.state import InvalidInput, StateError, StateStore
 from mdame_domain.media_store import LocalMediaStore, MediaProblem, sha256_file
 from mdame_resources.providers.visuals import ProceduralVisuals
+from tests.adminkit import as_admin
 
 DAY = "2026-11-29"
 KEY = f"{DAY}|tech"
@@ -21,7 +22,7 @@ DECISION = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rule
 
 
 def _approved_script(w: StateStore, name: str) -> int:
-    dim = w.upsert_dimension("tech", "Tech")
+    dim = as_admin(w).upsert_dimension("tech", "Tech")
     base = {"dimension_id": dim, "partition_date": DAY}
     [trend] = w.record_trends("tech", [{"key": f"tr-{name}", "payload": {**base, "title": name}}])
     topic = w.decide_topic(f"to-{name}", {**base, "trend_id": trend}, DECISION)
@@ -82,3 +83,45 @@ def test_a_damaged_cached_clip_is_invalidated_and_generated_again(
     assert w.finish_visuals(second) == "visuals_ready"
     [scene] = w.list_work_units("scene", script_id=second)
     assert scene.result["sha256"] == again.content_sha256
+
+
+def test_a_gpu_worker_drops_a_damaged_entry_of_its_own_scene_under_its_job_lease(
+    state, owner, tmp_path: Path
+) -> None:
+    """The worker holds no pipeline lock, only its job's lease: that is what lets it drop the
+    entry it found damaged, and only its own scene's."""
+    w = hold(state, "tech")
+    store = LocalMediaStore(tmp_path / "media")
+    script = _approved_script(w, "a")
+    assert _plan(w, store, script, "hash-2") == 1  # a miss: a job is queued
+    # Meanwhile another worker cached the scene, and its file rotted.
+    rotten = tmp_path / "rotten.mp4"
+    rotten.write_bytes(b"not the clip that was hashed")
+    stored = store.put_file(rotten, ".mp4")
+    as_admin(state).put_scene_cache("hash-2", stored.uri, "0" * 64, 3600)
+
+    [scene] = state.list_work_units("scene", state="queued")
+    make_scene_clip(state, scene.id, ProceduralVisuals(), store, tmp_path)  # unfenced, as GPUs run
+
+    [(detail,)] = owner.execute(
+        "SELECT detail FROM mdame.events WHERE subject_kind = 'scene_cache' "
+        "AND event = 'invalidated'"
+    ).fetchall()
+    assert detail["uri"] == stored.uri
+    again = state.lookup_scene_cache("hash-2")
+    assert again is not None and store.problem(again.uri, again.content_sha256) is None
+
+
+def test_a_job_lease_drops_no_other_scenes_entry(state, tmp_path: Path) -> None:
+    w = hold(state, "tech")
+    store = LocalMediaStore(tmp_path / "media")
+    _plan(w, store, _approved_script(w, "a"), "hash-3")
+    [scene] = state.list_work_units("scene", state="queued")
+    claim = state.claim_scene_job(scene.idempotency_key, "gpu-1", 60)
+    assert claim.job is not None
+    as_admin(state).put_scene_cache("hash-4", "file:///elsewhere.mp4", "1" * 64, 3600)
+    with pytest.raises(InvalidInput, match="makes scene 'hash-3', not 'hash-4'"):
+        state.invalidate_scene_cache("hash-4", "file:///elsewhere.mp4", "why", claim.job)
+    with pytest.raises(StateError, match="permission denied"):  # no lease, no lock: refused
+        state.invalidate_scene_cache("hash-4", "file:///elsewhere.mp4", "why")
+    assert state.lookup_scene_cache("hash-4") is not None

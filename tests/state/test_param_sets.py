@@ -18,6 +18,7 @@ from mdame_cli.main import main as mdame
 from mdame_core.state import InvalidInput, NotFound, StateConflict, StateStore
 from mdame_domain.adaptive import AdaptiveLimits
 from mdame_domain.dimensions import parse_dimension
+from tests.adminkit import as_admin
 
 WEEK, NEXT = date(2026, 11, 23), date(2026, 11, 30)  # Mondays
 LIMITS = AdaptiveLimits().to_json()
@@ -27,7 +28,7 @@ CONFIG = parse_dimension(TECH, "tech.yaml")
 
 @pytest.fixture
 def tech(state: StateStore) -> StateStore:
-    state.upsert_dimension("tech", "Tech", CONFIG.to_json())
+    as_admin(state).upsert_dimension("tech", "Tech", CONFIG.to_json())
     return state
 
 
@@ -112,13 +113,13 @@ def test_bad_limits_steps_and_dates_are_refused(tech: StateStore, owner) -> None
 
 def test_rollback_restores_the_previous_set_then_the_yaml(tech: StateStore, owner) -> None:
     with pytest.raises(NotFound, match="no parameter set to roll back"):
-        tech.rollback_param_set("tech", "test")
+        as_admin(tech).rollback_param_set("tech", "test")
     _apply(tech, {"videos_per_day": 2}, date(2026, 11, 16))
     _apply(tech, {"videos_per_day": 3}, WEEK)
-    assert tech.rollback_param_set("tech", "too many") == (2, 1)
-    assert tech.rollback_param_set("tech", "still too many") == (1, 0)
+    assert as_admin(tech).rollback_param_set("tech", "too many") == (2, 1)
+    assert as_admin(tech).rollback_param_set("tech", "still too many") == (1, 0)
     with pytest.raises(NotFound, match="no parameter set to roll back"):
-        tech.rollback_param_set("tech", "again")
+        as_admin(tech).rollback_param_set("tech", "again")
     assert [r[2] for r in _rows(owner)] == [True, True]  # kept, marked
     # A re-run of a rolled-back week's proposal does not bring it back.
     assert _apply(tech, {"videos_per_day": 3}, WEEK) == (2, False)

@@ -18,6 +18,7 @@ from mdame_core.state import (
     StateConflict,
     StateStore,
 )
+from tests.adminkit import as_admin
 
 DAY = "2026-11-29"
 SHA = "e" * 64
@@ -39,8 +40,8 @@ def _scenes(script_id: int, cached: bool) -> list[dict[str, Any]]:
 def _to_publishing(a: StateStore) -> dict[str, Any]:
     """One script walked through every phase up to publishing, under `a`'s lock."""
     ids: dict[str, Any] = {}
-    ids["dim"] = dim = a.upsert_dimension("tech", "Tech")
-    ids["account"] = a.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    ids["dim"] = dim = as_admin(a).upsert_dimension("tech", "Tech")
+    ids["account"] = as_admin(a).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     base = {"dimension_id": dim, "partition_date": DAY}
     [trend] = a.record_trends("tech", [{"key": "tr", "payload": {**base, "title": "AI"}}])
     topic = a.decide_topic("to", {**base, "trend_id": trend}, DECISION)

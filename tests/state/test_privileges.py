@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 from psycopg import sql
 
+from tests.adminkit import as_admin
 from tests.conftest import server_url, superuser
 
 
@@ -68,7 +71,8 @@ def test_app_cannot_insert_update_delete_or_truncate_any_table(fresh_db, owner) 
             for statement in statements:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
                     app.execute(statement)
-            app.execute(sql.SQL("SELECT * FROM {} LIMIT 1").format(table))  # reading is fine
+            if rel != "upload_sessions":  # its session URI is a bearer (see below)
+                app.execute(sql.SQL("SELECT * FROM {} LIMIT 1").format(table))  # reading is fine
 
 
 def test_app_cannot_create_in_the_schema_or_use_sequences(fresh_db) -> None:
@@ -77,6 +81,114 @@ def test_app_cannot_create_in_the_schema_or_use_sequences(fresh_db) -> None:
             app.execute("CREATE TABLE mdame.sneaky (x int)")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("SELECT nextval('mdame.lock_tokens')")
+
+
+ALLOW_LIST = Path(__file__).with_name("app_role_functions.txt")
+
+
+def _allow_list() -> set[str]:
+    lines = ALLOW_LIST.read_text(encoding="utf-8").splitlines()
+    return {line.split("  #")[0].strip() for line in lines if line and not line.startswith("#")}
+
+
+def _executable_by(owner, role: str) -> set[str]:
+    return {
+        r[0]
+        for r in owner.execute(
+            """SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')'
+                 FROM pg_proc p WHERE p.pronamespace = 'mdame'::regnamespace
+                  AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
+            [role],
+        )
+    }
+
+
+def test_the_app_role_executes_exactly_the_reviewed_allow_list(owner) -> None:
+    """A migration that grants the pipeline's role one more function (or a default privilege
+    that does it silently) fails here until the allow-list is reviewed and changed with it."""
+    app = _executable_by(owner, "mdame_app")
+    allowed = _allow_list()
+    assert not app - allowed, f"mdame_app may execute functions not in {ALLOW_LIST.name}"
+    assert not allowed - app, f"{ALLOW_LIST.name} lists functions mdame_app cannot execute"
+
+
+def test_money_quota_credential_registry_and_queue_rpcs_are_the_admins(fresh_db, owner) -> None:
+    """The app role is refused each operator RPC by the database itself; the admin may run
+    them, and the owner's URL acts as admin."""
+    operator_rpcs = {
+        "set_budget_cap(text, text, bigint)": ("tech", "2026-12", 1),
+        "reserve_budget(text, text, bigint, text)": ("tech", "2026-12", 1, "k"),
+        "settle_budget(text, bigint)": ("k", 1),
+        "release_budget(text)": ("k",),
+        "reserve_quota(bigint, integer, text)": (1, 1, "q"),
+        "reserve_bucket_quota(bigint, text, integer, text)": (1, "units", 1, "q"),
+        "commit_quota(text)": ("q",),
+        "release_quota(text)": ("q",),
+        "put_scene_cache(text, text, text, integer)": ("a" * 64, "file:///x.mp4", "b" * 64, 60),
+        "invalidate_scene_cache(text, text, text)": ("a" * 64, "file:///x.mp4", "why"),
+        "enqueue_job(text, text, jsonb, integer, integer, integer, text)": (
+            "t",
+            "k",
+            "{}",
+            3,
+            0,
+            0,
+            None,
+        ),
+        "store_account_credential(bigint, text, bytea, bytea)": (1, "k", b"x", b"y"),
+        "rewrap_account_credentials(text, text, jsonb)": ("a", "b", "[]"),
+        "upsert_dimension(text, text, jsonb, boolean)": ("tech", "Tech", "{}", True),
+        "set_dimensions_active(text[])": (["tech"],),
+        "upsert_dimension_account(text, text, text, integer, boolean, text)": (
+            "tech",
+            "youtube",
+            "@t",
+            1,
+            True,
+            "UTC",
+        ),
+        "set_dimension_accounts_active(text, jsonb)": ("tech", "[]"),
+        "rollback_param_set(text, text)": ("tech", "why"),
+        "rearm_paid_calls(text, date, text)": ("tech", None, "why"),
+        "record_attempt(text, text, text, text, jsonb, bigint, integer)": (
+            "w",
+            "p",
+            "h",
+            "submitted",
+            "{}",
+            1,
+            0,
+        ),
+        "finish_attempt(bigint, text, jsonb, bigint)": (1, "failed", "{}", 1),
+        "reconcile_attempt(bigint, text, jsonb, bigint, timestamptz)": (1, "failed", "{}", 1, None),
+    }
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        for signature, args in operator_rpcs.items():
+            name, types = signature.split("(")
+            casts = ", ".join(f"%s::{t.strip()}" for t in types.rstrip(")").split(","))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                app.execute(f"SELECT mdame.{name}({casts})", args)
+    admin = _executable_by(owner, "mdame_admin")
+    for signature in operator_rpcs:
+        name, types = signature.split("(")
+        (identity,) = owner.execute(
+            "SELECT pg_get_function_identity_arguments(%s::regprocedure)",
+            [f"mdame.{signature}"],
+        ).fetchone()
+        assert f"{name}({identity})" in admin, signature
+
+
+def test_only_resume_upload_hands_out_a_session_uri(fresh_db) -> None:
+    """An upload session URI is a bearer: the app reads every other column of a session."""
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        app.execute(
+            "SELECT attempt_id, publication_id, content_sha256, size_bytes, created_at "
+            "FROM mdame.upload_sessions"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="upload_sessions"):
+            app.execute("SELECT session_uri FROM mdame.upload_sessions")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT * FROM mdame.upload_sessions")
 
 
 def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> None:
@@ -94,11 +206,9 @@ def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> Non
         assert not default_acl, f"{name}: default ACL means EXECUTE for PUBLIC"
         assert not public, f"{name} is executable by PUBLIC"
         assert proowner == "mdame_owner", name
-        if name.startswith("_") and secdef:
-            # The unfenced bodies behind the fenced RPCs (0005): the app must not bypass them.
-            assert not app, f"{name} writes without a fence and must not be the app's to call"
-        elif not name.startswith("_") or not secdef:
-            assert app, f"{name} is not executable by mdame_app"
+        if name.startswith("_"):
+            # Internal helpers and the unfenced bodies behind the fenced RPCs (0005, 0025).
+            assert not app, f"{name} is internal and must not be the app's to call"
         if not name.startswith("_") and name not in ("environment_is_immutable",):
             assert secdef or name == "dimension_lock_name", f"{name} must be SECURITY DEFINER"
         if secdef:
@@ -106,8 +216,8 @@ def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> Non
 
 
 def test_default_privileges_cover_future_migrations(fresh_db, owner) -> None:
-    """A later migration's functions are callable by the app without extra GRANTs; its tables
-    are not readable until granted on purpose (a future table may hold secrets)."""
+    """A later migration's functions and tables are the owner's until granted on purpose (a
+    future RPC may move money, a future table may hold secrets), and never PUBLIC's."""
     owner.execute("CREATE TABLE mdame.later_secrets (id int, token text)")
     owner.execute("INSERT INTO mdame.later_secrets VALUES (1, 'hunter2')")
     owner.execute(
@@ -117,9 +227,13 @@ def test_default_privileges_cover_future_migrations(fresh_db, owner) -> None:
     with psycopg.connect(fresh_db.app, autocommit=True) as app:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("SELECT * FROM mdame.later_secrets")
-        assert app.execute("SELECT mdame.later_rpc()").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT mdame.later_rpc()")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("INSERT INTO mdame.later_secrets VALUES (2, 'x')")
+    owner.execute("GRANT EXECUTE ON FUNCTION mdame.later_rpc() TO mdame_app")  # on purpose
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        assert app.execute("SELECT mdame.later_rpc()").fetchone() == (1,)
     owner.execute("CREATE TABLE mdame.later_table (id int)")
     owner.execute("ALTER TABLE mdame.later_table ENABLE ROW LEVEL SECURITY")
     owner.execute(
@@ -154,9 +268,9 @@ def test_truncate_of_the_environment_is_refused_even_for_the_owner(owner) -> Non
 def test_row_security_hides_every_table_from_roles_but_ours(fresh_db, owner, state) -> None:
     """A role that is neither owner nor app (a hosted platform's API role, say) reads nothing,
     even when granted SELECT on everything; the app and the RPCs are unaffected."""
-    state.upsert_dimension("tech", "Tech")
-    state.set_budget_cap("tts", "2025-06", 10)
-    state.reserve_budget("tts", "2025-06", 1, "k")
+    as_admin(state).upsert_dimension("tech", "Tech")
+    as_admin(state).set_budget_cap("tts", "2025-06", 10)
+    as_admin(state).reserve_budget("tts", "2025-06", 1, "k")
     tables = _relations(owner, "rp")
     without = owner.execute(
         """SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -167,7 +281,7 @@ def test_row_security_hides_every_table_from_roles_but_ours(fresh_db, owner, sta
     policies = owner.execute(
         "SELECT DISTINCT roles::text[], cmd FROM pg_policies WHERE schemaname = 'mdame'"
     ).fetchall()
-    assert policies == [(["mdame_app"], "SELECT")]
+    assert sorted(policies) == [(["mdame_admin"], "SELECT"), (["mdame_app"], "SELECT")]
     intruder = f"mdame_intruder_{fresh_db.name}"
     with superuser() as su:
         su.execute(f'CREATE ROLE "{intruder}" NOLOGIN')

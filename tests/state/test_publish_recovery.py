@@ -29,6 +29,7 @@ from mdame_assets.defs.recovery.logic import recover
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_resources.providers.publisher import YouTubePublisher
+from tests.adminkit import as_admin
 
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], **kw: Any):
@@ -131,7 +132,7 @@ def test_a_deactivated_account_s_upload_in_flight_is_settled(
     with pytest.raises(Exception):  # noqa: B017 - the upload was cut short
         _publish(a, pub, s, [])
     assert state.get_work_unit("publication", "pu").state == "uploading"
-    a.set_dimension_accounts_active("tech", [])  # removed from the dimension's YAML
+    as_admin(a).set_dimension_accounts_active("tech", [])  # removed from the dimension's YAML
     [account] = state.list_accounts("tech")
     assert not account.active
     logs: list[Any] = []

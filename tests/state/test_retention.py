@@ -30,6 +30,7 @@ from mdame_domain.retention import RetentionPolicy, RetentionSettings
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.notify import OutboxNotifier
 from mdame_resources.state import StateStoreResource, close_clients
+from tests.adminkit import as_admin
 
 POLICY = RetentionPolicy(render_days=30, voice_days=7)
 
@@ -300,7 +301,7 @@ def test_no_row_can_start_naming_an_object_being_collected(state, owner, tmp_pat
     assert state.begin_media_collection(uri, POLICY.to_json(), "t").collect
     # A clip step that generated the same bytes again and records them: refused, retried later.
     with pytest.raises(StateConflict, match="being collected"):
-        state.put_scene_cache("new-scene", uri, sha, 3600)
+        as_admin(state).put_scene_cache("new-scene", uri, sha, 3600)
     store.delete(uri)
     assert state.finish_media_collection(uri, 1)
     assert not state.finish_media_collection(uri, 1)  # already done
@@ -308,10 +309,10 @@ def test_no_row_can_start_naming_an_object_being_collected(state, owner, tmp_pat
     # (a plain put_file cannot tell a fresh copy from one the collector was about to delete).
     _put(store, tmp_path, "clip_old", ".mp4")
     with pytest.raises(MediaCollected, match="was collected by housekeeping"):
-        state.put_scene_cache("new-scene", uri, sha, 3600)
+        as_admin(state).put_scene_cache("new-scene", uri, sha, 3600)
     src = tmp_path / "clip_old.mp4"
     assert store.put_file(src, ".mp4", registry=state).uri == uri
-    state.put_scene_cache("new-scene", uri, sha, 3600)
+    as_admin(state).put_scene_cache("new-scene", uri, sha, 3600)
     assert not owner.execute(
         "SELECT 1 FROM mdame.media_collections WHERE uri = %s", [uri]
     ).fetchall()
@@ -349,7 +350,7 @@ def test_a_writer_storing_an_object_while_it_is_collected_leaves_it_live(
     entry = name_stored(
         state,
         store,
-        lambda: state.put_scene_cache("again", stored.uri, stored.sha256, 3600),
+        lambda: as_admin(state).put_scene_cache("again", stored.uri, stored.sha256, 3600),
         [(src, ".mp4")],
     )
     assert entry.uri == uri
@@ -373,7 +374,7 @@ def test_a_writer_refused_during_a_collection_stores_the_bytes_again_on_retry(
     assert state.begin_media_collection(uri, POLICY.to_json(), "collector").collect
     stored = store.put_file(src, ".mp4", registry=state)
     with pytest.raises(StateConflict, match="being collected") as refused:
-        state.put_scene_cache("again", stored.uri, stored.sha256, 3600)
+        as_admin(state).put_scene_cache("again", stored.uri, stored.sha256, 3600)
     assert not isinstance(refused.value, MediaCollected)  # wait, do not store again yet
     # Storing it again now would be deleted with the rest: refused too.
     marked = state.media_collection_mark(uri)
@@ -384,7 +385,7 @@ def test_a_writer_refused_during_a_collection_stores_the_bytes_again_on_retry(
     assert state.finish_media_collection(uri, 1)
     # The step's retry: put_file sees the collection and stores the bytes again.
     stored = store.put_file(src, ".mp4", registry=state)
-    state.put_scene_cache("again", stored.uri, stored.sha256, 3600)
+    as_admin(state).put_scene_cache("again", stored.uri, stored.sha256, 3600)
     assert store.problem(uri, sha) is None
     assert _mark(owner, uri) == []
 

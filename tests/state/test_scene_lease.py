@@ -15,6 +15,7 @@ import pytest
 from test_fencing import hold
 
 from mdame_core.state import LeaseLost, StateStore
+from tests.adminkit import as_admin
 
 DAY = "2026-11-29"
 SHA = "e" * 64
@@ -24,7 +25,7 @@ DECISION = {"verdict": "allow", "rule": "ok", "reasons": [], "classifier": "rule
 def plan(state: StateStore, hashes: list[str], name: str = "a", attempts: int = 3) -> list[str]:
     """A script's scenes queued with their jobs (as scene_plan leaves them); the job keys."""
     w = hold(state, "tech", holder=f"plan-{name}")
-    dim = w.upsert_dimension("tech", "Tech")
+    dim = as_admin(w).upsert_dimension("tech", "Tech")
     base = {"dimension_id": dim, "partition_date": DAY}
     [trend] = w.record_trends("tech", [{"key": f"tr-{name}", "payload": {**base, "title": name}}])
     topic = w.decide_topic(f"to-{name}", {**base, "trend_id": trend}, DECISION)

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from mdame_core.state import Fence, Fenced, RetryNotDue, StateConflict, StateStore
+from tests.adminkit import as_admin
 
 DAY = date(2026, 11, 29)
 FAR = datetime(2999, 1, 1, tzinfo=UTC)  # a retry window that stays open
@@ -40,7 +41,7 @@ def held(state: StateStore) -> StateStore:
 @pytest.fixture
 def script(held: StateStore) -> int:
     """A script of tech waiting for its voice."""
-    dim = held.upsert_dimension("tech", "Tech")
+    dim = as_admin(held).upsert_dimension("tech", "Tech")
     base = {"dimension_id": dim, "partition_date": DAY.isoformat()}
     trend = held.upsert_work_unit("trend", "tr", {**base, "title": "AI chips"})
     topic = held.upsert_work_unit("topic", "to", {**base, "trend_id": trend})

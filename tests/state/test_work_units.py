@@ -15,6 +15,7 @@ from mdame_core.state import (
     StateConflict,
     StateStore,
 )
+from tests.adminkit import as_admin
 
 DAY = "2025-06-01"
 
@@ -44,8 +45,8 @@ def held(state: StateStore) -> StateStore:
 def chain(held: StateStore) -> dict[str, int]:
     """One unit of every kind, linked the way the pipeline links them."""
     ids: dict[str, int] = {}
-    ids["dimension"] = dim = held.upsert_dimension("tech", "Tech")
-    ids["account"] = held.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    ids["dimension"] = dim = as_admin(held).upsert_dimension("tech", "Tech")
+    ids["account"] = as_admin(held).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     base = {"dimension_id": dim, "partition_date": DAY}
     ids["trend"] = held.upsert_work_unit("trend", "tr", {**base, "title": "AI chips"})
     ids["topic"] = held.upsert_work_unit("topic", "to", {**base, "trend_id": ids["trend"]})
@@ -277,8 +278,8 @@ def tech(state: StateStore) -> tuple[StateStore, dict[str, int]]:
     """A fenced view holding tech's pipeline lock, a dimension and a youtube account."""
     token = state.acquire_pipeline_lock("pipeline:tech", "test", 600)
     held = state.fenced(Fence("pipeline:tech", "test", token, 600))
-    ids = {"dimension": state.upsert_dimension("tech", "Tech")}
-    ids["account"] = state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    ids = {"dimension": as_admin(state).upsert_dimension("tech", "Tech")}
+    ids["account"] = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     return held, ids
 
 
@@ -292,19 +293,19 @@ def _script_and_render(held: StateStore, dim: int, key: str) -> dict[str, int]:
 
 
 def test_registry_deactivation_touches_only_the_dimensions_accounts(state, tech) -> None:
-    state.upsert_dimension("news", "News")
-    other = state.upsert_dimension_account("news", "youtube", "@news", 10)
-    kept = state.upsert_dimension_account("tech", "outbox", "@tech", 10)
-    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 1
+    as_admin(state).upsert_dimension("news", "News")
+    other = as_admin(state).upsert_dimension_account("news", "youtube", "@news", 10)
+    kept = as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10)
+    assert as_admin(state).set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 1
     accounts = {(a.platform, a.handle): a.active for a in state.list_accounts("tech")}
     assert accounts == {("youtube", "@tech"): False, ("outbox", "@tech"): True}
     assert [a.id for a in state.list_accounts("tech", active_only=True)] == [kept]
     assert state.list_accounts("news")[0].active and state.list_accounts("news")[0].id == other
-    assert state.set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 0
+    assert as_admin(state).set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 0
     with pytest.raises(NotFound, match="has no account"):
-        state.set_dimension_accounts_active("tech", [("youtube", "@news")])  # not tech's
+        as_admin(state).set_dimension_accounts_active("tech", [("youtube", "@news")])  # not tech's
     assert state.list_accounts("news")[0].active
-    state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)  # back in the YAML
+    as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)  # back in the YAML
     assert all(a.active for a in state.list_accounts("tech"))
 
 
@@ -313,8 +314,10 @@ def test_no_publication_for_an_inactive_account(state, tech) -> None:
     refs = _script_and_render(held, ids["dimension"], "a")
     payload = {**refs, "account_id": ids["account"], "content_sha256": "e" * 64}
     existing = held.upsert_work_unit("publication", "pu-1", payload)
-    state.upsert_dimension_account("tech", "outbox", "@tech", 10)
-    state.set_dimension_accounts_active("tech", [("outbox", "@tech")])  # @tech on youtube: off
+    as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10)
+    as_admin(state).set_dimension_accounts_active(
+        "tech", [("outbox", "@tech")]
+    )  # @tech on youtube: off
     refs = _script_and_render(held, ids["dimension"], "b")
     with pytest.raises(StateConflict, match=r"account \d+ \(youtube/'@tech'\) is inactive") as err:
         held.upsert_work_unit("publication", "pu-2", {**refs, "account_id": ids["account"]})
@@ -338,7 +341,7 @@ def test_the_same_bytes_are_published_once_per_account(state, tech) -> None:
             "publication", "pu-c", {**second, "account_id": account, "content_sha256": sha}
         )
     assert state.get_work_unit("publication", "pu-c") is None
-    other = state.upsert_dimension_account("tech", "outbox", "@mirror", 10)
+    other = as_admin(state).upsert_dimension_account("tech", "outbox", "@mirror", 10)
     assert held.upsert_work_unit(
         "publication", "pu-c", {**second, "account_id": other, "content_sha256": sha}
     )

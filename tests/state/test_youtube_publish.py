@@ -28,6 +28,7 @@ from fakes.youtube import FakeYouTube
 from mdame_core.state import LeaseLost, StateStore
 from mdame_domain.credentials import MasterKey
 from mdame_resources.providers.publisher import YouTubePublisher
+from tests.adminkit import as_admin
 
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str | None:
@@ -283,6 +284,6 @@ def test_demo_wiring_connects_accounts_to_the_fake(state, tmp_path, fake, master
 
     a = hold(state, "tech")
     s = ready_to_publish(a, tmp_path)
-    connect_accounts(fake, state, os.environ["ENV"], state.list_accounts("tech"))
+    connect_accounts(fake, as_admin(state), os.environ["ENV"], state.list_accounts("tech"))
     video_id = _publish(a, publisher(fake, tmp_path), s, [])
     assert video_id is not None and [v["id"] for v in fake.videos()] == [video_id]

@@ -11,13 +11,15 @@ from youtube_kit import publisher, store_grant
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError
 from mdame_resources.providers.publisher import OutboxPublisher, StatisticsUnavailable
+from tests.adminkit import as_admin
+from tests.state.test_fencing import hold
 
 DAY = date(2026, 11, 29)
 
 
 def test_statistics_are_read_fifty_ids_a_call_and_charged(state, fake, master, tmp_path) -> None:
-    state.upsert_dimension("tech", "Tech")
-    state.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    as_admin(state).upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     [account] = state.list_accounts("tech")
     store_grant(state, account, master)
     [channel] = fake.snapshot()["channels"]
@@ -26,7 +28,8 @@ def test_statistics_are_read_fifty_ids_a_call_and_charged(state, fake, master, t
         fake.set_statistics(vid, views=100 + i, likes=i, comments=1)
     pub = publisher(fake, tmp_path)
 
-    got = pub.video_statistics(state, account, "tech", dict.fromkeys(ids, DAY), DAY)
+    held = hold(state, "tech")  # the reads are charged under the dimension's lock
+    got = pub.video_statistics(held, account, "tech", dict.fromkeys(ids, DAY), DAY)
     assert got[ids[7]] == VideoCounters(107, 7, 1) and len(got) == 60
     assert fake.counters(channel)["units"] == 2  # two calls: 50 ids, then 10
     lists = [r for r in fake.requests() if "/youtube/v3/videos?" in r and "statistics" in r]
@@ -38,27 +41,27 @@ def test_statistics_are_read_fifty_ids_a_call_and_charged(state, fake, master, t
 
     fake.faults.push("list_quota_exceeded")  # the channel refuses: released, not charged
     with pytest.raises(StatisticsUnavailable, match="quotaExceeded"):
-        pub.video_statistics(state, account, "tech", {ids[0]: DAY}, DAY)
+        pub.video_statistics(held, account, "tech", {ids[0]: DAY}, DAY)
     assert state.bucket_usage(account.id)["units"] == (0, 2)
 
 
 def test_an_exhausted_ledger_stops_the_read_before_the_call(state, fake, master, tmp_path) -> None:
-    state.upsert_dimension("tech", "Tech")
-    state.upsert_dimension_account("tech", "youtube", "@tech", 1)  # one unit a day
+    as_admin(state).upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 1)  # one unit a day
     [account] = state.list_accounts("tech")
     store_grant(state, account, master)
     [channel] = fake.snapshot()["channels"]
     ids = [fake.add_video(channel, f"video {i}") for i in range(51)]
     with pytest.raises(StatisticsUnavailable, match="quota"):
         publisher(fake, tmp_path).video_statistics(
-            state, account, "tech", dict.fromkeys(ids, DAY), DAY
+            hold(state, "tech"), account, "tech", dict.fromkeys(ids, DAY), DAY
         )
     assert fake.counters(channel)["units"] == 1  # the second call was never sent
 
 
 def test_the_outbox_channel_simulates_viewers(state) -> None:
-    state.upsert_dimension("tech", "Tech")
-    state.upsert_dimension_account("tech", "outbox", "@tech", 10_000)
+    as_admin(state).upsert_dimension("tech", "Tech")
+    as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10_000)
     [account] = state.list_accounts("tech")
     got = OutboxPublisher().video_statistics(
         state, account, "tech", {"outbox-1": date(2026, 11, 27)}, DAY

@@ -16,6 +16,7 @@ from mdame_core.state import Account, StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from mdame_domain.video_metadata import VideoMetadata
 from mdame_resources.providers.publisher import YouTubePublisher
+from tests.adminkit import as_admin
 
 DAY = "2026-11-29"
 REFRESH_TOKEN = "1//rt-test-not-secret-" + "q" * 24
@@ -38,8 +39,8 @@ def ready_to_publish(a: StateStore, folder: Path, size: int = 200_000) -> Setup:
     video = folder / "render.mp4"
     video.write_bytes(os.urandom(size))
     sha = hashlib.sha256(video.read_bytes()).hexdigest()
-    dim = a.upsert_dimension("tech", "Tech")
-    a.upsert_dimension_account("tech", "youtube", "@tech", 10_000)
+    dim = as_admin(a).upsert_dimension("tech", "Tech")
+    as_admin(a).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     base = {"dimension_id": dim, "partition_date": DAY}
     [trend] = a.record_trends("tech", [{"key": "tr", "payload": {**base, "title": "AI"}}])
     topic = a.decide_topic("to", {**base, "trend_id": trend}, DECISION)
@@ -69,7 +70,7 @@ def store_grant(state: StateStore, account: Account, master: MasterKey) -> None:
         associated_data(env, account.platform, account.handle),
         {"refresh_token": REFRESH_TOKEN},
     )
-    state.store_account_credential(
+    as_admin(state).store_account_credential(
         account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
     )
 

@@ -27,6 +27,7 @@ from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_assets.ui import dagster_dev_command, stop_group
 from mdame_core.state import StateStore
+from tests.adminkit import as_admin
 from tests.childenv import child_environ
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +93,7 @@ def _prepare(app_url: str, dagster_url: str, home: Path) -> None:
     (home / "logs").mkdir()
     (home / "dagster" / "dagster.yaml").symlink_to(REPO / "dagster.yaml")
     with StateStore(app_url, env="dev") as state:
-        report = sync_registry(state, DIMENSIONS_DIR)
+        report = sync_registry(as_admin(state), DIMENSIONS_DIR)
     saved = os.environ.get("MDAME_DAGSTER_DATABASE_URL")
     os.environ["MDAME_DAGSTER_DATABASE_URL"] = dagster_url
     try:

@@ -25,6 +25,7 @@ from mdame_domain.speech import spoken_words
 from mdame_domain.voice import VoiceSynthesisError
 from mdame_resources.providers.budget import CallContext
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
+from tests.adminkit import as_admin
 from tests.providers.gemkit import DIMENSION, KEY, assert_balanced, context
 
 TEXT = (
@@ -56,7 +57,7 @@ def _clean(edge: EdgeTtsServer, gemini, monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.fixture
 def ctx(state) -> Iterator[CallContext]:
-    sync_registry(state, DIMENSIONS_DIR)
+    sync_registry(as_admin(state), DIMENSIONS_DIR)
     with held_lock(state, DIMENSION, "voice-test") as store:
         yield context(store)
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 import dagster as dg
 
 from mdame_assets.partitions import PartitionRef, content_partitions
+from mdame_assets.runtime import held_lock
 from mdame_core.state import Account, PublishedVideo
 from mdame_domain.analytics import VideoCounters, quota_units
 from mdame_resources.providers.publisher import (
@@ -53,25 +54,27 @@ def video_stats(
     items: list[dict[str, int]] = []
     skipped: dict[str, str] = {}
     units = 0
-    for account_id, account_videos in by_account.items():
-        account: Account = accounts[account_id]
-        wanted = {v.video_id: v.partition_date for v in account_videos}
-        try:
-            counters = publisher.video_statistics(
-                client, account, partition.dimension, wanted, partition.day
-            )
-        except (AccountUnavailable, StatisticsUnavailable) as exc:
-            # No grant, an exhausted quota, an API error: this account's numbers wait for the
-            # next read; the other accounts' still count.
-            skipped[account.handle] = str(exc)[:300]
-            continue
-        if not publisher.offline:
-            units += quota_units(len(wanted))
-        items += [
-            counters.get(v.video_id, VideoCounters(0, 0, 0)).as_item(v.publication_id)
-            for v in account_videos
-            if v.video_id in counters
-        ]
+    # The reads are charged to each account's quota ledger under the dimension's lock.
+    with held_lock(client, partition.dimension, f"{context.run.run_id}:video_stats") as held:
+        for account_id, account_videos in by_account.items():
+            account: Account = accounts[account_id]
+            wanted = {v.video_id: v.partition_date for v in account_videos}
+            try:
+                counters = publisher.video_statistics(
+                    held, account, partition.dimension, wanted, partition.day
+                )
+            except (AccountUnavailable, StatisticsUnavailable) as exc:
+                # No grant, an exhausted quota, an API error: this account's numbers wait for the
+                # next read; the other accounts' still count.
+                skipped[account.handle] = str(exc)[:300]
+                continue
+            if not publisher.offline:
+                units += quota_units(len(wanted))
+            items += [
+                counters.get(v.video_id, VideoCounters(0, 0, 0)).as_item(v.publication_id)
+                for v in account_videos
+                if v.video_id in counters
+            ]
     written = 0
     for start in range(0, len(items), BATCH):
         written += client.record_video_stats(partition.day, items[start : start + BATCH])

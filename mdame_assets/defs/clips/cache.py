@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mdame_core.state import CacheEntry, StateStore
+from mdame_core.state import CacheEntry, Job, StateStore
 from mdame_domain.media_store import MediaStore
 
 SCENE_JOB_TYPE = "scene_clip"
@@ -30,15 +30,18 @@ def scene_job(
     return job
 
 
-def cached_clip(state: StateStore, store: MediaStore, scene_hash: str) -> CacheEntry | None:
+def cached_clip(
+    state: StateStore, store: MediaStore, scene_hash: str, job: Job | None = None
+) -> CacheEntry | None:
     """The live cache entry for `scene_hash` whose file is present and unaltered, or None. An
     entry whose file vanished or rotted is invalidated (an event records why), so the scene is
-    generated again instead of failing every rerun."""
+    generated again instead of failing every rerun. A GPU worker passes the `job` it holds:
+    its lease is what lets it drop the entry."""
     entry = state.lookup_scene_cache(scene_hash)
     if entry is None:
         return None
     problem = store.problem(entry.uri, entry.content_sha256)
     if problem is None:
         return entry
-    state.invalidate_scene_cache(scene_hash, entry.uri, problem)
+    state.invalidate_scene_cache(scene_hash, entry.uri, problem, job)
     return None

@@ -168,7 +168,7 @@ def _process(
     """Makes (or finds) the clip for one claimed job; returns True on a cache hit."""
     payload = job.payload
     scene_hash = payload["scene_hash"]
-    cached = cached_clip(state, media, scene_hash)
+    cached = cached_clip(state, media, scene_hash, job)
     if cached is not None:
         # Cache entry, scene ready and job done commit together, under the job's lease.
         state.complete_scene_job(job, cached.uri, cached.content_sha256, True, CACHE_TTL_S)

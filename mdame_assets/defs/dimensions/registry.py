@@ -1,7 +1,14 @@
-"""Syncs dimensions/*.yaml into PostgreSQL. Plain code: the sensor and `mdame demo` share it."""
+"""dimensions/*.yaml and the registry in PostgreSQL.
+
+Writing the registry is an operator command (`mdame dimensions sync`, and `mdame demo`,
+`backfill` and `report`, which sync first): it decides budgets and channels, so it needs the
+admin role. The pipeline's sensor only reads: it turns the registered dimensions into partitions
+and reports files that differ from what is registered.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +27,8 @@ class SyncReport:
 
 
 def sync_registry(state: StateStore, folder: Path = DIMENSIONS_DIR) -> SyncReport:
-    """Upserts every valid file; deactivates removed or deactivated dimensions, and accounts
-    removed from a dimension's file.
+    """As the admin role (StateStore(role="admin")): upserts every valid file; deactivates
+    removed or deactivated dimensions, and accounts removed from a dimension's file.
 
     A malformed file is reported and its dimension keeps its last good state, so a typo does
     not silently stop a running niche (nor start a stopped one), nor its accounts.
@@ -48,5 +55,49 @@ def sync_registry(state: StateStore, folder: Path = DIMENSIONS_DIR) -> SyncRepor
     return SyncReport(
         active=active,
         inactive=tuple(d.slug for d in registry.dimensions if not d.active),
+        errors=tuple(str(e) for e in registry.errors),
+    )
+
+
+@dataclass(frozen=True)
+class RegistryView:
+    active: tuple[str, ...]  # active in the database
+    drift: tuple[str, ...]  # what the files say that the database does not, one line each
+    errors: tuple[str, ...]  # malformed files
+
+
+def registry_drift(state: StateStore, folder: Path = DIMENSIONS_DIR) -> RegistryView:
+    """The registered active dimensions, and each file that differs from its registration
+    (a new, changed or deactivated dimension, or changed accounts) until an operator syncs."""
+    registry = load_registry(folder)
+    stored = {d.slug: d for d in state.list_dimensions()}
+    fix = "run `mdame dimensions sync`"
+    drift: list[str] = []
+    for dim in registry.dimensions:
+        row = stored.get(dim.slug)
+        if row is None:
+            drift.append(f"dimensions/{dim.slug}.yaml is not registered yet: {fix}")
+            continue
+        # Compared as stored: through JSON, as jsonb keeps it (tuples become lists).
+        stored_json = json.loads(json.dumps(dim.to_json()))
+        if (row.title, row.config, row.active) != (dim.title, stored_json, dim.active):
+            drift.append(f"dimensions/{dim.slug}.yaml differs from its registration: {fix}")
+            continue
+        accounts = {
+            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone)
+            for a in state.list_accounts(dim.slug, active_only=True)
+        }
+        wanted = {
+            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone) for a in dim.accounts
+        }
+        if accounts != wanted:
+            drift.append(f"dimensions/{dim.slug}.yaml lists other accounts than registered: {fix}")
+    files = {d.slug for d in registry.dimensions} | {Path(e.source).stem for e in registry.errors}
+    for slug, row in stored.items():
+        if row.active and slug not in files:
+            drift.append(f"dimension {slug} is active but dimensions/{slug}.yaml is gone: {fix}")
+    return RegistryView(
+        active=tuple(slug for slug, row in sorted(stored.items()) if row.active),
+        drift=tuple(drift),
         errors=tuple(str(e) for e in registry.errors),
     )

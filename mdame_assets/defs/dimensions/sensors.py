@@ -1,8 +1,13 @@
-"""The registry sensor: dimension files -> PostgreSQL and the `dimension` dynamic partition."""
+"""The registry sensor: registered dimensions -> the `dimension` dynamic partition.
+
+It reads only: registering a dimension file is the operator's `mdame dimensions sync` (the
+pipeline's role cannot change budgets or channels). A file that differs from its registration
+is logged on every evaluation until it is synced.
+"""
 
 import dagster as dg
 
-from mdame_assets.defs.dimensions.registry import sync_registry
+from mdame_assets.defs.dimensions.registry import registry_drift
 from mdame_assets.partitions import DIMENSION_PARTITION, dimension_partitions
 from mdame_resources.state import StateStoreResource
 
@@ -11,14 +16,17 @@ from mdame_resources.state import StateStoreResource
 def dimension_registry_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
-    report = sync_registry(state.get_client())
-    for error in report.errors:
+    view = registry_drift(state.get_client())
+    for error in view.errors:
         context.log.error(error)
+    for line in view.drift:
+        context.log.warning(line)
     known = set(context.instance.get_dynamic_partitions(DIMENSION_PARTITION))
-    new = [slug for slug in report.active if slug not in known]
+    new = [slug for slug in view.active if slug not in known]
     # Deactivated dimensions keep their partition (and history); the schedule skips them.
     requests = [dimension_partitions.build_add_request(new)] if new else []
+    unsynced = f"; {len(view.drift)} files not synced" if view.drift else ""
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
-        skip_reason=None if new else f"{len(report.active)} dimensions, none new",
+        skip_reason=None if new else f"{len(view.active)} dimensions, none new{unsynced}",
     )

@@ -1,0 +1,212 @@
+-- 0026: rotating the master key cannot lose a channel grant.
+--
+-- master_keys records which master key wraps the data keys now (and the one it replaced, and
+-- when). A grant sealed under any other key is refused: a connect that loaded the key before a
+-- rotation seals again under the new one instead of storing a grant nobody can open. The first
+-- grant ever stored records its key.
+--
+-- A rotation replaces a data key only where the row still holds the wrapped key the rotator read
+-- (compare-and-swap): a grant stored in between is left as it is and reported, and the rotator
+-- re-reads and re-wraps it in a later pass of the same rotation. A second rotation from the key
+-- that was just replaced is refused, so two rotators can never both believe they won.
+--
+-- Each re-wrapped row keeps its data key wrapped by the replaced key as well, so a reader that
+-- still has that key (a deployment that passes it in MDAME_MASTER_KEY and was not redeployed
+-- yet) opens grants during the grace period the readers allow (MDAME_KEY_GRACE_S). The next
+-- rotation drops those copies; a new grant has none.
+
+SET LOCAL client_min_messages = warning;
+SET LOCAL search_path = mdame, pg_temp;
+
+CREATE TABLE master_keys (
+  singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  current_key_id  text CHECK (current_key_id ~ '^[0-9a-f]{16}$'),  -- NULL: no grant stored yet
+  previous_key_id text CHECK (previous_key_id ~ '^[0-9a-f]{16}$'),
+  rotated_at      timestamptz,  -- when previous_key_id stopped being the current key
+  updated_at      timestamptz NOT NULL DEFAULT now(),
+  CHECK (previous_key_id IS NULL
+         OR (current_key_id IS NOT NULL AND rotated_at IS NOT NULL
+             AND previous_key_id <> current_key_id))
+);
+ALTER TABLE master_keys ENABLE ROW LEVEL SECURITY;
+CREATE POLICY app_reads ON master_keys FOR SELECT TO mdame_app USING (true);
+CREATE POLICY admin_reads ON master_keys FOR SELECT TO mdame_admin USING (true);
+GRANT SELECT ON master_keys TO mdame_app, mdame_admin;
+
+-- A database with grants already stored is on the key that wrapped the latest of them.
+INSERT INTO master_keys (current_key_id)
+VALUES ((SELECT key_id FROM account_credentials ORDER BY updated_at DESC, account_id DESC
+          LIMIT 1));
+
+ALTER TABLE account_credentials
+  ADD COLUMN previous_key_id text CHECK (previous_key_id ~ '^[0-9a-f]{16}$'),
+  ADD COLUMN previous_wrapped_key bytea CHECK (length(previous_wrapped_key) BETWEEN 40 AND 200),
+  ADD CONSTRAINT account_credentials_previous_whole
+    CHECK ((previous_key_id IS NULL) = (previous_wrapped_key IS NULL));
+
+-- The master key record, locked for the caller's transaction (grants and rotations serialise).
+CREATE FUNCTION mdame._master_keys() RETURNS mdame.master_keys
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_keys mdame.master_keys;
+BEGIN
+  SELECT * INTO v_keys FROM mdame.master_keys FOR UPDATE;
+  IF v_keys.singleton IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006', MESSAGE = 'mdame: master_keys has no row';
+  END IF;
+  RETURN v_keys;
+END
+$$;
+
+-- Raises MD003: p_key_id is not the database's current master key.
+CREATE FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id text, p_what text)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'MD003',
+    MESSAGE = format('mdame: %s master key %s, but the current master key is %s%s: load the '
+                     'current key (MDAME_MASTER_KEY or the key file) and try again', p_what,
+                     p_key_id, p_keys.current_key_id,
+                     CASE WHEN p_keys.previous_key_id = p_key_id
+                          THEN format(' (it replaced %s at %s)', p_key_id, p_keys.rotated_at)
+                          ELSE '' END);
+END
+$$;
+
+-- As in 0012, and only under the current master key (the first grant records it). A new grant
+-- has no copy under a replaced key.
+CREATE OR REPLACE FUNCTION mdame.store_account_credential(p_account_id bigint, p_key_id text,
+                                                          p_wrapped_key bytea,
+                                                          p_ciphertext bytea)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+DECLARE
+  v_keys master_keys;
+BEGIN
+  PERFORM mdame._require_not_null('account_id', p_account_id),
+          mdame._require_match('key_id', p_key_id, '^[0-9a-f]{16}$'),
+          mdame._require_not_null('wrapped_key', p_wrapped_key),
+          mdame._require_not_null('ciphertext', p_ciphertext);
+  IF length(p_wrapped_key) NOT BETWEEN 40 AND 200 OR length(p_ciphertext) NOT BETWEEN 29 AND 20000
+  THEN
+    PERFORM mdame._invalid('wrapped_key/ciphertext do not look like AES-GCM envelopes');
+  END IF;
+  IF NOT EXISTS (SELECT FROM dimension_accounts WHERE id = p_account_id) THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: account %s does not exist', p_account_id);
+  END IF;
+  v_keys := mdame._master_keys();
+  IF v_keys.current_key_id IS NULL THEN
+    UPDATE master_keys SET current_key_id = p_key_id, updated_at = now();
+  ELSIF v_keys.current_key_id <> p_key_id THEN
+    PERFORM mdame._not_current_key(v_keys, p_key_id, 'the grant is sealed under');
+  END IF;
+  INSERT INTO account_credentials (account_id, key_id, wrapped_key, ciphertext)
+  VALUES (p_account_id, p_key_id, p_wrapped_key, p_ciphertext)
+  ON CONFLICT (account_id) DO UPDATE
+    SET key_id = EXCLUDED.key_id, wrapped_key = EXCLUDED.wrapped_key,
+        ciphertext = EXCLUDED.ciphertext, previous_key_id = NULL, previous_wrapped_key = NULL,
+        updated_at = now();
+  UPDATE dimension_accounts SET needs_reauth = false, updated_at = now() WHERE id = p_account_id;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('account', p_account_id, 'credential_stored', jsonb_build_object('key_id', p_key_id));
+  RETURN p_account_id;
+END
+$$;
+
+DROP FUNCTION mdame.rewrap_account_credentials(text, text, jsonb);
+
+-- Key rotation from p_old_key_id to p_new_key_id. p_items: [{"account_id": n, "key_id": the
+-- key that wraps the data key the rotator read, "expected_wrapped_key": base64 of that wrapped
+-- key, "wrapped_key": base64 of the same data key wrapped by the new key}]. The first pass
+-- makes p_new_key_id current (refused unless p_old_key_id is current); a later pass of the same
+-- rotation (p_new_key_id current, p_old_key_id previous) re-wraps what changed under the first.
+-- A row is re-wrapped only if it still holds the expected key id and wrapped key. Returns the
+-- grants still not under the new key (account_id, key_id): re-read them and pass them again.
+CREATE FUNCTION mdame.rewrap_account_credentials(p_old_key_id text, p_new_key_id text,
+                                                 p_items jsonb)
+RETURNS TABLE (account_id bigint, key_id text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+  v_keys master_keys;
+  v_item jsonb;
+  v_from text;
+  v_expected bytea;
+  v_wrapped bytea;
+  v_found integer;
+BEGIN
+  PERFORM mdame._require_match('old_key_id', p_old_key_id, '^[0-9a-f]{16}$'),
+          mdame._require_match('new_key_id', p_new_key_id, '^[0-9a-f]{16}$'),
+          mdame._require_json('items', p_items, 'array');
+  IF p_old_key_id = p_new_key_id THEN
+    PERFORM mdame._invalid('old_key_id and new_key_id are the same key');
+  END IF;
+  FOR v_item IN SELECT value FROM jsonb_array_elements(p_items) LOOP
+    IF jsonb_typeof(v_item) <> 'object' THEN
+      PERFORM mdame._invalid('each item must be an object');
+    END IF;
+    PERFORM mdame._require_match('item key_id', v_item ->> 'key_id', '^[0-9a-f]{16}$');
+    IF coalesce(length(decode(v_item ->> 'wrapped_key', 'base64')), 0) NOT BETWEEN 40 AND 200
+       OR coalesce(length(decode(v_item ->> 'expected_wrapped_key', 'base64')), 0)
+          NOT BETWEEN 40 AND 200 THEN
+      PERFORM mdame._invalid(format('the wrapped keys of account %s are not AES-GCM envelopes',
+                                    mdame._clip(v_item ->> 'account_id')));
+    END IF;
+  END LOOP;
+  v_keys := mdame._master_keys();
+  IF v_keys.current_key_id IS NULL OR v_keys.current_key_id = p_old_key_id THEN
+    -- The copies under the key replaced before this one are dropped: nobody current needs it.
+    UPDATE account_credentials SET previous_key_id = NULL, previous_wrapped_key = NULL
+     WHERE previous_key_id IS NOT NULL;
+    UPDATE master_keys
+       SET current_key_id = p_new_key_id, previous_key_id = p_old_key_id, rotated_at = now(),
+           updated_at = now();
+    INSERT INTO events (subject_kind, subject_id, event, detail)
+    VALUES ('master_key', 1, 'master_key_rotated',
+            jsonb_build_object('from_key_id', p_old_key_id, 'to_key_id', p_new_key_id));
+  ELSIF NOT (v_keys.current_key_id = p_new_key_id
+             AND v_keys.previous_key_id IS NOT DISTINCT FROM p_old_key_id) THEN
+    PERFORM mdame._not_current_key(v_keys, p_old_key_id, 'the rotation starts from');
+  END IF;
+  FOR v_item IN SELECT value FROM jsonb_array_elements(p_items) LOOP
+    v_from := v_item ->> 'key_id';
+    v_expected := decode(v_item ->> 'expected_wrapped_key', 'base64');
+    v_wrapped := decode(v_item ->> 'wrapped_key', 'base64');
+    CONTINUE WHEN v_from = p_new_key_id;  -- already under the new key
+    -- The copy under the replaced key is kept for the readers' grace period; a data key that
+    -- was under an older key (a grant the last rotation could not re-wrap) has none to keep.
+    UPDATE account_credentials c
+       SET previous_key_id = CASE WHEN c.key_id = p_old_key_id THEN c.key_id END,
+           previous_wrapped_key = CASE WHEN c.key_id = p_old_key_id THEN c.wrapped_key END,
+           key_id = p_new_key_id, wrapped_key = v_wrapped, updated_at = now()
+     WHERE c.account_id = (v_item ->> 'account_id')::bigint
+       AND c.key_id = v_from AND c.wrapped_key = v_expected;
+    GET DIAGNOSTICS v_found = ROW_COUNT;
+    IF v_found = 1 THEN
+      INSERT INTO events (subject_kind, subject_id, event, detail)
+      VALUES ('account', (v_item ->> 'account_id')::bigint, 'credential_rewrapped',
+              jsonb_build_object('from_key_id', v_from, 'to_key_id', p_new_key_id));
+    END IF;
+  END LOOP;
+  RETURN QUERY SELECT c.account_id, c.key_id FROM account_credentials c
+                WHERE c.key_id <> p_new_key_id ORDER BY c.account_id;
+EXCEPTION
+  WHEN invalid_text_representation OR invalid_parameter_value OR numeric_value_out_of_range THEN
+    PERFORM mdame._invalid('items need integer account_id and base64 wrapped keys');
+END
+$$;
+
+REVOKE ALL ON FUNCTION
+  mdame._master_keys(),
+  mdame._not_current_key(mdame.master_keys, text, text)
+FROM PUBLIC;
+-- Operator commands only: the pipeline reads grants, it never stores or re-wraps one.
+REVOKE EXECUTE ON FUNCTION
+  mdame.store_account_credential(bigint, text, bytea, bytea),
+  mdame.rewrap_account_credentials(text, text, jsonb)
+FROM PUBLIC, mdame_app;
+GRANT EXECUTE ON FUNCTION
+  mdame.store_account_credential(bigint, text, bytea, bytea),
+  mdame.rewrap_account_credentials(text, text, jsonb)
+TO mdame_admin;
