@@ -99,8 +99,8 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
         if missing:
             raise MigrationError(
                 f"table mdame.{missing[0]} has no row-level security; add a migration with "
-                f"ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and a policy for "
-                "mdame_app"
+                f"ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and policies for "
+                "mdame_app and mdame_admin"
             )
     return [f.name for f in pending]
 
@@ -141,7 +141,8 @@ def _apply(conn: psycopg.Connection, f: MigrationFile, env: str) -> None:
                 raise MigrationError(
                     f"{f.name} creates table mdame.{missing[0]} without row-level security; "
                     f"add ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and a "
-                    "policy for mdame_app (and GRANT SELECT if the app may read it)"
+                    "policy for mdame_app (and GRANT SELECT if the app may read it) and one for "
+                    "mdame_admin"
                 )
             conn.execute(
                 "INSERT INTO mdame.schema_migrations (filename, sha256) VALUES (%s, %s)",
