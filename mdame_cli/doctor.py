@@ -527,7 +527,6 @@ class Doctor:
         from mdame_domain.channel import ChannelError
         from mdame_domain.credentials import (
             CredentialError,
-            StoredGrant,
             associated_data,
             key_grace_s,
             load_master_keys,
@@ -566,15 +565,7 @@ class Doctor:
             grant = open_stored_grant(
                 load_master_keys(default_key_file()),
                 associated_data(str(self.env), "youtube", account.handle),
-                StoredGrant.of(
-                    stored.key_id,
-                    stored.wrapped_key,
-                    stored.ciphertext,
-                    stored.previous_key_id,
-                    stored.previous_wrapped_key,
-                    stored.keys.rotated_at,
-                    stored.keys.read_at,
-                ),
+                stored.grant(),
                 key_grace_s(),
             )
         except (CredentialError, OSError) as exc:

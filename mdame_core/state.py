@@ -45,6 +45,7 @@ from mdame_core.settings import (
     database_url,
     mdame_env,
 )
+from mdame_domain.credentials import StoredGrant
 
 LockToken = NewType("LockToken", int)
 JsonObject = Mapping[str, Any]
@@ -426,6 +427,18 @@ class StoredCredential:
 
     def __repr__(self) -> str:
         return f"StoredCredential(key_id={self.key_id}, previous_key_id={self.previous_key_id})"
+
+    def grant(self) -> StoredGrant:
+        """What mdame_domain.credentials.open_stored_grant opens."""
+        return StoredGrant.of(
+            self.key_id,
+            self.wrapped_key,
+            self.ciphertext,
+            self.previous_key_id,
+            self.previous_wrapped_key,
+            self.keys.rotated_at,
+            self.keys.read_at,
+        )
 
 
 @dataclass(frozen=True)

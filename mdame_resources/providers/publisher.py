@@ -37,7 +37,6 @@ from mdame_domain.channel import (
 )
 from mdame_domain.credentials import (
     CredentialError,
-    StoredGrant,
     associated_data,
     key_grace_s,
     load_master_keys,
@@ -518,15 +517,7 @@ class YouTubePublisher(PublisherResource):
             grant = open_stored_grant(
                 keys,
                 associated_data(mdame_env(), account.platform, account.handle),
-                StoredGrant.of(
-                    stored.key_id,
-                    stored.wrapped_key,
-                    stored.ciphertext,
-                    stored.previous_key_id,
-                    stored.previous_wrapped_key,
-                    stored.keys.rotated_at,
-                    stored.keys.read_at,
-                ),
+                stored.grant(),
                 key_grace_s(),
             )
         except CredentialError as exc:

@@ -47,62 +47,42 @@ $$;
 -- =============================================================================================
 -- Operator commands: the admin's, not the app's.
 -- =============================================================================================
-REVOKE EXECUTE ON FUNCTION
-  set_budget_cap(text, text, bigint),
-  reserve_budget(text, text, bigint, text),
-  settle_budget(text, bigint),
-  release_budget(text),
-  reserve_quota(bigint, integer, text),
-  reserve_bucket_quota(bigint, text, integer, text),
-  commit_quota(text),
-  release_quota(text),
-  put_scene_cache(text, text, text, integer),
-  invalidate_scene_cache(text, text, text),
-  enqueue_job(text, text, jsonb, integer, integer, integer, text),
-  store_account_credential(bigint, text, bytea, bytea),
-  rewrap_account_credentials(text, text, jsonb),
-  upsert_dimension(text, text, jsonb, boolean),
-  set_dimensions_active(text[]),
-  upsert_dimension_account(text, text, text, integer, boolean, text),
-  set_dimension_accounts_active(text, jsonb),
-  rollback_param_set(text, text),
-  rearm_paid_calls(text, date, text)
-FROM mdame_app;
-GRANT EXECUTE ON FUNCTION
-  set_budget_cap(text, text, bigint),
-  reserve_budget(text, text, bigint, text),
-  settle_budget(text, bigint),
-  release_budget(text),
-  reserve_quota(bigint, integer, text),
-  reserve_bucket_quota(bigint, text, integer, text),
-  commit_quota(text),
-  release_quota(text),
-  put_scene_cache(text, text, text, integer),
-  invalidate_scene_cache(text, text, text),
-  enqueue_job(text, text, jsonb, integer, integer, integer, text),
-  store_account_credential(bigint, text, bytea, bytea),
-  rewrap_account_credentials(text, text, jsonb),
-  upsert_dimension(text, text, jsonb, boolean),
-  set_dimensions_active(text[]),
-  upsert_dimension_account(text, text, text, integer, boolean, text),
-  set_dimension_accounts_active(text, jsonb),
-  rollback_param_set(text, text),
-  rearm_paid_calls(text, date, text)
-TO mdame_admin;
-
--- The generic attempt ledger is driven only from inside the phase RPCs (begin_paid_call,
--- begin_upload, ...), which derive the dimension from their rows; taken alone, these accept
--- any live lock token, so they are left to the operator (settling an attempt by hand).
-REVOKE EXECUTE ON FUNCTION
-  record_attempt(text, text, text, text, jsonb, bigint, integer),
-  finish_attempt(bigint, text, jsonb, bigint),
-  reconcile_attempt(bigint, text, jsonb, bigint, timestamptz)
-FROM mdame_app;
-GRANT EXECUTE ON FUNCTION
-  record_attempt(text, text, text, text, jsonb, bigint, integer),
-  finish_attempt(bigint, text, jsonb, bigint),
-  reconcile_attempt(bigint, text, jsonb, bigint, timestamptz)
-TO mdame_admin;
+DO $$
+DECLARE
+  v_function text;
+BEGIN
+  FOREACH v_function IN ARRAY ARRAY[
+    'set_budget_cap(text, text, bigint)',
+    'reserve_budget(text, text, bigint, text)',
+    'settle_budget(text, bigint)',
+    'release_budget(text)',
+    'reserve_quota(bigint, integer, text)',
+    'reserve_bucket_quota(bigint, text, integer, text)',
+    'commit_quota(text)',
+    'release_quota(text)',
+    'put_scene_cache(text, text, text, integer)',
+    'invalidate_scene_cache(text, text, text)',
+    'enqueue_job(text, text, jsonb, integer, integer, integer, text)',
+    'store_account_credential(bigint, text, bytea, bytea)',
+    'rewrap_account_credentials(text, text, jsonb)',
+    'upsert_dimension(text, text, jsonb, boolean)',
+    'set_dimensions_active(text[])',
+    'upsert_dimension_account(text, text, text, integer, boolean, text)',
+    'set_dimension_accounts_active(text, jsonb)',
+    'rollback_param_set(text, text)',
+    'rearm_paid_calls(text, date, text)',
+    -- The generic attempt ledger is driven from inside the phase RPCs (begin_paid_call,
+    -- begin_upload, ...), which derive the dimension from their rows; taken alone, these accept
+    -- any live lock token, so they are left to the operator (settling an attempt by hand).
+    'record_attempt(text, text, text, text, jsonb, bigint, integer)',
+    'finish_attempt(bigint, text, jsonb, bigint)',
+    'reconcile_attempt(bigint, text, jsonb, bigint, timestamptz)'
+  ] LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION mdame.%s FROM mdame_app', v_function);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION mdame.%s TO mdame_admin', v_function);
+  END LOOP;
+END
+$$;
 
 -- The internal helpers (_name) and trigger functions are called by the owner's RPCs and by
 -- triggers, never by the app itself.

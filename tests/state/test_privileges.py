@@ -108,8 +108,9 @@ def test_the_app_role_executes_exactly_the_reviewed_allow_list(owner) -> None:
     that does it silently) fails here until the allow-list is reviewed and changed with it."""
     app = _executable_by(owner, "mdame_app")
     allowed = _allow_list()
-    assert not app - allowed, f"mdame_app may execute functions not in {ALLOW_LIST.name}"
-    assert not allowed - app, f"{ALLOW_LIST.name} lists functions mdame_app cannot execute"
+    extra, missing = sorted(app - allowed), sorted(allowed - app)
+    assert not extra, f"mdame_app may execute functions not in {ALLOW_LIST.name}: {extra}"
+    assert not missing, f"{ALLOW_LIST.name} lists functions mdame_app cannot execute: {missing}"
 
 
 def test_money_quota_credential_registry_and_queue_rpcs_are_the_admins(fresh_db, owner) -> None:
