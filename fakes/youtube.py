@@ -17,8 +17,12 @@ document's rootUrl points here:
   consent endpoint (GET /o/oauth2/auth) that agrees at once and redirects with a code;
 - the June-2026 quota model per channel and Pacific-time day: videos.insert and search.list
   each have a bucket of 100 calls, everything else a bucket of 10,000 units (list calls cost 1).
-  An insert is charged once, when it creates the video (initiation only checks that a call is
-  left): a session that never completes costs nothing, as a refused call does not.
+  A videos.insert is counted when its initiating request (the resumable POST) is received, as
+  YouTube counts every request, answered or not, invalid or refused: a session that never
+  completes has cost its call, one answered 5xx or 400 too. Only a quotaExceeded answer (the
+  bucket is full) and a 401 (no channel to charge) cost nothing. Every initiation received is
+  also listed in the state's "initiations" (channel, the video's description, counted or not),
+  so a test can tell an initiation the channel never saw from one it did.
 
 Faults are queued (FIFO per kind of request) from tests (`server.faults.push(...)`) or over
 HTTP (POST /_fake/faults). State (channels, sessions, videos, counters, received bytes) lives
@@ -56,7 +60,12 @@ THUMBNAIL_MAX_BYTES = 2 * 1024 * 1024  # the API's limit
 
 # Fault kinds and the requests they apply to (the first queued fault of a matching kind fires).
 FAULTS: dict[str, str] = {
-    "initiate_5xx": "initiate",  # 503 on the session initiation
+    "initiate_5xx": "initiate",  # 503 on the session initiation (counted)
+    # The session is created (and counted), then dropped: gone (404) from its first request on.
+    # Option `answered` (default true): false closes the connection instead of answering.
+    "initiate_then_drop": "initiate",
+    # 200 with a Location on another origin (option `to`, a base URL; default 127.0.0.2:9).
+    "foreign_location": "initiate",
     "forbidden": "initiate",  # 403 forbidden: the channel may not upload (e.g. not verified)
     "invalid_title": "initiate",  # 400 invalidTitle: the metadata is refused
     "quota_exceeded": "initiate",  # 403 quotaExceeded (also when the insert bucket is empty)
@@ -64,6 +73,12 @@ FAULTS: dict[str, str] = {
     "reset_mid_chunk": "chunk",  # half the chunk is stored, then the connection is reset
     "short_range": "chunk",  # half the chunk is stored, 308 with the short Range
     "lost_response": "complete",  # the upload completes, the response is never sent
+    # The completed video is listed in the uploads playlist only `seconds` later (videos.list
+    # by id has it at once), as YouTube lists a new upload after a while.
+    "late_listing": "complete",
+    # Half the chunk's body is read, then nothing for `seconds`, then the rest; the chunk is
+    # stored only once whole (a stalled transfer).
+    "slow_body": "chunk",
     "expire_session": "session",  # the session is gone: 404 (or status=410) from now on
     "invalid_grant": "token",  # the refresh token is revoked
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
@@ -131,6 +146,7 @@ class State:
             self.data.setdefault(key, {})
         self.data.setdefault("limits", dict(DEFAULT_LIMITS))
         self.data.setdefault("requests", [])
+        self.data.setdefault("initiations", [])
 
     def save(self) -> None:
         tmp = self.file.with_suffix(".tmp")
@@ -317,6 +333,12 @@ class FakeYouTube:
                 s["gone"] = status
             self.state.save()
 
+    def initiations(self) -> list[dict[str, Any]]:
+        """Every videos.insert initiation received with a valid token, oldest first:
+        {"channel", "description", "counted", "at"}."""
+        with self.state.lock:
+            return [dict(i) for i in self.state.data["initiations"]]
+
     def requests(self) -> list[str]:
         """Every request line seen (method, path and query), oldest first."""
         with self.state.lock:
@@ -489,22 +511,63 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         channel = self._channel()
         if channel is None:
+            return  # 401: no channel to charge
+        faults, st = self.fake.faults, self.fake.state
+        try:
+            resource = json.loads(body or b"{}")
+        except ValueError:
+            resource = None
+        snippet = resource.get("snippet") if isinstance(resource, dict) else None
+        description = snippet.get("description", "") if isinstance(snippet, dict) else ""
+        with st.lock:
+            fault = None
+            if st.left(channel, "insert") > 0:
+                fault = faults.take(
+                    "initiate_5xx",
+                    "quota_exceeded",
+                    "upload_limit_exceeded",
+                    "forbidden",
+                    "invalid_title",
+                    "initiate_then_drop",
+                    "foreign_location",
+                )
+                counted = fault is None or fault["fault"] != "quota_exceeded"
+            else:
+                counted = False
+            if counted:  # received: counted, whatever the answer
+                st.charge(channel, "insert", 1)
+            st.data["initiations"].append(
+                {
+                    "channel": channel,
+                    "description": str(description),
+                    "counted": counted,
+                    "at": time.time(),
+                }
+            )
+            st.save()
+        if not counted:
+            self._send(
+                403,
+                _error(
+                    403,
+                    "quotaExceeded",
+                    "The request cannot be completed because you have exceeded your quota.",
+                    "youtube.quota",
+                ),
+            )
             return
+        kind = fault["fault"] if fault is not None else None
         if query.get("uploadType") != "resumable":
             self._send(400, _error(400, "badRequest", "only resumable uploads are served"))
             return
-        faults, st = self.fake.faults, self.fake.state
-        fault = faults.take(
-            "initiate_5xx", "quota_exceeded", "upload_limit_exceeded", "forbidden", "invalid_title"
-        )
-        if fault is not None and fault["fault"] == "initiate_5xx":
+        if kind == "initiate_5xx":
             self._send(503, _error(503, "backendError", "Backend Error", "global"))
             return
-        if fault is not None and fault["fault"] == "forbidden":
+        if kind == "forbidden":
             message = "The request is not properly authorized to upload to this channel."
             self._send(403, _error(403, "forbidden", message))
             return
-        if fault is not None and fault["fault"] == "invalid_title":
+        if kind == "invalid_title":
             self._send(
                 400,
                 _error(
@@ -512,54 +575,44 @@ class _Handler(BaseHTTPRequestHandler):
                 ),
             )
             return
-        with st.lock:
-            if (fault is not None and fault["fault"] == "quota_exceeded") or st.left(
-                channel, "insert"
-            ) <= 0:
-                self._send(
-                    403,
-                    _error(
-                        403,
-                        "quotaExceeded",
-                        "The request cannot be completed because you have exceeded your quota.",
-                        "youtube.quota",
-                    ),
-                )
-                return
-            if fault is not None:  # upload_limit_exceeded
-                self._send(
+        if kind == "upload_limit_exceeded":
+            self._send(
+                400,
+                _error(
                     400,
-                    _error(
-                        400,
-                        "uploadLimitExceeded",
-                        "The user has exceeded the number of videos they may upload.",
-                    ),
-                )
-                return
-            total = self.headers.get("X-Upload-Content-Length")
-            if total is None or not total.isdigit():
-                self._send(400, _error(400, "badRequest", "X-Upload-Content-Length is required"))
-                return
-            upload_id = secrets.token_urlsafe(16)
+                    "uploadLimitExceeded",
+                    "The user has exceeded the number of videos they may upload.",
+                ),
+            )
+            return
+        total = self.headers.get("X-Upload-Content-Length")
+        if total is None or not total.isdigit():
+            self._send(400, _error(400, "badRequest", "X-Upload-Content-Length is required"))
+            return
+        upload_id = secrets.token_urlsafe(16)
+        with st.lock:
             st.data["sessions"][upload_id] = {
                 "channel": channel,
                 "part": query.get("part", ""),
                 "notifySubscribers": query.get("notifySubscribers", "true"),
-                "resource": json.loads(body or b"{}"),
+                "resource": resource if isinstance(resource, dict) else {},
                 "content_type": self.headers.get("X-Upload-Content-Type", ""),
                 "total": int(total),
                 "received": 0,
                 "puts": 0,
                 "video_id": None,
-                "gone": None,
+                "gone": 404 if kind == "initiate_then_drop" else None,
                 "created": time.time(),
+                "stored_at": None,
             }
             st.blob(upload_id).write_bytes(b"")
             st.save()
-        location = (
-            f"{self.fake.base_url}upload/youtube/v3/videos?uploadType=resumable"
-            f"&upload_id={upload_id}"
-        )
+        base = self.fake.base_url
+        if kind == "foreign_location":
+            base = str(fault.get("to") or "http://127.0.0.2:9/") if fault else base
+        location = f"{base}upload/youtube/v3/videos?uploadType=resumable&upload_id={upload_id}"
+        if kind == "initiate_then_drop" and fault is not None and not fault.get("answered", True):
+            raise _Drop(reset=False)
         self._send(200, None, {"Location": location, "X-GUploader-UploadID": upload_id})
 
     def put(self, query: dict[str, str]) -> None:
@@ -593,7 +646,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(upload_id, session)
             return
         length = int(self.headers.get("Content-Length") or 0)
-        fault = faults.take("reset_mid_chunk", "short_range") if length > 1 else None
+        fault = faults.take("reset_mid_chunk", "short_range", "slow_body") if length > 1 else None
+        if fault is not None and fault["fault"] == "slow_body":
+            self._slow_body(upload_id, session, start, length, float(fault.get("seconds", 5.0)))
+            return
         if fault is not None:
             half = self._body(length // 2)
             self._store(upload_id, session, start, half)
@@ -604,6 +660,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._store(upload_id, session, start, self._body())
         self._answer(upload_id, session)
+
+    def _slow_body(
+        self, upload_id: str, session: dict[str, Any], start: int, length: int, pause: float
+    ) -> None:
+        """Half the body, a pause, the rest; stored once whole. A client that went away in the
+        meantime leaves nothing (the bytes it had already queued may still arrive)."""
+        try:
+            data = self._body(length // 2)
+            time.sleep(pause)
+            data += self.rfile.read(length - len(data))
+        except OSError:
+            data = b""
+        if len(data) < length:
+            raise _Drop(reset=False)
+        self._store(upload_id, session, start, data)
+        with contextlib.suppress(OSError):
+            self._answer(upload_id, session)
 
     def _store(self, upload_id: str, session: dict[str, Any], start: int, data: bytes) -> None:
         """Appends what is new in `data` (a resend of bytes already held is ignored)."""
@@ -618,17 +691,18 @@ class _Handler(BaseHTTPRequestHandler):
                 with st.blob(upload_id).open("ab") as f:
                     f.write(new)
                 session["received"] = have + len(new)
+                session["stored_at"] = time.time()
             if session["received"] == session["total"] and session["video_id"] is None:
                 self._complete(upload_id, session)
             st.save()
 
     def _complete(self, upload_id: str, session: dict[str, Any]) -> None:
         st = self.fake.state
-        channel = session["channel"]
-        st.charge(channel, "insert", 1)  # checked at initiation; charged when the video exists
+        channel = session["channel"]  # its insert was counted when the session was initiated
         video_id = secrets.token_urlsafe(8).replace("-", "a").replace("_", "b")[:11]
         raw = st.blob(upload_id).read_bytes()
         resource = session["resource"]
+        late = self.fake.faults.take("late_listing")
         fault = self.fake.faults.take("processing_failed", "lost_response")
         processing = "succeeded"
         lost = False
@@ -650,6 +724,7 @@ class _Handler(BaseHTTPRequestHandler):
             },
             "processing": processing,
             "published_at": datetime.now(UTC).isoformat(),
+            "listed_from": time.time() + float(late.get("seconds", 5.0)) if late else 0.0,
         }
         st.data["channels"][channel]["videos"].insert(0, video_id)
         session["video_id"] = video_id
@@ -775,7 +850,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not owner:
             self._send(404, _error(404, "playlistNotFound", "playlist not found"))
             return
-        ids = st.data["channels"][owner[0]]["videos"]
+        now = time.time()
+        ids = [
+            vid
+            for vid in st.data["channels"][owner[0]]["videos"]
+            if st.data["videos"][vid].get("listed_from", 0.0) <= now
+        ]
         size = max(1, min(50, int(query.get("maxResults", 5))))
         start = int(query.get("pageToken") or 0)
         page = ids[start : start + size]

@@ -1413,6 +1413,29 @@ class StateStore:
             self._token(),
         )
 
+    def upload_lease(self, attempt_id: int) -> tuple[datetime, datetime]:
+        """(the database's clock, when this holder's lease on its attempt ends): its requests
+        to the channel end before that (0027)."""
+        [(now, lease)] = self.call("upload_lease", attempt_id, self._token())
+        return now, lease
+
+    def record_upload_initiation(
+        self, attempt_id: int, counted: bool = True, reason: str | None = None
+    ) -> bool:
+        """The attempt's initiating request is about to be sent (counted), or proved not counted
+        by the channel (counted=False, with the reason)."""
+        return self._scalar("record_upload_initiation", attempt_id, counted, reason, self._token())
+
+    def record_session_gone(
+        self, attempt_id: int, asked_at: datetime, recheck_s: float
+    ) -> tuple[datetime, datetime]:
+        """The attempt's session answered gone to a request asked at `asked_at`: (when it was
+        first found gone, from when a search may settle it as not published)."""
+        [(seen, settle_after)] = self.call(
+            "record_session_gone", attempt_id, asked_at, recheck_s, self._token()
+        )
+        return seen, settle_after
+
     def resume_upload(self, publication_id: int) -> UploadSession:
         """Takes over the publication's unsettled upload (LeaseLost while its submitter's lease
         runs); its committed session, if any."""

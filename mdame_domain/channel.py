@@ -41,6 +41,11 @@ class TransferInterrupted(Exception):
     """A chunk or status query got no answer: the outcome is unknown, ask the session next."""
 
 
+class NotSent(TransferInterrupted):
+    """The request never left: it could not start before its deadline, its access token could
+    not be had, or no connection was made. The channel saw nothing of it."""
+
+
 @dataclass(frozen=True)
 class SessionState:
     """What the session says: `video` when the upload completed, else the next byte to send;

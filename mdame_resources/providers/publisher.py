@@ -2,7 +2,8 @@
 
 `PublisherResource` holds the whole publishing logic: sessions committed before the first byte,
 chunks sent once, resumes from what the session holds, reconciliation by a search of the
-channel's own uploads, processing and thumbnails, every list call metered. Its implementations
+channel's own uploads, processing and thumbnails, every list call metered, every request to a
+session ended before the holder's lease. Its implementations
 differ only in the channel they open for an account: the local outbox offline
 (`OutboxPublisher`), the YouTube Data API in production (`YouTubePublisher`). So the demo, the
 pipeline tests and the crash matrix run the publishing code production runs.
@@ -15,12 +16,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mdame_core.settings import mdame_env, mdame_home
+from mdame_core.settings import mdame_env, mdame_home, seconds_setting
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import (
     VideoCounters,
@@ -33,6 +34,7 @@ from mdame_domain.channel import (
     ChannelApi,
     ChannelError,
     GrantRevoked,
+    NotSent,
     TransferInterrupted,
 )
 from mdame_domain.credentials import (
@@ -56,6 +58,21 @@ class StatisticsUnavailable(Exception):
 class AccountUnavailable(Exception):
     """The account may not be published to now (paused by the channel, its grant revoked or
     missing): nothing is half published, the publication waits."""
+
+
+class UploadUnsettled(Exception):
+    """The upload's session is gone and the channel's uploads do not list it (yet): it may have
+    completed, its answer lost. Nothing more is sent; the attempt is left 'unknown' and a later
+    run searches again before it is settled."""
+
+
+# A finished upload is listed in the channel's uploads only after a while: a session found gone
+# is settled as not published only by a second search at least this long after the first.
+GONE_RECHECK_ENV = "MDAME_GONE_SESSION_RECHECK_S"
+GONE_RECHECK_DEFAULT_S = 300.0
+# A request to a session ends this long before the holder's lease (see request_margin_s).
+REQUEST_MARGIN_ENV = "MDAME_UPLOAD_REQUEST_MARGIN_S"
+REQUEST_MARGIN_DEFAULT_S = 10.0
 
 
 @dataclass
@@ -95,13 +112,30 @@ class PublisherResource(ProviderResource):
     finish_upload (the video id), record_video_processing, record_thumbnail. After any
     interruption the next run takes the upload over (resume_upload) and asks the session where
     it stands: it resumes from what the session holds, or takes the completed video. A session
-    that is gone is never replaced before the channel's uploads were searched for this
-    publication's marker and a match confirmed with videos.list. Chunks are sent once each,
-    never retried by a client; every list call is charged to the account's units bucket."""
+    that is gone is never replaced before the channel's uploads were searched twice for this
+    publication's marker (a match confirmed with videos.list), the second search at least
+    gone_recheck_s after the first found it gone. Chunks are sent once each, never retried by a
+    client; every list call is charged to the account's units bucket. The initiation's insert
+    quota stays spent once the request may have reached the channel (initiation_counted).
+
+    Each request to a session (and the token refresh before it) ends by a wall-clock deadline:
+    this holder's lease on the attempt, read from the database before the request, less
+    request_margin_s. Another holder takes the upload over only once that lease is over."""
 
     # The longest one upload request may still be in flight after its holder lost the lock (it
     # checks the fence between requests): another holder settles the upload only after this.
     upload_grace_s: int = 120
+    # How long before its lease a request to a session must end: the network's delay and the
+    # clocks' drift. At most a quarter of upload_grace_s: the margin comes out of the grace,
+    # never out of the lock's own time. None: MDAME_UPLOAD_REQUEST_MARGIN_S, else 10.
+    request_margin_s: float | None = None
+    # A second search of the uploads settles a gone session as not published only this long
+    # after the first found it gone. None: MDAME_GONE_SESSION_RECHECK_S, else 300.
+    gone_recheck_s: float | None = None
+    # Whether the channel counts an initiation once it receives it, answered or not (YouTube):
+    # then its insert reservation stays spent whatever became of the session, unless its answer
+    # proved otherwise. False: only a published video spends it.
+    initiation_counted: bool = True
     chunk_size: int = 8 * 1024 * 1024
     search_pages: int = 20  # uploads pages searched for a lost upload (1 unit each)
     processing_polls: int = 6
@@ -138,10 +172,37 @@ class PublisherResource(ProviderResource):
     def _api(self, job: UploadJob) -> ChannelApi:
         return self.channel(job.state, job.account, job.dimension_slug)
 
+    def _recheck_s(self) -> float:
+        if self.gone_recheck_s is not None:
+            return max(0.0, float(self.gone_recheck_s))
+        return seconds_setting(GONE_RECHECK_ENV, GONE_RECHECK_DEFAULT_S)
+
+    def _margin_s(self) -> float:
+        margin = self.request_margin_s
+        if margin is None:
+            margin = seconds_setting(REQUEST_MARGIN_ENV, REQUEST_MARGIN_DEFAULT_S)
+        return min(max(0.0, float(margin)), max(0.0, float(self.upload_grace_s)) / 4)
+
+    def _bound(self, job: UploadJob, api: Any, attempt_id: int) -> datetime:
+        """Bounds the next request to the session (and its token refresh) by this holder's lease
+        on the attempt, read from the database (a fenced read: refused once the lock moved on),
+        less the margin. The deadline runs on the wall clock, which, unlike time.monotonic,
+        goes on while the machine is suspended. Returns the database's clock, read before the
+        request (when the channel was asked)."""
+        started = time.time()
+        now, lease_end = job.state.upload_lease(attempt_id)
+        self.set_deadline(api, started + (lease_end - now).total_seconds() - self._margin_s())
+        return now
+
+    def set_deadline(self, api: Any, deadline: float) -> None:
+        """Makes the channel's client end its session requests by `deadline` (time.time()).
+        The local outbox's requests are file operations: nothing to bound."""
+
     def upload(self, job: UploadJob) -> str | None:
         """The video id once published; None when the upload went back to pending (begin
-        again: a new session). Raises AccountUnavailable (nothing half published) or, after an
-        interruption, with the attempt left 'unknown' for the next run to resume."""
+        again: a new session). Raises AccountUnavailable (nothing half published), or, after an
+        interruption or with a gone session not yet found (UploadUnsettled), with the attempt
+        left 'unknown' for the next run to resume."""
         attempt_id = job.attempt_id
         # Set before anything can fail: whatever fails from here on is settled by _abandon,
         # never left 'uploading' with its attempt 'submitted' and its quota reserved.
@@ -299,13 +360,21 @@ class PublisherResource(ProviderResource):
         size = job.video.stat().st_size
         job.current_attempt = attempt_id
         job.checkpoint()
+        self._bound(job, api, attempt_id)
+        if self.initiation_counted:
+            # From here the channel may count the call, whatever becomes of it.
+            job.state.record_upload_initiation(attempt_id)
         try:
             uri = api.initiate(job.body, job.notify_subscribers, size, self.mime_type)
-        except (TransferInterrupted, ChannelError) as exc:
-            reason = getattr(exc, "reason", "no answer")
-            if isinstance(exc, ChannelError) and (exc.reason in QUOTA_REASONS or exc.permanent):
+        except (TransferInterrupted, ChannelError, GrantRevoked) as exc:
+            self._take_back_initiation(job, attempt_id, exc)
+            if isinstance(exc, GrantRevoked) or (
+                isinstance(exc, ChannelError) and (exc.reason in QUOTA_REASONS or exc.permanent)
+            ):
                 raise
-            # No session was committed, so no byte of the file was sent: nothing can exist.
+            reason = "not sent" if isinstance(exc, NotSent) else getattr(exc, "reason", "no answer")
+            # No session was committed, so no byte of the file was sent: nothing can exist (the
+            # insert quota stays spent if the call may have been counted).
             job.state.finish_upload(attempt_id, "failed", None, {"reason": f"initiate: {reason}"})
             job.current_attempt = None
             job.log("initiate_failed", reason=reason)
@@ -313,6 +382,20 @@ class PublisherResource(ProviderResource):
         job.state.open_upload_session(attempt_id, uri, job.sha256, size)
         job.log("session_opened", attempt_id=attempt_id, size=size)
         return self._transfer(job, api, attempt_id, uri, size, 0)
+
+    def _take_back_initiation(self, job: UploadJob, attempt_id: int, exc: BaseException) -> None:
+        """Records the initiation as not counted when its failure proves the channel did not
+        count it: it never left (no access token, no connection, past its deadline), or was
+        answered quotaExceeded (nothing fits the bucket) or 401 (no credentials to charge)."""
+        if not self.initiation_counted:
+            return
+        if isinstance(exc, NotSent | GrantRevoked):
+            why = f"not sent: {exc}"
+        elif isinstance(exc, ChannelError) and (exc.reason == "quotaExceeded" or exc.status == 401):
+            why = f"refused before counting: HTTP {exc.status} {exc.reason}"
+        else:
+            return
+        job.state.record_upload_initiation(attempt_id, counted=False, reason=why[:500])
 
     def _resume(self, job: UploadJob, api: Any) -> str | None:
         session = job.state.resume_upload(job.publication_id)
@@ -333,10 +416,10 @@ class PublisherResource(ProviderResource):
                 "was opened for"
             )
         job.checkpoint()
-        asked_at = job.state.db_now()
+        asked_at = self._bound(job, api, session.attempt_id)
         answer = api.query(session.session_uri, session.size_bytes)
         if answer.gone:
-            return self._after_gone(job, api, asked_at)
+            return self._after_gone(job, api, session.attempt_id, asked_at)
         if answer.video is not None:
             return self._finish(job, api, session.attempt_id, answer.video)
         if job.settle_only:
@@ -366,10 +449,10 @@ class PublisherResource(ProviderResource):
                 job.checkpoint()
                 f.seek(offset)
                 data = f.read(self.chunk_size)
-                asked_at = job.state.db_now()
+                asked_at = self._bound(job, api, attempt_id)
                 answer = api.send_chunk(uri, data, offset, size)
                 if answer.gone:
-                    return self._after_gone(job, api, asked_at)
+                    return self._after_gone(job, api, attempt_id, asked_at)
                 if answer.video is not None:
                     return self._finish(job, api, attempt_id, answer.video)
                 offset = answer.next_byte
@@ -393,11 +476,39 @@ class PublisherResource(ProviderResource):
         self._set_thumbnail(job, api, video_id)
         return video_id
 
-    def _after_gone(self, job: UploadJob, api: Any, asked_at: Any) -> str | None:
-        """The session no longer exists: the upload may have completed (its answer lost).
-        Search the uploads playlist for our marker, confirm with videos.list, and only then
-        settle: published with it, or pending (a new session next)."""
-        found = self._search(job, api)
+    def _after_gone(
+        self, job: UploadJob, api: Any, attempt_id: int, asked_at: datetime
+    ) -> str | None:
+        """The session no longer exists: the upload may have completed (its answer lost), and
+        the channel lists a finished upload only after a while. Search the uploads for our
+        marker (a match confirmed with videos.list): found, it is published. Not found, it is
+        settled as not published (pending: a new session next) only by a second search asked at
+        least the recheck delay after the session was first found gone; a search that is due
+        already is made at once. Until then the attempt is left 'unknown' (UploadUnsettled; with
+        settle_only, None) and a later run searches again."""
+        recheck = self._recheck_s()
+        for _ in range(3):  # with no recheck delay, the second search follows the first
+            found = self._search(job, api)
+            if found is not None:
+                break
+            seen, settle_after = job.state.record_session_gone(attempt_id, asked_at, recheck)
+            if seen < asked_at and settle_after <= asked_at:
+                break
+            now = job.state.db_now()
+            if now < settle_after:
+                job.state.finish_upload(
+                    attempt_id, "unknown", None, {"reason": "session gone, not listed yet"}
+                )
+                job.current_attempt = None
+                job.log("session_gone_unsettled", found=None, search_again=settle_after.isoformat())
+                if job.settle_only:
+                    return None
+                raise UploadUnsettled(
+                    f"publication {job.publication_id}: its upload session is gone and the "
+                    f"channel's uploads do not list it; searched again from "
+                    f"{settle_after.isoformat()} before a new session"
+                )
+            asked_at = now
         job.state.reconcile_upload(job.publication_id, found, asked_at)
         job.current_attempt = None
         job.log("session_gone", found=found)
@@ -458,6 +569,8 @@ class OutboxPublisher(PublisherResource):
 
     root: str = ""  # empty: $MDAME_HOME/outbox
     processing_poll_s: float = 0.0  # the outbox has processed a video once it holds it
+    gone_recheck_s: float | None = 0.0  # it lists a video the moment it holds it
+    initiation_counted: bool = False  # a session costs nothing: only a published video does
 
     @property
     def offline(self) -> bool:
@@ -536,6 +649,9 @@ class YouTubePublisher(PublisherResource):
             timeout_s=self.timeout_s,
         )
 
+    def set_deadline(self, api: Any, deadline: float) -> None:
+        api.deadline = deadline  # a YouTubeApi: its session requests and their token refresh
+
     def video_statistics(
         self,
         state: StateStore,
@@ -568,14 +684,16 @@ def _metered_call(
     state: StateStore, account_id: int, key_prefix: str, call: Callable[[], Any], units: int = 1
 ) -> Any:
     """One call, charged to the account's units bucket: reserved before, committed after (also
-    when no answer came: it may have been charged), released when refused."""
+    when no answer came: it may have been charged), released when it never left or was refused
+    for quota."""
     key = f"{key_prefix}:units:{uuid.uuid4().hex}"
     if state.reserve_bucket_quota(account_id, "units", units, key) is None:
         raise ChannelError("quota ledger", 403, "quotaExceeded")
     try:
         result = call()
-    except (ChannelError, GrantRevoked) as exc:
-        refused = isinstance(exc, GrantRevoked) or exc.reason == "quotaExceeded"
+    except (ChannelError, GrantRevoked, NotSent) as exc:
+        # Not charged: never sent (no access token, no connection), or the bucket was full.
+        refused = not isinstance(exc, ChannelError) or exc.reason == "quotaExceeded"
         (state.release_quota if refused else state.commit_quota)(key)
         raise
     except BaseException:

@@ -6,21 +6,38 @@ over an http from `googleapiclient.http.build_http()` (which keeps 308 a status)
 google-auth with the token endpoint from MDAME_GOOGLE_TOKEN_URI.
 
 Resumable uploads are driven here, not by `MediaFileUpload.next_chunk`: the session is
-initiated with our own request (so its URI is committed before the first byte), and each chunk
-and status query is exactly one HTTP request on a fresh connection. httplib2 silently re-sends a
-request after some connection errors; a chunk is never re-sent behind our back, and after any
-interruption the session is asked where it stands (PUT, Content-Range: bytes */N).
+initiated with our own request (so its URI is committed before the first byte), and the
+initiation, each chunk and each status query is exactly one HTTP request on a fresh connection
+(http.client, not httplib2, which silently re-sends a request after some connection errors, and
+after a 401 too). After any interruption the session is asked where it stands (PUT,
+Content-Range: bytes */N).
+
+These requests, and the token refresh before them, end by `deadline` (a time.time() value the
+publisher sets from its lease; the wall clock, unlike time.monotonic, runs on while a machine is
+suspended): one that cannot start before it is not started (NotSent), one in flight is cut at it
+(every socket operation's timeout is the time left, and the body goes out in blocks).
+
+The access token goes only to the API root's origin (scheme, host and port): a session URI is
+the Location a server answered with, and one elsewhere is refused before anything is sent to
+it. The root must be https, or http on a loopback address (the local protocol server).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import ipaddress
 import json
 import os
+import socket
+import struct
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import google.auth.transport
 import google_auth_httplib2  # type: ignore[import-untyped]
 import googleapiclient  # type: ignore[import-untyped]
 from google.auth.exceptions import RefreshError
@@ -29,7 +46,14 @@ from googleapiclient.discovery import build_from_document  # type: ignore[import
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 from googleapiclient.http import build_http  # type: ignore[import-untyped]
 
-from mdame_domain.channel import ChannelError, GrantRevoked, SessionState, TransferInterrupted
+from mdame_core.settings import SettingsError
+from mdame_domain.channel import (
+    ChannelError,
+    GrantRevoked,
+    NotSent,
+    SessionState,
+    TransferInterrupted,
+)
 
 ROOT_URL_VAR = "MDAME_YOUTUBE_ROOT_URL"
 TOKEN_URI_VAR = "MDAME_GOOGLE_TOKEN_URI"
@@ -38,6 +62,8 @@ SCOPES = (
     "https://www.googleapis.com/auth/youtube.upload",
     "https://www.googleapis.com/auth/youtube.readonly",
 )
+# A request body goes out in blocks of this size, the deadline checked before each one.
+SEND_BLOCK = 64 * 1024
 
 
 def _discovery(root_url: str | None) -> dict[str, Any]:
@@ -67,9 +93,179 @@ def _message(content: bytes | str | None) -> str:
         return ""
 
 
+class UntrustedSessionUri(Exception):
+    """A session URI outside the API root's origin (another scheme, host or port): refused
+    before anything, the access token above all, is sent to it."""
+
+
+Origin = tuple[str, str, int]
+
+
+def _origin(url: str) -> Origin:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _shown(origin: Origin) -> str:
+    scheme, host, port = origin
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _api_origin(root_url: str) -> Origin:
+    """The origin the access token may go to. SettingsError unless https, or http on a
+    loopback address (the local protocol server)."""
+    origin = _origin(root_url)
+    scheme, host, _ = origin
+    if not host or not (scheme == "https" or (scheme == "http" and _loopback(host))):
+        raise SettingsError(
+            f"the YouTube API root {root_url!r} ({ROOT_URL_VAR}) must be an https URL, or http "
+            "on a loopback address: the channel's access token is sent there"
+        )
+    return origin
+
+
+class _Cut(Exception):
+    """The request's deadline came while it was still in flight."""
+
+
+def _time_left(deadline: float | None, timeout_s: float) -> float:
+    """The timeout of the next socket operation: `timeout_s`, or less when the deadline is
+    nearer. _Cut once it has passed."""
+    if deadline is None:
+        return timeout_s
+    left = deadline - time.time()
+    if left <= 0:
+        raise _Cut
+    return min(timeout_s, left)
+
+
+def _reset(conn: http.client.HTTPConnection) -> None:
+    """Closes with a reset: what the kernel still holds for the peer is dropped, not sent."""
+    if conn.sock is not None:
+        with contextlib.suppress(OSError):
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def _exchange(
+    method: str,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    deadline: float | None,
+    timeout_s: float,
+    what: str,
+) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """One HTTP request on a fresh connection, never re-sent: (status, headers, body).
+
+    It ends by `deadline` (time.time(); None: each socket operation is bounded by `timeout_s`
+    only). NotSent when it cannot start before the deadline or no connection is made (the
+    server saw nothing); TransferInterrupted when it fails or is cut once bytes went out."""
+    parts = urlsplit(url)
+    try:
+        first = _time_left(deadline, timeout_s)
+    except _Cut:
+        raise NotSent(f"{what}: not started, its deadline had passed") from None
+    https = parts.scheme == "https"
+    conn_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
+    conn = conn_type(parts.hostname or "", parts.port, timeout=first)
+    try:
+        conn.connect()
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
+
+    def blocks() -> Iterator[bytes]:
+        for start in range(0, len(body), SEND_BLOCK):
+            assert conn.sock is not None
+            conn.sock.settimeout(_time_left(deadline, timeout_s))
+            yield body[start : start + SEND_BLOCK]
+
+    sent = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "host")}
+    try:
+        conn.request(
+            method,
+            (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+            body=blocks(),
+            headers={**sent, "Content-Length": str(len(body))},
+        )
+        assert conn.sock is not None
+        conn.sock.settimeout(_time_left(deadline, timeout_s))
+        resp = conn.getresponse()
+        return resp.status, resp.headers, resp.read()
+    except _Cut:
+        _reset(conn)
+        raise TransferInterrupted(f"{what}: cut at its deadline") from None
+    except (OSError, http.client.HTTPException) as exc:
+        _reset(conn)
+        late = deadline is not None and time.time() >= deadline
+        why = "cut at its deadline" if late else type(exc).__name__
+        raise TransferInterrupted(f"{what}: {why}") from None
+    finally:
+        conn.close()
+
+
+class _TokenResponse(google.auth.transport.Response):
+    def __init__(self, status: int, headers: Mapping[str, str], data: bytes) -> None:
+        self._status, self._headers, self._data = status, headers, data
+
+    @property
+    def status(self) -> int:
+        return self._status
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._headers
+
+    @property
+    def data(self) -> bytes:
+        return self._data
+
+
+class _TokenRequest(google.auth.transport.Request):
+    """google-auth's transport for a token refresh bounded by the request's deadline."""
+
+    def __init__(self, deadline: float | None, timeout_s: float) -> None:
+        self.deadline, self.timeout_s = deadline, timeout_s
+
+    def __call__(
+        self,
+        url: str,
+        method: str = "GET",
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> _TokenResponse:
+        status, got, data = _exchange(
+            method,
+            url,
+            body or b"",
+            headers or {},
+            self.deadline,
+            min(self.timeout_s, timeout) if timeout else self.timeout_s,
+            "token refresh",
+        )
+        return _TokenResponse(status, dict(got.items()), data)
+
+
 class YouTubeApi:
     """One channel's authorised client (a ChannelApi). The refresh token lives only in this object's
-    credentials (memory) and is never part of a message, log line or repr."""
+    credentials (memory) and is never part of a message, log line or repr.
+
+    `deadline` (a time.time() value, or None) bounds the session requests made from then on
+    (initiate, send_chunk, query) and their token refresh; the publisher sets it from its lease
+    before each one."""
 
     def __init__(
         self,
@@ -92,25 +288,38 @@ class YouTubeApi:
         base = build_http()
         base.timeout = timeout_s
         self.timeout_s = timeout_s
+        self.deadline: float | None = None
         self.http = google_auth_httplib2.AuthorizedHttp(self._credentials, http=base)
-        self.service = build_from_document(
-            _discovery(root_url if root_url is not None else os.environ.get(ROOT_URL_VAR)),
-            http=self.http,
-        )
+        document = _discovery(root_url if root_url is not None else os.environ.get(ROOT_URL_VAR))
+        self._origin = _api_origin(str(document["rootUrl"]))
+        self.service = build_from_document(document, http=self.http)
 
     def __repr__(self) -> str:
         return "YouTubeApi(<credentials hidden>)"
 
     def _bearer(self) -> dict[str, str]:
-        """A valid access token's header (refreshing it if needed)."""
+        """A valid access token's header, refreshing it if needed by the deadline (NotSent when
+        it cannot be had: nothing reached the API)."""
         if not self._credentials.valid:
             try:
-                self._credentials.refresh(google_auth_httplib2.Request(build_http()))
+                self._credentials.refresh(_TokenRequest(self.deadline, self.timeout_s))
             except RefreshError as exc:
                 raise _refresh_error(exc) from None
+            except TransferInterrupted as exc:
+                raise NotSent(f"no access token: {exc}") from None
         headers: dict[str, str] = {}
         self._credentials.apply(headers)
         return headers
+
+    def _trusted(self, uri: str, what: str) -> str:
+        """`uri`, once it is on the API root's origin (UntrustedSessionUri otherwise)."""
+        got = _origin(uri)
+        if got != self._origin:
+            raise UntrustedSessionUri(
+                f"YouTube {what}: the session URI is on {_shown(got)}, not on the API's origin "
+                f"{_shown(self._origin)}: refused, and no access token was sent there"
+            )
+        return uri
 
     def _execute(self, what: str, request: Any) -> dict[str, Any]:
         try:
@@ -161,52 +370,36 @@ class YouTubeApi:
     # -- resumable upload ----------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
         """Starts a session (no byte of the file is sent) and returns its URI."""
+        what = "videos.insert (initiate)"
         request = self.service.videos().insert(
             part=",".join(sorted(body)), body=body, notifySubscribers=notify_subscribers
         )
         # The client builds the metadata-only URI; the resumable protocol is ours to speak.
         uri = request.uri.replace("/youtube/v3/videos?", "/upload/youtube/v3/videos?", 1)
-        uri += "&uploadType=resumable"
+        uri = self._trusted(uri + "&uploadType=resumable", what)
         headers = {
-            **request.headers,
+            # Without accept-encoding: http.client does not decompress an answer.
+            **{k: v for k, v in request.headers.items() if k.lower() != "accept-encoding"},
+            **self._bearer(),
             "content-type": "application/json; charset=UTF-8",
             "X-Upload-Content-Type": mime,
             "X-Upload-Content-Length": str(size),
         }
-        try:
-            resp, content = self.http.request(uri, "POST", body=request.body, headers=headers)
-        except RefreshError as exc:
-            raise _refresh_error(exc) from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise TransferInterrupted(f"session initiation: {type(exc).__name__}") from None
-        if resp.status != 200 or "location" not in resp:
-            what = "YouTube videos.insert (initiate)"
-            raise ChannelError(what, int(resp.status), _reason(content), _message(content))
-        return str(resp["location"])
+        raw = request.body.encode() if isinstance(request.body, str) else request.body or b""
+        status, got, content = _exchange(
+            "POST", uri, raw, headers, self.deadline, self.timeout_s, "session initiation"
+        )
+        location = got.get("Location")
+        if status != 200 or not location:
+            raise ChannelError(f"YouTube {what}", status, _reason(content), _message(content))
+        return self._trusted(str(location), what)
 
     def _put(self, session_uri: str, body: bytes, content_range: str) -> tuple[int, Any, bytes]:
-        url = urlsplit(session_uri)
-        conn_type = (
-            http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        self._trusted(session_uri, f"PUT {content_range}")
+        headers = {**self._bearer(), "Content-Range": content_range}
+        return _exchange(
+            "PUT", session_uri, body, headers, self.deadline, self.timeout_s, f"PUT {content_range}"
         )
-        conn = conn_type(url.netloc, timeout=self.timeout_s)
-        try:
-            conn.request(
-                "PUT",
-                f"{url.path}?{url.query}",
-                body=body,
-                headers={
-                    **self._bearer(),
-                    "Content-Range": content_range,
-                    "Content-Length": str(len(body)),
-                },
-            )
-            resp = conn.getresponse()
-            return resp.status, resp.headers, resp.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise TransferInterrupted(f"PUT {content_range}: {type(exc).__name__}") from None
-        finally:
-            conn.close()
 
     def _state(self, status: int, headers: Any, content: bytes, what: str) -> SessionState:
         if status in (200, 201):
@@ -234,4 +427,4 @@ class YouTubeApi:
 def _refresh_error(exc: RefreshError) -> Exception:
     if "invalid_grant" in str(exc):
         return GrantRevoked("the channel's grant was revoked or expired (invalid_grant)")
-    return TransferInterrupted(f"token refresh failed: {type(exc).__name__}")
+    return NotSent(f"token refresh failed: {type(exc).__name__}")

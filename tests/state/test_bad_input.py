@@ -349,6 +349,15 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("open_upload_session", (done, "http://x", SHA, 1, token), NotFound),
         ("open_upload_session", (done, "http://x", SHA, 0, token), InvalidInput),
         ("resume_upload", (999_999, token), NotFound),
+        # 0027: the initiation's charge, a gone session's recheck, the request deadline.
+        ("upload_lease", (999_999, token), NotFound),
+        ("record_upload_initiation", (unknown, None, "r", token), InvalidInput),
+        ("record_upload_initiation", (unknown, False, "", token), InvalidInput),
+        ("record_upload_initiation", (999_999, True, None, token), NotFound),
+        ("record_session_gone", (unknown, None, 300.0, token), InvalidInput),
+        ("record_session_gone", (unknown, "2999-01-01T00:00:00Z", 300.0, token), InvalidInput),
+        ("record_session_gone", (unknown, "2025-01-01T00:00:00Z", -1.0, token), InvalidInput),
+        ("record_session_gone", (999_999, "2025-01-01T00:00:00Z", 300.0, token), NotFound),
         ("record_video_processing", (999_999, "succeeded", E, token), NotFound),
         ("record_video_processing", (1, "maybe", E, token), InvalidInput),
         ("retire_publication", (999_999, "deactivated", token), NotFound),
@@ -643,6 +652,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "video_stats",  # 0016: needs a published video
         "media_collections",  # 0018: filled by housekeeping only
         "paid_call_refusals",  # 0019: needs a provider's refusal
+        "upload_charges",  # 0027: needs an initiation in flight
     }
 
     for rpc, args, expected in cases:

@@ -36,6 +36,12 @@ def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], **
     return publish_once(a, pub, s, logs, **kw)
 
 
+def _counted(fake: FakeYouTube) -> int:
+    """The initiations the channel's only channel counted."""
+    [channel] = list(fake.snapshot()["channels"])
+    return fake.counters(channel)["insert"]
+
+
 def _alerts(owner: Any, cause: str) -> list[str]:
     got = owner.execute("SELECT text FROM mdame.alerts WHERE cause = %s ORDER BY id", [cause])
     return [text for (text,) in got.fetchall()]
@@ -143,12 +149,14 @@ def test_a_deactivated_account_s_upload_in_flight_is_settled(
     assert settled
     publication = state.get_work_unit("publication", "pu")
     insert = state.bucket_usage(s.account.id)["insert"]
+    # The channel counted the session's initiation either way; nothing stays reserved.
+    assert insert == (0, _counted(fake)) == (0, 1)
     if interrupted == "lost_response":  # the video was already out: recorded, once
         assert video_id is not None and [v["id"] for v in fake.videos()] == [video_id]
-        assert publication.state == "published" and insert == (0, 1)
+        assert publication.state == "published"
     else:  # part of the file was sent: abandoned, nothing out, nothing held
         assert video_id is None and fake.videos() == []
-        assert publication.state == "failed" and insert == (0, 0)
+        assert publication.state == "failed"
         assert [x.status for x in state.list_attempts("pu")] == ["failed"]
     assert len(fake.sessions()) == 1  # never a new session for a deactivated account
     # Settled for good: again changes nothing and asks nothing.
@@ -182,7 +190,8 @@ def test_a_permanent_refusal_is_said_once_with_the_channel_s_words_and_not_retri
     publication = state.get_work_unit("publication", "pu")
     assert publication.state == "pending"
     assert [x.status for x in state.list_attempts("pu")] == ["failed"]
-    assert state.bucket_usage(s.account.id).get("insert", (0, 0)) == (0, 0)
+    # The refused call was counted by the channel: its insert quota stays spent.
+    assert state.bucket_usage(s.account.id).get("insert", (0, 0)) == (0, _counted(fake)) == (0, 1)
     [alert] = _alerts(owner, cause)
     assert fix in alert
     assert ("forbidden" if fault == "forbidden" else "invalid video title") in alert

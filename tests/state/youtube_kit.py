@@ -89,6 +89,8 @@ def publisher(fake: Any, folder: Path, **overrides: Any) -> YouTubePublisher:
         "processing_polls": 2,
         "processing_poll_s": 0.01,
         "upload_grace_s": 0,
+        # A gone session's second search is due at once: most tests settle it in one run.
+        "gone_recheck_s": 0.001,
     }
     config.update(overrides)
     return YouTubePublisher(**config)
