@@ -8,8 +8,8 @@ this run or the next the hop sensor requests) makes it again under the next key 
   byte-identical): the damage is logged and left to the blocking render_probe check, which
   names it and holds publishing back.
 
-A render made before its reviews were bound to the request and the quality rules (issue 11:
-no `request_sha256` in its payload) heals the same way: a database that outlived an upgrade
+A render made before its reviews were bound to the request and the quality rules (no
+`request_sha256` in its payload) heals the same way: a database that outlived an upgrade
 would otherwise hold it approved, refused at upload for its missing content review, forever.
 
 Clips heal through the GPU queue instead (defs/clips/healing.py).

@@ -77,14 +77,14 @@ defs = dg.Definitions.merge(
         sensors=[publishing_sensor],
     ),
     dg.Definitions(sensors=RUN_SENSORS),
-    dg.Definitions(sensors=ALERT_SENSORS),  # issue 12: run failures of both locations, sweep
-    # Issue 12: daily analytics, the weekly Strategic Auditor and the Adaptive Engine after it.
+    dg.Definitions(sensors=ALERT_SENSORS),  # run failures of both locations, sweep
+    # Daily analytics, the weekly Strategic Auditor and the Adaptive Engine after it.
     dg.Definitions(
         assets=[video_stats, strategic_audit, adaptive_engine],
         jobs=[analytics_job, weekly_operations_job],
         schedules=[daily_analytics_schedule, weekly_audit_schedule],
     ),
-    # Issue 12, slice "retention": the daily housekeeping pass.
+    # The daily housekeeping pass.
     dg.Definitions(
         assets=[housekeeping], jobs=[housekeeping_job], schedules=[housekeeping_schedule]
     ),

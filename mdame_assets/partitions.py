@@ -18,7 +18,7 @@ content_partitions = dg.MultiPartitionsDefinition(
     {"date": daily_partitions, DIMENSION_PARTITION: dimension_partitions}
 )
 
-# issue 12, slice "auditor": the weekly operations assets (Strategic Auditor, Adaptive Engine).
+# The weekly operations assets (Strategic Auditor, Adaptive Engine).
 # Weeks run Monday 00:00 to Sunday 24:00 UTC and are keyed by their Monday; end_offset=1 makes
 # the running week a partition, so the Sunday schedule can report it before it ends.
 WEEK_PARTITION = "week"

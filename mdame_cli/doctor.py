@@ -597,8 +597,8 @@ class Doctor:
 
     # -- Telegram ------------------------------------------------------------------------------
     def check_telegram(self) -> None:
-        """getMe through the alerts' own client (mdame_resources.notify.TelegramNotifier, slice
-        "ops-alerts"), then a chat for every active dimension and for global alerts."""
+        """getMe through the alerts' own client (mdame_resources.notify.TelegramNotifier), then
+        a chat for every active dimension and for global alerts."""
         if self._provider_skip("telegram"):
             return
         from mdame_resources.notify import (

@@ -1,5 +1,4 @@
-"""`mdame params show|rollback DIMENSION`: the Adaptive Engine's versioned parameter sets
-(issue 12, slice "adaptive").
+"""`mdame params show|rollback DIMENSION`: the Adaptive Engine's versioned parameter sets.
 
 Exit codes: 0 done; 2 unknown dimension; 3 nothing to roll back (the dimension runs on its
 YAML values); other errors 1 (main's handler).

@@ -24,7 +24,7 @@ from mdame_domain.audit import category_of
 
 # The engine never sets a hook threshold outside this, whatever a YAML allows.
 HOOK_BOUNDS = (0.70, 0.80)
-DEFAULT_TREND_VOLUME_GATE = 3  # the trends stage's minimum before this slice
+DEFAULT_TREND_VOLUME_GATE = 3  # the trends stage's minimum when the YAML sets none
 DEFAULT_WEIGHT = 1.0
 MAX_CATEGORIES = 200
 CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,79}$")  # as 0017 checks it

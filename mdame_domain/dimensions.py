@@ -40,11 +40,11 @@ SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
 PLATFORMS = ("outbox", "youtube")
 SAFETY_PROFILES = ("general", "family", "strict")
-MAX_SHORT_S = 180.0  # YouTube Shorts' longest (slice "probe")
+MAX_SHORT_S = 180.0  # YouTube Shorts' longest
 CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name
 # YouTube's daily quota resets at midnight Pacific time.
 DEFAULT_QUOTA_TIMEZONE = "America/Los_Angeles"
-# Paid model calls (slice "gem"): $1.00 a day unless the YAML says otherwise.
+# Paid model calls: $1.00 a day unless the YAML says otherwise.
 DEFAULT_DAILY_BUDGET_MICROS = 1_000_000
 MAX_DAILY_BUDGET_USD = 10_000
 MODEL_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
@@ -122,8 +122,6 @@ def _voice_settings(r: _Reader) -> VoiceSettings:
     return VoiceSettings(**values)
 
 
-# --- end of slice "edge" ---------------------------------------------------------------------
-
 # --- generated visuals: the `visuals:` mapping of a dimension
 # file picks the diffusers path its clips take (the procedural provider ignores it).
 
@@ -145,8 +143,6 @@ def _visuals_settings(r: _Reader) -> VisualsSettings:
         raise r.fail("visuals.engine", f"must be one of {', '.join(ENGINES)}")
     return VisualsSettings(engine=engine)
 
-
-# --- end of slice "diffusers" ----------------------------------------------------------------
 
 # --- caption style: the `captions:` mapping of a dimension file --
 _CAPTION_INT_RANGES = {
@@ -179,9 +175,6 @@ def _caption_style(r: _Reader) -> CaptionStyle:
     return CaptionStyle(**values)
 
 
-# --- end of slice "captions" -----------------------------------------------------------------
-
-
 # --- music bed -------------------------------------------------------
 # The `music:` mapping: a library folder of licensed tracks (each with <track>.license.json;
 # empty: a procedural bed generated per render) and the bed's level under the voice in dB.
@@ -212,9 +205,6 @@ def _music_settings(r: _Reader) -> MusicSettings:
     return MusicSettings(library=library.strip(), volume_db=float(volume))
 
 
-# --- end of slice "audio" ----------------------------------------------------------------------
-
-
 class DimensionConfigError(ValueError):
     def __init__(self, source: str, field_name: str, reason: str) -> None:
         super().__init__(f"dimension file {source!r}: field {field_name!r}: {reason}")
@@ -230,7 +220,7 @@ class PublishingAccount:
     quota_timezone: str = DEFAULT_QUOTA_TIMEZONE
 
 
-# Issue 9 (YouTube publishing): the `youtube:` mapping of a dimension file.
+# YouTube publishing: the `youtube:` mapping of a dimension file.
 @dataclass(frozen=True)
 class YouTubeSettings:
     """Video metadata every video of the dimension gets (validated again before upload).
@@ -314,9 +304,6 @@ def _alert_settings(r: _Reader) -> AlertSettings:
     return AlertSettings(chat)
 
 
-# --- end of slice "ops-alerts"
-
-
 @dataclass(frozen=True)
 class DimensionConfig:
     slug: str
@@ -339,11 +326,11 @@ class DimensionConfig:
     required_reviews: tuple[str, ...] = ("technical",)
     # Days either side of a partition in which a covered topic is not picked again.
     topic_lookback_days: int = 14
-    # Issue 9 (YouTube publishing): the video metadata the dimension sets; see YouTubeSettings.
+    # YouTube publishing: the video metadata the dimension sets; see YouTubeSettings.
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
     # Edge-TTS and Gemini TTS voice settings.
     tts: VoiceSettings = field(default_factory=VoiceSettings)
-    music: MusicSettings = field(default_factory=MusicSettings)  # issue 11, slice "audio"
+    music: MusicSettings = field(default_factory=MusicSettings)
     # -- Gemini writer, safety and budget --------------------------
     # The daily budget of paid model calls (YAML: daily_budget_usd), in integer micro-dollars.
     daily_budget_micros: int = DEFAULT_DAILY_BUDGET_MICROS
@@ -354,11 +341,9 @@ class DimensionConfig:
     tone: str = "curious, clear and friendly"
     call_to_action: str = ""  # empty: the writer asks for one that fits the dimension
     target_seconds: int = 45
-    # -- end of slice "gem" ----------------------------------------------------------------
     # --- live trend feeds: typed sources besides `feeds:` (files or
     # feed URLs); see mdame_domain/feed_sources.py for the kinds and their fields.
     sources: tuple[FeedSource, ...] = ()
-    # --- end of slice "feeds"
     # Generated visuals: see VisualsSettings.
     visuals: VisualsSettings = field(default_factory=VisualsSettings)
     # Caption font, size, line limits and colours.
@@ -366,25 +351,22 @@ class DimensionConfig:
     # --- render quality gates: the render's accepted duration in
     # seconds, inclusive (YAML: duration_range_s: [15, 180]; YouTube Shorts allow up to 180).
     duration_range_s: tuple[float, float] = (15.0, 180.0)
-    # --- end of slice "probe"
     # --- Adaptive Engine: the trends stage's minimum number of
     # trends a day (YAML: trend_volume_gate), and the hard limits and weekly steps within which
     # the engine tunes the dimension (YAML: adaptive: {...}; see mdame_domain/adaptive.py).
     trend_volume_gate: int = DEFAULT_TREND_VOLUME_GATE
     adaptive: AdaptiveLimits = field(default_factory=AdaptiveLimits)
-    # --- end of slice "adaptive"
     # --- media retention: YAML `retention: {render_days: 30,
     # voice_days: 7}`; an absent value takes the global default (mdame_domain/retention.py).
     retention: RetentionSettings = field(default_factory=RetentionSettings)
-    # --- end of slice "retention"
-    alerts: AlertSettings = field(default_factory=AlertSettings)  # issue 12, slice "ops-alerts"
+    alerts: AlertSettings = field(default_factory=AlertSettings)
     source: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def tuned(self, stored: Mapping[str, Any] | None, version: int = 0) -> TunedParams:
-        """The parameters a day's run reads (slice "adaptive"): a stored set over these values."""
+        """The parameters a day's run reads: a stored set over these values."""
         return tuned_params(
             self.hook_threshold,
             self.videos_per_day,
@@ -494,14 +476,14 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         captions=_caption_style(r),
         duration_range_s=_duration_range(r),
         **_adaptive_fields(r, videos),
-        retention=_retention(r),  # issue 12, slice "retention"
-        alerts=_alert_settings(r),  # issue 12, slice "ops-alerts"
+        retention=_retention(r),
+        alerts=_alert_settings(r),
         source=source,
     )
 
 
 def _adaptive_fields(r: _Reader, videos_per_day: int) -> dict[str, Any]:
-    """trend_volume_gate and the adaptive: block (slice "adaptive"), validated."""
+    """trend_volume_gate and the adaptive: block, validated."""
     gate = r.get("trend_volume_gate", int, DEFAULT_TREND_VOLUME_GATE)
     if not 0 <= gate <= 50:
         raise r.fail("trend_volume_gate", "must be between 0 and 50")
@@ -530,11 +512,8 @@ def _retention(r: _Reader) -> RetentionSettings:
     return RetentionSettings(**values)
 
 
-# --- end of slice "retention" -----------------------------------------------------------------
-
-
 def _duration_range(r: _Reader) -> tuple[float, float]:
-    """duration_range_s (slice "probe"): [min, max] seconds, 1 <= min < max <= 180."""
+    """duration_range_s: [min, max] seconds, 1 <= min < max <= 180."""
     value = r.get("duration_range_s", list, [15.0, 180.0])
     if len(value) != 2 or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
@@ -547,7 +526,7 @@ def _duration_range(r: _Reader) -> tuple[float, float]:
 
 
 def _gemini_fields(r: _Reader) -> dict[str, Any]:
-    """The Gemini writer, safety and budget fields (slice "gem"), validated."""
+    """The Gemini writer, safety and budget fields, validated."""
     budget = r.get("daily_budget_usd", (int, float), DEFAULT_DAILY_BUDGET_MICROS / 1_000_000)
     if not 0 <= budget <= MAX_DAILY_BUDGET_USD:
         raise r.fail("daily_budget_usd", f"must be between 0 and {MAX_DAILY_BUDGET_USD}")
@@ -689,30 +668,30 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     fields["sources"] = tuple(source_from_json(s) for s in fields.get("sources", ()))
     if "required_reviews" in fields:  # configs stored before it existed keep the default
         fields["required_reviews"] = tuple(fields["required_reviews"])
-    if "youtube" in fields:  # issue 9; configs stored before it keep the default
+    if "youtube" in fields:  # configs stored before the field existed keep its default
         yt = dict(fields["youtube"])
         yt["hashtags"] = tuple(yt.get("hashtags", ()))
         yt["tags"] = None if yt.get("tags") is None else tuple(yt["tags"])
         fields["youtube"] = YouTubeSettings(**yt)
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
-    if "visuals" in fields:  # issue 10; configs stored before it keep the default
+    if "visuals" in fields:  # configs stored before the field existed keep its default
         fields["visuals"] = VisualsSettings(**fields["visuals"])
-    if "music" in fields:  # issue 11; configs stored before it keep the default
+    if "music" in fields:  # configs stored before the field existed keep its default
         fields["music"] = MusicSettings(**fields["music"])
-    if "duration_range_s" in fields:  # slice "probe"; older configs keep the default
+    if "duration_range_s" in fields:  # configs stored before the field existed keep its default
         fields["duration_range_s"] = tuple(fields["duration_range_s"])
     if "gemini_prices" in fields:
         fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
-    if "captions" in fields:  # issue 11; configs stored before it keep the default
+    if "captions" in fields:  # configs stored before the field existed keep its default
         fields["captions"] = CaptionStyle(**fields["captions"])
-    if "adaptive" in fields:  # issue 12; configs stored before it keep the default
+    if "adaptive" in fields:  # configs stored before the field existed keep its default
         limits: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()
         }
         fields["adaptive"] = AdaptiveLimits(**limits)
-    if "retention" in fields:  # issue 12; configs stored before it keep the default
+    if "retention" in fields:  # configs stored before the field existed keep its default
         fields["retention"] = RetentionSettings(**fields["retention"])
-    if "alerts" in fields:  # issue 12, slice "ops-alerts"; older configs keep the default
+    if "alerts" in fields:  # configs stored before the field existed keep its default
         fields["alerts"] = AlertSettings(**fields["alerts"])
     return DimensionConfig(**fields)

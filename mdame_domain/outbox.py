@@ -130,7 +130,7 @@ def _write_entry(
             f"not the approved {document['sha256'][:12]}; nothing published"
         )
     names = [VIDEO_NAME, METADATA_NAME]
-    if thumbnail is not None:  # issue 11: the channel's thumbnail, next to the video
+    if thumbnail is not None:  # the channel's thumbnail, next to the video
         link_or_copy(thumbnail, staging / THUMBNAIL_NAME)
         document = {**document, "thumbnail_sha256": sha256_file(staging / THUMBNAIL_NAME)}
         names.append(THUMBNAIL_NAME)

@@ -103,7 +103,7 @@ def frames_differ(a: bytes, b: bytes, min_mean_abs_diff: float = 8.0) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# Issue 11: everything a render's quality gates need, from one ffprobe and ONE ffmpeg decode.
+# Everything a render's quality gates need, from one ffprobe and ONE ffmpeg decode.
 # ------------------------------------------------------------------------------------------
 # Analysis settings: black is a near-black frame for >= 0.1 s; a freeze is <= -60 dB of change
 # for >= 0.5 s; silence is under -50 dBFS for >= 0.3 s (the checks then compare the longest).

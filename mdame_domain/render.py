@@ -46,7 +46,7 @@ class RenderInput:
     width: int = 1080
     height: int = 1920
     fps: int = 24
-    # Issue 11, slice "audio": the bed (None: the voice alone), its level under the voice,
+    # The bed (None: the voice alone), its level under the voice,
     # and the encoder preset (mdame_domain/encoders.py; video_encoder() picks it per host).
     music_path: str | None = None
     music_volume_db: float = DEFAULT_MUSIC_VOLUME_DB

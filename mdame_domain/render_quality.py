@@ -1,4 +1,4 @@
-"""Issue 11: a render's technical quality gates, as plain rules over one MediaAnalysis.
+"""A render's technical quality gates, as plain rules over one MediaAnalysis.
 
 Each gate is one named check (an asset check on `renders` and a line of the technical review):
 its problems (empty: passed) and the numbers a dashboard charts. The thresholds, the check

@@ -25,7 +25,7 @@ def offline_providers() -> dict[str, Any]:
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
         "publisher": OutboxPublisher(),
-        "notifier": OutboxNotifier(),  # issue 12, slice "ops-alerts": alerts to the outbox
+        "notifier": OutboxNotifier(),  # alerts to the outbox
     }
 
 
@@ -54,7 +54,7 @@ def production_providers() -> dict[str, Any]:
             # a crash test need not wait it out).
             upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
         ),
-        # Issue 12, slice "ops-alerts": the Bot API at MDAME_TELEGRAM_API_URL (default
+        # The Bot API at MDAME_TELEGRAM_API_URL (default
         # api.telegram.org); chats from the dimension YAMLs, else MDAME_TELEGRAM_CHAT_ID.
         "notifier": TelegramNotifier(bot_token=dg.EnvVar("MDAME_TELEGRAM_BOT_TOKEN")),
     }

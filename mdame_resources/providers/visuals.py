@@ -179,6 +179,3 @@ class DiffusersVisuals(VisualsResource):
         from mdame_resources.providers.diffusers_visuals import generate_clip
 
         return generate_clip(self, chosen, scene_hash, prompt, duration_s, out)
-
-
-# --- end of slice "diffusers" ----------------------------------------------------------------

@@ -1,7 +1,7 @@
 """adaptive_engine: the weekly Adaptive Engine.
 
 Runs per dimension and week after the Strategic Auditor, reads that week's metrics from its
-report (mdame.reports, migration 0016 of slice "auditor") and writes the bounded changes as a new
+report (mdame.reports, migration 0016) and writes the bounded changes as a new
 versioned parameter set (apply_param_set, 0017); the next day's runs read it (Step.params).
 
 Its explanation goes into the asset's Markdown metadata, into the week's report (appended once)

@@ -17,7 +17,7 @@ from mdame_domain.trends import (
 from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
-# The minimum a day needs is the dimension's trend_volume_gate (tuned weekly, slice "adaptive").
+# The minimum a day needs is the dimension's trend_volume_gate (tuned weekly).
 MIN_TRENDS = 3  # its default: mdame_domain.adaptive.DEFAULT_TREND_VOLUME_GATE
 MAX_TRENDS = 20
 
@@ -74,7 +74,7 @@ def trends(
             step.log("feed_item_skipped", source=item.source, guid=item.guid, reason=item.reason)
         scored = dedupe_trends(score_trends(items, step.dimension.keywords, step.partition.as_of))
         try:
-            # The minimum is tuned weekly (slice "adaptive"); YAML trend_volume_gate, default 3.
+            # The minimum is tuned weekly; YAML trend_volume_gate, default 3.
             gate = min(step.params.trend_volume_gate, MAX_TRENDS)
             kept = volume_gate(scored, gate, MAX_TRENDS)
         except VolumeGateError as exc:
