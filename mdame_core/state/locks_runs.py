@@ -1,0 +1,58 @@
+"""Pipeline locks and runs: the fencing token a partition's writer holds, and its run record."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from mdame_core.state.client import ClientBase, JsonObject, _obj
+from mdame_core.state.records import LockInfo, LockToken
+
+
+def _uuid(value: UUID | str | None) -> UUID | None:
+    return value if value is None or isinstance(value, UUID) else UUID(str(value))
+
+
+class LocksRuns(ClientBase):
+    """The lock and run RPCs, and the read of a lock."""
+
+    def acquire_pipeline_lock(
+        self, lock_name: str, holder: str, ttl_seconds: int
+    ) -> LockToken | None:
+        """A fencing token (strictly increasing), or None while a live holder has the lock."""
+        token = self._scalar("acquire_pipeline_lock", lock_name, holder, ttl_seconds)
+        return None if token is None else LockToken(token)
+
+    def heartbeat_pipeline_lock(
+        self, lock_name: str, holder: str, token: int, ttl_seconds: int | None = None
+    ) -> datetime:
+        """Extends the lease; raises LeaseLost for an old token. Returns the new expiry."""
+        return self._scalar("heartbeat_pipeline_lock", lock_name, holder, token, ttl_seconds)
+
+    def release_pipeline_lock(self, lock_name: str, holder: str, token: int) -> bool:
+        """True: released now; False: already released by this token; LeaseLost: old token."""
+        return self._scalar("release_pipeline_lock", lock_name, holder, token)
+
+    def start_pipeline_run(
+        self,
+        execution_id: UUID | str,
+        dimension_slug: str | None,
+        partition_key: str,
+        lock_token: int | None,
+    ) -> int:
+        return self._scalar(
+            "start_pipeline_run", _uuid(execution_id), dimension_slug, partition_key, lock_token
+        )
+
+    def finish_pipeline_run(
+        self, execution_id: UUID | str, status: str, detail: JsonObject | None = None
+    ) -> bool:
+        return self._scalar("finish_pipeline_run", _uuid(execution_id), status, _obj(detail))
+
+    def get_lock(self, lock_name: str) -> LockInfo | None:
+        rows = self._select(
+            """SELECT lock_name, holder, token, expires_at, released_at IS NOT NULL
+                 FROM mdame.system_locks WHERE lock_name = %s""",
+            [lock_name],
+        )
+        return LockInfo(*rows[0]) if rows else None
