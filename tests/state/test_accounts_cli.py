@@ -4,7 +4,6 @@ fake's OAuth endpoints: the grant is stored only encrypted and never printed."""
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 from test_fencing import hold
-from youtube_kit import REFRESH_TOKEN
+from youtube_kit import REFRESH_TOKEN, client_secrets
 
 from fakes.youtube import running
 from mdame_core.settings import REPO_ROOT
@@ -47,20 +46,7 @@ def test_connect_list_rotate_and_needs_reauth(state, fresh_db, tmp_path: Path) -
     account = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     with running(tmp_path / "fake") as fake:
         fake.add_channel("@tech", REFRESH_TOKEN)
-        secrets = tmp_path / "client.json"
-        secrets.write_text(
-            json.dumps(
-                {
-                    "installed": {
-                        "client_id": "cid.test",
-                        "client_secret": "cs-not-secret",
-                        "auth_uri": f"{fake.base_url}o/oauth2/auth",
-                        "token_uri": fake.token_uri,
-                        "redirect_uris": ["http://127.0.0.1"],
-                    }
-                }
-            )
-        )
+        secrets = client_secrets(tmp_path / "client.json", fake)
         env = {
             "MDAME_DATABASE_URL": fresh_db.owner,
             "MDAME_APP_DATABASE_URL": fresh_db.app,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import base64
 import io
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 from test_accounts_cli import _consent
-from youtube_kit import REFRESH_TOKEN, publisher
+from youtube_kit import REFRESH_TOKEN, client_secrets, publisher
 
 from mdame_cli.accounts import connect, rotate_keys
 from mdame_core import state as state_module
@@ -202,20 +201,7 @@ def test_a_reader_with_the_new_key_opens_a_grant_still_under_the_previous_one(
 def operator(fresh_db, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The environment of an operator whose master key is in the default key file; returns the
     key file's path."""
-    secrets = tmp_path / "client.json"
-    secrets.write_text(
-        json.dumps(
-            {
-                "installed": {
-                    "client_id": "cid.test",
-                    "client_secret": "cs-not-secret",
-                    "auth_uri": f"{fake.base_url}o/oauth2/auth",
-                    "token_uri": fake.token_uri,
-                    "redirect_uris": ["http://127.0.0.1"],
-                }
-            }
-        )
-    )
+    secrets = client_secrets(tmp_path / "client.json", fake)
     for name, value in {
         "MDAME_DATABASE_URL": fresh_db.owner,
         "MDAME_APP_DATABASE_URL": fresh_db.app,

@@ -75,11 +75,21 @@ def store_grant(state: StateStore, account: Account, master: MasterKey) -> None:
     )
 
 
+def client_secrets(path: Path, fake: Any) -> Path:
+    """An installed-app OAuth client file whose endpoints are the fake's."""
+    installed = {
+        "client_id": "cid.test",
+        "client_secret": "cs-not-secret",
+        "auth_uri": f"{fake.base_url}o/oauth2/auth",
+        "token_uri": fake.token_uri,
+        "redirect_uris": ["http://127.0.0.1"],
+    }
+    path.write_text(json.dumps({"installed": installed}))
+    return path
+
+
 def publisher(fake: Any, folder: Path, **overrides: Any) -> YouTubePublisher:
-    secrets = folder / "client_secret.json"
-    secrets.write_text(
-        json.dumps({"installed": {"client_id": "cid.test", "client_secret": "cs-not-secret"}})
-    )
+    secrets = client_secrets(folder / "client_secret.json", fake)
     config: dict[str, Any] = {
         "client_secrets_file": str(secrets),
         "root_url": fake.base_url,
