@@ -90,6 +90,11 @@ class AttemptsPaidCalls(ClientBase):
         """A definite refusal: the reservation is released and the attempt failed."""
         return self._scalar("release_paid_call", attempt_id, _obj(detail), self._token())
 
+    def settle_orphaned_paid_calls(self, dimension_slug: str) -> int:
+        """Settles at their estimate the dimension's paid calls whose holder is gone (lease run
+        out) and that nobody asked for again; how many. Under the dimension's lock."""
+        return int(self._scalar("settle_orphaned_paid_calls", dimension_slug, self._token()))
+
     def mark_paid_call_unknown(self, attempt_id: int, detail: JsonObject | None = None) -> str:
         """No answer after sending: the reservation stays held for a later run to settle."""
         return self._scalar("mark_paid_call_unknown", attempt_id, _obj(detail), self._token())

@@ -351,6 +351,8 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("resume_upload", (999_999, token), NotFound),
         # 0027: the initiation's charge, a gone session's recheck, the request deadline.
         ("upload_lease", (999_999, token), NotFound),
+        ("settle_orphaned_paid_calls", ("nope", token), NotFound),
+        ("settle_orphaned_paid_calls", (None, token), InvalidInput),
         ("record_upload_initiation", (unknown, None, "r", token), InvalidInput),
         ("record_upload_initiation", (unknown, False, "", token), InvalidInput),
         ("record_upload_initiation", (999_999, True, None, token), NotFound),

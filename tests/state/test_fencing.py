@@ -115,6 +115,7 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("open_upload_session", (ids["attempt"], "http://127.0.0.1/s", SHA, 10, token)),
         ("resume_upload", (ids["publication"], token)),
         ("upload_lease", (ids["attempt"], token)),
+        ("settle_orphaned_paid_calls", ("tech", token)),
         ("record_upload_initiation", (ids["attempt"], True, None, token)),
         ("record_session_gone", (ids["attempt"], "2026-11-29T00:00:00Z", 300.0, token)),
         ("record_video_processing", (ids["publication"], "succeeded", Jsonb({}), token)),

@@ -239,8 +239,10 @@ def recover_dimension_locked(
 
 
 def recovery_pass(step: Step) -> dict[str, Any]:
-    """The pass at the start of a run, under the run step's pipeline lock."""
+    """The pass at the start of a run, under the run step's pipeline lock; it also settles the
+    paid calls dead holders left that no run will ask for again."""
     report = recover(step.state, step.dimension_id)
     counts = report.counts()
+    counts["paid_calls_settled"] = step.state.settle_orphaned_paid_calls(step.partition.dimension)
     step.log("recovery", **counts)
     return counts
