@@ -110,7 +110,7 @@ def floor_worker(url: str, job_type: str, worker_id: str, barrier: Any, out: Any
         out.put(done)
 
 
-def enqueue(kind: str, app_url: str, owner_url: str, job_type: str, n: int) -> None:
+def enqueue(kind: str, owner_url: str, job_type: str, n: int) -> None:
     if kind == "floor":
         with psycopg.connect(owner_url) as conn, conn.cursor() as cur:
             cur.executemany(
@@ -135,7 +135,7 @@ def run_round(
 ) -> Round:
     ctx = mp.get_context("spawn")
     job_type = f"bench-{number}-{workers}"  # a round of its own, even for a repeated count
-    enqueue(kind, app_url, owner_url, job_type, jobs)
+    enqueue(kind, owner_url, job_type, jobs)
     barrier = ctx.Barrier(workers + 1)
     out = ctx.Queue()
     target, url = (floor_worker, owner_url) if kind == "floor" else (project_worker, app_url)
