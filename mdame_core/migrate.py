@@ -1,13 +1,25 @@
-"""The migration runner: applies sql/migrations/NNNN_name.sql in order, append-only.
+"""The migration runner: the versioned schema migrations, then the current functions.
 
-Each file runs in its own transaction and is recorded with its SHA-256 in
-mdame.schema_migrations. An applied file that was edited, deleted or renamed stops the runner
-with a MigrationError naming the file: history is never rewritten, a change is a new file.
+sql/migrations/NNNN_name.sql are the schema changes, applied in order, append-only: each runs in
+its own transaction and is recorded with its SHA-256 in mdame.schema_migrations. An applied
+file that was edited, deleted or renamed stops the runner with a MigrationError naming the file:
+history is never rewritten, a change is a new file.
+
+sql/functions/<family>.sql hold the current definition of every function (and the triggers that
+call them). They are repeatable: after the versioned migrations, every file whose SHA-256
+differs from the one recorded (as functions/<family>.sql) runs again, all of them in one
+transaction. A function is changed by editing its file; a versioned migration only drops one
+whose signature or return type changes, or that is gone.
+
+Per-change migrations can be squashed into a baseline: NNNN_name.squashed lists the files (and
+their SHA-256) that NNNN_name.sql replaces. A database that applied all of them is recorded as
+having applied the baseline instead, without running it: it already has that schema.
+
 A session advisory lock keeps two migrators (two deploys, a cron tick and an operator) apart;
 the files are read once, after taking it, and the bytes hashed are exactly the bytes executed.
 The first migrate records ENV in mdame.environment; a later migrate with another ENV is refused.
-Once every table has row-level security (0003), a migration that adds a table without it is
-rolled back, naming the table; after a run, any table without it stops the runner.
+A migration that adds a table without row-level security is rolled back, naming the table;
+after a run, any table without it stops the runner.
 """
 
 from __future__ import annotations
@@ -22,7 +34,11 @@ import psycopg
 from mdame_core.settings import ENVIRONMENTS, REPO_ROOT
 
 MIGRATIONS_DIR = REPO_ROOT / "sql" / "migrations"
+FUNCTIONS_DIR = REPO_ROOT / "sql" / "functions"
 FILENAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+FUNCTIONS_FILENAME = re.compile(r"^[a-z][a-z0-9_]*\.sql$")
+# How a function file is recorded in mdame.schema_migrations, apart from the versioned files.
+FUNCTIONS_PREFIX = "functions/"
 # pg_advisory_lock key: "mdame" as an integer, so it cannot collide with a small app-chosen key.
 LOCK_KEY = int.from_bytes(b"mdame-mg", "big") & 0x7FFFFFFFFFFFFFFF
 
@@ -48,6 +64,19 @@ class MigrationFile:
     content: bytes  # read once: what is hashed is what runs, even if the file changes later
 
 
+@dataclass(frozen=True)
+class Squash:
+    """A baseline and the per-change files (name -> SHA-256) it replaced."""
+
+    baseline: str
+    replaced: dict[str, str]
+
+
+def _read(path: Path, name: str | None = None) -> MigrationFile:
+    content = path.read_bytes()
+    return MigrationFile(name or path.name, path, hashlib.sha256(content).hexdigest(), content)
+
+
 def migration_files(migrations_dir: Path | None = None) -> list[MigrationFile]:
     """The migration files in apply order; a stray or duplicate-numbered .sql file is refused."""
     directory = Path(migrations_dir or MIGRATIONS_DIR)
@@ -63,21 +92,62 @@ def migration_files(migrations_dir: Path | None = None) -> list[MigrationFile]:
         if number in seen:
             raise MigrationError(f"{path.name}: number {number} is also used by {seen[number]}")
         seen[number] = path.name
-        content = path.read_bytes()
-        files.append(MigrationFile(path.name, path, hashlib.sha256(content).hexdigest(), content))
+        files.append(_read(path))
     return files
 
 
+def function_files(functions_dir: Path | None = None) -> list[MigrationFile]:
+    """The function files, named as recorded (functions/<family>.sql), in name order."""
+    directory = Path(functions_dir or FUNCTIONS_DIR)
+    if not directory.is_dir():
+        return []
+    files = []
+    for path in sorted(directory.glob("*.sql")):
+        if not FUNCTIONS_FILENAME.match(path.name):
+            raise MigrationError(f"{path.name}: function files are named lowercase_family.sql")
+        files.append(_read(path, FUNCTIONS_PREFIX + path.name))
+    return files
+
+
+def squashes(migrations_dir: Path | None = None) -> list[Squash]:
+    """Each NNNN_name.squashed: the lines "<file> <sha256>" that NNNN_name.sql replaced."""
+    directory = Path(migrations_dir or MIGRATIONS_DIR)
+    found = []
+    for path in sorted(directory.glob("*.squashed")):
+        baseline = path.with_suffix(".sql").name
+        if not (directory / baseline).is_file():
+            raise MigrationError(f"{path.name} names the baseline {baseline}, which is missing")
+        replaced = {}
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 2 or not re.fullmatch(r"[0-9a-f]{64}", parts[1]):
+                raise MigrationError(f"{path.name}:{number}: expected '<file> <sha256>'")
+            replaced[parts[0]] = parts[1]
+        found.append(Squash(baseline, replaced))
+    return found
+
+
 def migrations_digest(migrations_dir: Path | None = None) -> str:
-    """One hash over every migration file and this runner (tests key template databases on it)."""
+    """One hash over every migration and function file and this runner (tests key template
+    databases on it)."""
     h = hashlib.sha256(Path(__file__).read_bytes())
-    for f in migration_files(migrations_dir):
+    for f in migration_files(migrations_dir) + function_files():
         h.update(f.name.encode() + b"\0" + f.sha256.encode())
+    for squash in squashes(migrations_dir):
+        h.update(repr(sorted(squash.replaced.items())).encode())
     return h.hexdigest()
 
 
-def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> list[str]:
-    """Apply pending migrations as the owner; return the names applied (empty: up to date)."""
+def migrate(
+    owner_url: str,
+    env: str,
+    migrations_dir: Path | None = None,
+    functions_dir: Path | None = None,
+) -> list[str]:
+    """Apply pending migrations, then changed function files, as the owner; return the names
+    applied (empty: up to date)."""
     if env not in ENVIRONMENTS:
         raise MigrationError(f"ENV must be one of {', '.join(ENVIRONMENTS)} (got {env!r})")
     with psycopg.connect(owner_url, autocommit=True) as conn:
@@ -85,15 +155,20 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
         conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
         # Read under the lock: a file edited while we waited is hashed as it will run.
         files = migration_files(migrations_dir)
+        functions = function_files(functions_dir)
         conn.execute("SET client_min_messages = warning")
         with conn.transaction():
             conn.execute(BOOTSTRAP)
         _check_environment(conn, env)
         rows = conn.execute("SELECT filename, sha256 FROM mdame.schema_migrations").fetchall()
-        applied: dict[str, str] = {filename: digest for filename, digest in rows}
+        recorded: dict[str, str] = {filename: digest for filename, digest in rows}
+        applied = {n: d for n, d in recorded.items() if not n.startswith(FUNCTIONS_PREFIX)}
+        for squash in squashes(migrations_dir):
+            applied = _adopt_baseline(conn, squash, files, applied)
         pending = _pending(files, applied)
         for f in pending:
             _apply(conn, f, env)
+        changed = _apply_functions(conn, functions, recorded)
         _check_environment(conn, env)
         missing = _tables_without_row_security(conn)
         if missing:
@@ -102,7 +177,40 @@ def migrate(owner_url: str, env: str, migrations_dir: Path | None = None) -> lis
                 f"ALTER TABLE mdame.{missing[0]} ENABLE ROW LEVEL SECURITY and policies for "
                 "mdame_app and mdame_admin"
             )
-    return [f.name for f in pending]
+    return [f.name for f in pending] + changed
+
+
+def _adopt_baseline(
+    conn: psycopg.Connection, squash: Squash, files: list[MigrationFile], applied: dict[str, str]
+) -> dict[str, str]:
+    """A database that applied every file a baseline replaced is recorded as having applied the
+    baseline; one that applied only some of them cannot be brought to it from here."""
+    done = sorted(applied.keys() & squash.replaced.keys())
+    if not done:
+        return applied
+    for name in done:
+        if applied[name] != squash.replaced[name]:
+            raise MigrationError(
+                f"{name} was edited after it was applied (its recorded sha256 is not the one "
+                f"{squash.baseline} replaced); this database's schema is not the baseline's"
+            )
+    missing = sorted(squash.replaced.keys() - applied.keys())
+    if missing:
+        raise MigrationError(
+            f"this database applied the per-change migrations up to {done[-1]}, but not "
+            f"{missing[0]} and {len(missing) - 1} more, which are now squashed into "
+            f"{squash.baseline}; migrate it first with a release that still has them (any "
+            "commit before the squash), then with this one"
+        )
+    baseline = next(f for f in files if f.name == squash.baseline)
+    with conn.transaction():
+        conn.execute("DELETE FROM mdame.schema_migrations WHERE filename = ANY(%s)", (done,))
+        conn.execute(
+            "INSERT INTO mdame.schema_migrations (filename, sha256) VALUES (%s, %s)",
+            (baseline.name, baseline.sha256),
+        )
+    rest = {n: d for n, d in applied.items() if n not in squash.replaced}
+    return rest | {baseline.name: baseline.sha256}
 
 
 def _pending(files: list[MigrationFile], applied: dict[str, str]) -> list[MigrationFile]:
@@ -127,6 +235,37 @@ def _pending(files: list[MigrationFile], applied: dict[str, str]) -> list[Migrat
             "give it a higher number"
         )
     return pending
+
+
+def _apply_functions(
+    conn: psycopg.Connection, files: list[MigrationFile], recorded: dict[str, str]
+) -> list[str]:
+    """Run every function file that changed since it was recorded, in one transaction: twice,
+    first without checking bodies (a SQL function may call one from a later file), then with,
+    so each body is checked against functions that all exist. Forget files that are gone."""
+    changed = [f for f in files if recorded.get(f.name) != f.sha256]
+    names = {f.name for f in files}
+    gone = sorted(n for n in recorded if n.startswith(FUNCTIONS_PREFIX) and n not in names)
+    if not changed and not gone:
+        return []
+    with conn.transaction():
+        for check_bodies in ("off", "on"):
+            conn.execute(f"SET LOCAL check_function_bodies = {check_bodies}")
+            for f in changed:
+                try:
+                    with conn.transaction():
+                        conn.execute(f.content)
+                except psycopg.Error as exc:
+                    raise MigrationError(f"{f.name} failed: {_first_line(exc)}") from exc
+        for f in changed:
+            conn.execute(
+                """INSERT INTO mdame.schema_migrations (filename, sha256) VALUES (%s, %s)
+                   ON CONFLICT (filename)
+                   DO UPDATE SET sha256 = excluded.sha256, applied_at = now()""",
+                (f.name, f.sha256),
+            )
+        conn.execute("DELETE FROM mdame.schema_migrations WHERE filename = ANY(%s)", (gone,))
+    return [f.name for f in changed]
 
 
 def _apply(conn: psycopg.Connection, f: MigrationFile, env: str) -> None:

@@ -153,21 +153,36 @@ def edge_voice_list_url(wss_url: str) -> str:
 # -- the database ------------------------------------------------------------------------------
 
 
-def migration_problems(files: Sequence[tuple[str, str]], applied: Mapping[str, str]) -> list[str]:
+FUNCTION_FILES = "functions/"  # how the runner records a function file
+
+
+def migration_problems(
+    files: Sequence[tuple[str, str]],
+    applied: Mapping[str, str],
+    squashed: Mapping[str, str] | None = None,
+) -> list[str]:
     """What stands between the database and the checkout's migrations, as the runner sees it:
-    `files` are (name, sha256) on disk in order, `applied` name -> recorded sha256."""
+    `files` are (name, sha256) on disk in order, versioned files then function files
+    ("functions/<family>.sql", run again whenever they change), `applied` name -> recorded
+    sha256, `squashed` the per-change files a baseline replaced (name -> sha256)."""
+    squashed = squashed or {}
     on_disk = dict(files)
     problems = []
-    edited = [n for n, sha in sorted(applied.items()) if n in on_disk and on_disk[n] != sha]
+    edited = [
+        n
+        for n, sha in sorted(applied.items())
+        if (n in on_disk and on_disk[n] != sha and not n.startswith(FUNCTION_FILES))
+        or (n in squashed and squashed[n] != sha)
+    ]
     if edited:
         problems.append(f"edited after it was applied: {', '.join(edited)}")
-    unknown = sorted(n for n in applied if n not in on_disk)
+    unknown = sorted(n for n in applied if n not in on_disk and n not in squashed)
     if unknown:
         problems.append(
             f"applied but not in this checkout (code older than the database?): "
             f"{', '.join(unknown)}"
         )
-    pending = [n for n, _ in files if n not in applied]
+    pending = [n for n, sha in files if applied.get(n) != sha and n not in edited]
     if pending:
         problems.append(f"{len(pending)} pending: {', '.join(pending)} (run `mdame db migrate`)")
     return problems

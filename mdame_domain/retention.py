@@ -1,6 +1,7 @@
 """Retention: how long made media is kept, how the home's disk is used, and when it
 runs low. Plain functions: the housekeeping asset (mdame_assets/defs/housekeeping) and the
-Auditor's report call them; the database decides what is collectable (0018_retention.sql).
+Auditor's report call them; the database decides what is collectable
+(sql/functions/retention.sql).
 
 Policy, per dimension (YAML `retention:`) over global defaults (environment):
   render_days  renders and thumbnails kept this many days after their script finished

@@ -1,5 +1,5 @@
-"""Operator alerts (0015; not fenced: see the migration): counted once per dimension, cause and
-day, and delivered under a claim."""
+"""Operator alerts (not fenced: see sql/functions/alerts.sql): counted once per dimension,
+cause and day, and delivered under a claim."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Provider attempts, and paid provider calls: the budget and attempt ledgers together (0008)."""
+"""Provider attempts, and paid provider calls: the budget and attempt ledgers together."""
 
 from __future__ import annotations
 

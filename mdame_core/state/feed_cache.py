@@ -1,4 +1,4 @@
-"""The trend sources' conditional-GET cache (0010). Shared by dimensions: not fenced."""
+"""The trend sources' conditional-GET cache. Shared by dimensions: not fenced."""
 
 from __future__ import annotations
 

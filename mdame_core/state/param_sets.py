@@ -1,4 +1,4 @@
-"""Versioned parameter sets (0017): a dimension's tuned parameters, one change a week at most,
+"""Versioned parameter sets: a dimension's tuned parameters, one change a week at most,
 and their rollback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Phases: a stage's work and its recovery point in one transaction (0005), from the day's
+"""Phases: a stage's work and its recovery point in one transaction, from the day's
 trends to the render, and the requeues of damaged media."""
 
 from __future__ import annotations

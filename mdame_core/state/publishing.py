@@ -1,5 +1,5 @@
 """Publishing: an upload's recovery point and outcome, YouTube's bucket-charged uploads and
-resumable sessions (0012), thumbnails, and the account states (paused, needing
+resumable sessions, thumbnails, and the account states (paused, needing
 re-authorisation) that a channel's answers set."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Publishing(ClientBase):
 
     def upload_lease(self, attempt_id: int) -> tuple[datetime, datetime]:
         """(the database's clock, when this holder's lease on its attempt ends): its requests
-        to the channel end before that (0027)."""
+        to the channel end before that."""
         [(now, lease)] = self.call("upload_lease", attempt_id, self._token())
         return now, lease
 

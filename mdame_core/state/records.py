@@ -29,7 +29,7 @@ class Job:
 
 @dataclass(frozen=True)
 class SceneClaim:
-    """claim_scene_job's answer (0013). `outcome`: claimed (then `job` is set), held (another
+    """claim_scene_job's answer. `outcome`: claimed (then `job` is set), held (another
     worker's live lease on this job), scene_busy (a live lease on another job of the same
     scene_hash), not_due (a retry delay runs), or the job's final state: succeeded, failed,
     dead. `holder` and `wait_s` say who holds it and for how long yet."""
@@ -215,12 +215,12 @@ class Account:
 
 @dataclass(frozen=True)
 class VoiceHalt:
-    """A script halted because voice failed on every provider, and when it may retry (0009;
-    0022: no cap on halts, a permanent cause, the retry window's close)."""
+    """A script halted because voice failed on every provider, and when it may retry (no cap
+    on halts, a permanent cause, the retry window's close)."""
 
     script_id: int
     halts: int
-    max_halts: int | None  # only on halts recorded before 0022
+    max_halts: int | None  # only on halts recorded before halts were uncapped
     last_reason: str
     halted_at: datetime
     next_retry_at: datetime | None
@@ -241,7 +241,7 @@ class PartitionWork:
 @dataclass(frozen=True)
 class UploadStart:
     """begin_upload's answer. action: 'published' (done), 'no_quota' (nothing reserved),
-    'skipped' (the account is paused or needs re-authorisation: nothing reserved; 0012),
+    'skipped' (the account is paused or needs re-authorisation: nothing reserved),
     'reconcile' (attempt_id's outcome must be settled first) or 'submit' (upload, then
     finish_upload(attempt_id))."""
 
@@ -252,7 +252,7 @@ class UploadStart:
 
 @dataclass(frozen=True)
 class UploadSession:
-    """A resumable upload session committed before its first byte (0012); the session columns
+    """A resumable upload session committed before its first byte; the session columns
     are None when the attempt never got one (then no byte was sent)."""
 
     attempt_id: int
@@ -348,7 +348,7 @@ class LockInfo:
 
 @dataclass(frozen=True)
 class ParamSet:
-    """One version of a dimension's tuned parameters (0017)."""
+    """One version of a dimension's tuned parameters."""
 
     dimension: str
     version: int
@@ -366,7 +366,7 @@ class ParamSet:
 
 @dataclass(frozen=True)
 class VideoStat:
-    """One publication's channel counters as read on one day (0016)."""
+    """One publication's channel counters as read on one day."""
 
     publication_id: int
     day: date
@@ -394,7 +394,7 @@ class PublishedVideo:
 
 @dataclass(frozen=True)
 class Report:
-    """The Strategic Auditor's report of one dimension and week (0016); week_start a Monday."""
+    """The Strategic Auditor's report of one dimension and week; week_start a Monday."""
 
     id: int
     dimension_id: int

@@ -1,4 +1,4 @@
-"""Reviews and safety: a render's reviews (also bound to file, request and acceptance, 0014),
+"""Reviews and safety: a render's reviews (also bound to file, request and acceptance),
 whether it is approved, and the safety decisions log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Voice HALT and its backoff retry (0009, 0022)."""
+"""Voice HALT and its backoff retry."""
 
 from __future__ import annotations
 

@@ -590,6 +590,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([])), InvalidInput),
         ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([])), InvalidInput),
         ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([])), NotFound),
+        ("auditor_facts", (None, date(2026, 11, 23), date(2026, 11, 29)), InvalidInput),
+        ("auditor_facts", (1, date(2026, 11, 29), date(2026, 11, 23)), InvalidInput),
+        ("auditor_facts", (1, date(2025, 11, 23), date(2026, 11, 29)), InvalidInput),
         # 0018 (retention): what stored media may be collected, and collecting it.
         ("collectable_media", (E, 10), InvalidInput),
         ("collectable_media", (RETAIN, 0), InvalidInput),

@@ -34,12 +34,13 @@ def test_db_url_prints_the_url_in_use(fresh_db) -> None:
 def test_db_migrate_and_status(empty_db) -> None:
     first = _mdame("db", "migrate", MDAME_DATABASE_URL=empty_db.owner)
     assert first.returncode == 0, first.stderr
-    assert "applied 0001_schema.sql" in first.stdout
+    assert "applied 0028_baseline.sql" in first.stdout
+    assert "applied functions/jobs.sql" in first.stdout
     again = _mdame("db", "migrate", MDAME_DATABASE_URL=empty_db.owner)
     assert (again.returncode, again.stdout.strip()) == (0, "up to date")
     status = _mdame("db", "status", MDAME_DATABASE_URL=empty_db.owner)
     assert status.returncode == 0, status.stderr
-    assert "0002_rpcs.sql" in status.stdout
+    assert "functions/phases.sql" in status.stdout
     assert "env: dev" in status.stdout
     assert any(line.split() == ["work_kinds", "7"] for line in status.stdout.splitlines())
 

@@ -15,6 +15,7 @@ from mdame_core.migrate import (
     LOCK_KEY,
     MIGRATIONS_DIR,
     MigrationError,
+    function_files,
     migrate,
     migration_files,
 )
@@ -29,7 +30,7 @@ def migrations(tmp_path: Path) -> Path:
 
 
 def _names() -> list[str]:
-    return [f.name for f in migration_files()]
+    return [f.name for f in migration_files() + function_files()]
 
 
 def test_applies_in_order_records_checksums_then_is_up_to_date(empty_db) -> None:
@@ -41,25 +42,26 @@ def test_applies_in_order_records_checksums_then_is_up_to_date(empty_db) -> None
         ).fetchall()
         env = conn.execute("SELECT env FROM mdame.environment").fetchone()
     expected = [
-        (p.name, hashlib.sha256(p.read_bytes()).hexdigest())
-        for p in sorted(MIGRATIONS_DIR.glob("*.sql"))
+        (f.name, hashlib.sha256(f.path.read_bytes()).hexdigest())
+        for f in (migration_files() + function_files())
     ]
-    assert rows == expected
+    assert rows == sorted(expected)
     assert env == ("dev",)
 
 
 def test_edited_applied_migration_is_refused_naming_the_file(empty_db, migrations) -> None:
     migrate(empty_db.owner, "dev", migrations)
-    edited = migrations / "0002_rpcs.sql"
+    edited = migrations / "0028_baseline.sql"
     edited.write_text(edited.read_text() + "\n-- a harmless-looking edit\n")
-    with pytest.raises(MigrationError, match=r"0002_rpcs\.sql was edited after it was applied"):
+    with pytest.raises(MigrationError, match=r"0028_baseline\.sql was edited after it was applied"):
         migrate(empty_db.owner, "dev", migrations)
 
 
 def test_missing_or_renamed_applied_migration_is_refused(empty_db, migrations) -> None:
+    (migrations / "0900_notes.sql").write_text("SELECT 1;\n")
     migrate(empty_db.owner, "dev", migrations)
-    (migrations / "0002_rpcs.sql").rename(migrations / "0002_functions.sql")
-    with pytest.raises(MigrationError, match=r"0002_rpcs\.sql was applied but is missing"):
+    (migrations / "0900_notes.sql").rename(migrations / "0900_remarks.sql")
+    with pytest.raises(MigrationError, match=r"0900_notes\.sql was applied but is missing"):
         migrate(empty_db.owner, "dev", migrations)
 
 

@@ -208,7 +208,7 @@ def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> Non
         assert not public, f"{name} is executable by PUBLIC"
         assert proowner == "mdame_owner", name
         if name.startswith("_"):
-            # Internal helpers and the unfenced bodies behind the fenced RPCs (0005, 0025).
+            # Internal helpers and the unfenced bodies behind the fenced RPCs.
             assert not app, f"{name} is internal and must not be the app's to call"
         if not name.startswith("_") and name not in ("environment_is_immutable",):
             assert secdef or name == "dimension_lock_name", f"{name} must be SECURITY DEFINER"

@@ -1,53 +1,25 @@
--- 0017: versioned parameter sets per dimension, written by the weekly Adaptive Engine
--- (issue 12, slice "adaptive").
+-- Versioned parameter sets: a dimension's tuned parameters and their rollback.
 --
--- Every change the engine makes is a new version (1, 2, ...) of the dimension's parameter set:
--- the parameters, the version it was derived from, the week whose report drove it, an
--- explanation, and the day from which the pipeline reads it. Nothing is ever overwritten: a
--- rollback marks the current version rolled back, and the one before it is current again.
---
---   current set           the highest version not rolled back (none: the dimension's YAML)
---   set for a day D       the highest version not rolled back with effective_from <= D, so a day's
---                         runs read one set however often they are re-run (a change made on
---                         Sunday is read from Monday's run on)
---   one change a week     apply_param_set refuses a second set for the same dimension and week;
---                         re-running the same proposal returns the existing version
---
--- Not fenced: the engine runs weekly, outside a day's partition work, and an operator rolls
--- back from the CLI; both lock the dimension's row so versions stay gap-free and ordered.
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
-CREATE TABLE param_sets (
-  id             bigserial PRIMARY KEY,
-  dimension_id   bigint NOT NULL REFERENCES dimensions (id),
-  version        integer NOT NULL CHECK (version >= 1),
-  parent_version integer CHECK (parent_version >= 1 AND parent_version < version),
-  week_start     date NOT NULL,
-  effective_from date NOT NULL,
-  params         jsonb NOT NULL CHECK (jsonb_typeof(params) = 'object'),
-  limits         jsonb NOT NULL CHECK (jsonb_typeof(limits) = 'object'),
-  changes        jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(changes) = 'array'),
-  explanation    text NOT NULL CHECK (length(explanation) BETWEEN 1 AND 20000),
-  created_at     timestamptz NOT NULL DEFAULT now(),
-  rolled_back_at timestamptz,
-  rollback_reason text CHECK (length(rollback_reason) <= 2000),
-  UNIQUE (dimension_id, version),
-  UNIQUE (dimension_id, week_start)
-);
-
-GRANT SELECT ON mdame.param_sets TO mdame_app;
-ALTER TABLE mdame.param_sets ENABLE ROW LEVEL SECURITY;
-CREATE POLICY app_reads ON mdame.param_sets FOR SELECT TO mdame_app USING (true);
-
 -- The engine's hard bound on the hook threshold, whatever a YAML or a caller allows.
-CREATE FUNCTION mdame._param_hook_bounds() RETURNS numeric[]
-LANGUAGE sql IMMUTABLE AS $$ SELECT ARRAY[0.70, 0.80]::numeric[] $$;
+CREATE OR REPLACE FUNCTION mdame._param_hook_bounds()
+ RETURNS numeric[]
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ SELECT ARRAY[0.70, 0.80]::numeric[] $function$;
+REVOKE ALL ON FUNCTION mdame._param_hook_bounds() FROM PUBLIC, mdame_app, mdame_admin;
 
 -- p_limits.<name> as [min, max] numbers; MD001 naming the field when missing or malformed.
-CREATE FUNCTION mdame._param_limit(p_limits jsonb, p_name text) RETURNS numeric[]
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._param_limit(p_limits jsonb, p_name text)
+ RETURNS numeric[]
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 DECLARE
   v_lim jsonb := p_limits -> p_name;
 BEGIN
@@ -60,14 +32,16 @@ BEGIN
   END IF;
   RETURN ARRAY[(v_lim ->> 'min')::numeric, (v_lim ->> 'max')::numeric];
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._param_limit(p_limits jsonb, p_name text) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- One numeric parameter: a number (an integer where p_integer), inside [min, max], and at most
 -- p_step away from the current set's value (when there is one).
-CREATE FUNCTION mdame._check_param(p_name text, p_value jsonb, p_bounds numeric[],
-                                   p_integer boolean, p_current jsonb, p_step jsonb)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._check_param(p_name text, p_value jsonb, p_bounds numeric[], p_integer boolean, p_current jsonb, p_step jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 DECLARE
   v numeric;
 BEGIN
@@ -89,15 +63,20 @@ BEGIN
                                   p_name, p_current::text, v, p_step::text));
   END IF;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._check_param(p_name text, p_value jsonb, p_bounds numeric[], p_integer boolean, p_current jsonb, p_step jsonb) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- The dimension's current version (highest not rolled back), or NULL.
-CREATE FUNCTION mdame._current_param_set(p_dimension_id bigint) RETURNS mdame.param_sets
-LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._current_param_set(p_dimension_id bigint)
+ RETURNS mdame.param_sets
+ LANGUAGE sql
+ STABLE
+AS $function$
   SELECT * FROM mdame.param_sets
    WHERE dimension_id = p_dimension_id AND rolled_back_at IS NULL
    ORDER BY version DESC LIMIT 1
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._current_param_set(p_dimension_id bigint) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- Writes a new version of the dimension's parameter set for the week, derived from the current
 -- one. p_params holds any of hook_threshold, videos_per_day, trend_volume_gate and
@@ -107,11 +86,12 @@ $$;
 -- limits (the hook threshold also outside [0.70, 0.80]), a move larger than the weekly step from
 -- the current set, an unknown parameter. Refused (MD003): a second, different set for a week
 -- that already has one. The same proposal again returns its version with created = false.
-CREATE FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date,
-                                      p_effective_from date, p_params jsonb, p_limits jsonb,
-                                      p_changes jsonb, p_explanation text)
-RETURNS TABLE (version integer, created boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text)
+ RETURNS TABLE(version integer, created boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 #variable_conflict use_column
 DECLARE
   v_dim bigint;
@@ -212,14 +192,19 @@ BEGIN
           p_changes, p_explanation);
   RETURN QUERY SELECT v_version, true;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text) TO mdame_app;
 
 -- Rolls back the dimension's current version: the one before it (or, after the first, the
 -- YAML's values: version 0) is current again, and for every day. Returns the version now current.
 -- MD006 when the dimension has no set left to roll back.
-CREATE FUNCTION mdame.rollback_param_set(p_dimension_slug text, p_reason text)
-RETURNS TABLE (rolled_back integer, current_version integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.rollback_param_set(p_dimension_slug text, p_reason text)
+ RETURNS TABLE(rolled_back integer, current_version integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_dim bigint;
   v_cur mdame.param_sets;
@@ -237,7 +222,6 @@ BEGIN
    WHERE id = v_cur.id;
   RETURN QUERY SELECT v_cur.version, coalesce((mdame._current_param_set(v_dim)).version, 0);
 END
-$$;
-
-GRANT EXECUTE ON FUNCTION mdame.apply_param_set(text, date, date, jsonb, jsonb, jsonb, text),
-                          mdame.rollback_param_set(text, text) TO mdame_app;
+$function$;
+REVOKE ALL ON FUNCTION mdame.rollback_param_set(p_dimension_slug text, p_reason text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.rollback_param_set(p_dimension_slug text, p_reason text) TO mdame_admin;

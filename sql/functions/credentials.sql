@@ -1,85 +1,20 @@
--- 0026: rotating the master key cannot lose a channel grant.
+-- Stored account credentials: grants sealed under a data key wrapped by the master key.
 --
--- master_keys records which master key wraps the data keys now (and the one it replaced, and
--- when). A grant sealed under any other key is refused: a connect that loaded the key before a
--- rotation seals again under the new one instead of storing a grant nobody can open. The first
--- grant ever stored records its key.
---
--- A rotation replaces a data key only where the row still holds the wrapped key the rotator read
--- (compare-and-swap): a grant stored in between is left as it is and reported, and the rotator
--- re-reads and re-wraps it in a later pass of the same rotation. A second rotation from the key
--- that was just replaced is refused, so two rotators can never both believe they won.
---
--- Each re-wrapped row keeps its data key wrapped by the replaced key as well, so a reader that
--- still has that key (a deployment that passes it in MDAME_MASTER_KEY and was not redeployed
--- yet) opens grants during the grace period the readers allow (MDAME_KEY_GRACE_S). The next
--- rotation drops those copies; a new grant has none.
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
-CREATE TABLE master_keys (
-  singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-  current_key_id  text CHECK (current_key_id ~ '^[0-9a-f]{16}$'),  -- NULL: no grant stored yet
-  previous_key_id text CHECK (previous_key_id ~ '^[0-9a-f]{16}$'),
-  rotated_at      timestamptz,  -- when previous_key_id stopped being the current key
-  updated_at      timestamptz NOT NULL DEFAULT now(),
-  CHECK (previous_key_id IS NULL
-         OR (current_key_id IS NOT NULL AND rotated_at IS NOT NULL
-             AND previous_key_id <> current_key_id))
-);
-ALTER TABLE master_keys ENABLE ROW LEVEL SECURITY;
-CREATE POLICY app_reads ON master_keys FOR SELECT TO mdame_app USING (true);
-CREATE POLICY admin_reads ON master_keys FOR SELECT TO mdame_admin USING (true);
-GRANT SELECT ON master_keys TO mdame_app, mdame_admin;
-
--- A database with grants already stored is on the key that wrapped the latest of them.
-INSERT INTO master_keys (current_key_id)
-VALUES ((SELECT key_id FROM account_credentials ORDER BY updated_at DESC, account_id DESC
-          LIMIT 1));
-
-ALTER TABLE account_credentials
-  ADD COLUMN previous_key_id text CHECK (previous_key_id ~ '^[0-9a-f]{16}$'),
-  ADD COLUMN previous_wrapped_key bytea CHECK (length(previous_wrapped_key) BETWEEN 40 AND 200),
-  ADD CONSTRAINT account_credentials_previous_whole
-    CHECK ((previous_key_id IS NULL) = (previous_wrapped_key IS NULL));
-
--- The master key record, locked for the caller's transaction (grants and rotations serialise).
-CREATE FUNCTION mdame._master_keys() RETURNS mdame.master_keys
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_keys mdame.master_keys;
-BEGIN
-  SELECT * INTO v_keys FROM mdame.master_keys FOR UPDATE;
-  IF v_keys.singleton IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'MD006', MESSAGE = 'mdame: master_keys has no row';
-  END IF;
-  RETURN v_keys;
-END
-$$;
-
--- Raises MD003: p_key_id is not the database's current master key.
-CREATE FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id text, p_what text)
-RETURNS void
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-  RAISE EXCEPTION USING ERRCODE = 'MD003',
-    MESSAGE = format('mdame: %s master key %s, but the current master key is %s%s: load the '
-                     'current key (MDAME_MASTER_KEY or the key file) and try again', p_what,
-                     p_key_id, p_keys.current_key_id,
-                     CASE WHEN p_keys.previous_key_id = p_key_id
-                          THEN format(' (it replaced %s at %s)', p_key_id, p_keys.rotated_at)
-                          ELSE '' END);
-END
-$$;
-
--- As in 0012, and only under the current master key (the first grant records it). A new grant
--- has no copy under a replaced key.
-CREATE OR REPLACE FUNCTION mdame.store_account_credential(p_account_id bigint, p_key_id text,
-                                                          p_wrapped_key bytea,
-                                                          p_ciphertext bytea)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+-- Stores an account's encrypted grant (replacing any earlier one) and clears needs_reauth, only
+-- under the current master key (the first grant records it). A new grant has no copy under a
+-- replaced key.
+CREATE OR REPLACE FUNCTION mdame.store_account_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_keys master_keys;
 BEGIN
@@ -112,9 +47,9 @@ BEGIN
   VALUES ('account', p_account_id, 'credential_stored', jsonb_build_object('key_id', p_key_id));
   RETURN p_account_id;
 END
-$$;
-
-DROP FUNCTION mdame.rewrap_account_credentials(text, text, jsonb);
+$function$;
+REVOKE ALL ON FUNCTION mdame.store_account_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.store_account_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea) TO mdame_admin;
 
 -- Key rotation from p_old_key_id to p_new_key_id. p_items: [{"account_id": n, "key_id": the
 -- key that wraps the data key the rotator read, "expected_wrapped_key": base64 of that wrapped
@@ -123,10 +58,12 @@ DROP FUNCTION mdame.rewrap_account_credentials(text, text, jsonb);
 -- rotation (p_new_key_id current, p_old_key_id previous) re-wraps what changed under the first.
 -- A row is re-wrapped only if it still holds the expected key id and wrapped key. Returns the
 -- grants still not under the new key (account_id, key_id): re-read them and pass them again.
-CREATE FUNCTION mdame.rewrap_account_credentials(p_old_key_id text, p_new_key_id text,
-                                                 p_items jsonb)
-RETURNS TABLE (account_id bigint, key_id text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.rewrap_account_credentials(p_old_key_id text, p_new_key_id text, p_items jsonb)
+ RETURNS TABLE(account_id bigint, key_id text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 #variable_conflict use_column
 DECLARE
   v_keys master_keys;
@@ -195,18 +132,41 @@ EXCEPTION
   WHEN invalid_text_representation OR invalid_parameter_value OR numeric_value_out_of_range THEN
     PERFORM mdame._invalid('items need integer account_id and base64 wrapped keys');
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.rewrap_account_credentials(p_old_key_id text, p_new_key_id text, p_items jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.rewrap_account_credentials(p_old_key_id text, p_new_key_id text, p_items jsonb) TO mdame_admin;
 
-REVOKE ALL ON FUNCTION
-  mdame._master_keys(),
-  mdame._not_current_key(mdame.master_keys, text, text)
-FROM PUBLIC;
--- Operator commands only: the pipeline reads grants, it never stores or re-wraps one.
-REVOKE EXECUTE ON FUNCTION
-  mdame.store_account_credential(bigint, text, bytea, bytea),
-  mdame.rewrap_account_credentials(text, text, jsonb)
-FROM PUBLIC, mdame_app;
-GRANT EXECUTE ON FUNCTION
-  mdame.store_account_credential(bigint, text, bytea, bytea),
-  mdame.rewrap_account_credentials(text, text, jsonb)
-TO mdame_admin;
+-- The master key record, locked for the caller's transaction (grants and rotations serialise).
+CREATE OR REPLACE FUNCTION mdame._master_keys()
+ RETURNS mdame.master_keys
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_keys mdame.master_keys;
+BEGIN
+  SELECT * INTO v_keys FROM mdame.master_keys FOR UPDATE;
+  IF v_keys.singleton IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006', MESSAGE = 'mdame: master_keys has no row';
+  END IF;
+  RETURN v_keys;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._master_keys() FROM PUBLIC, mdame_app, mdame_admin;
+
+-- Raises MD003: p_key_id is not the database's current master key.
+CREATE OR REPLACE FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id text, p_what text)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'MD003',
+    MESSAGE = format('mdame: %s master key %s, but the current master key is %s%s: load the '
+                     'current key (MDAME_MASTER_KEY or the key file) and try again', p_what,
+                     p_key_id, p_keys.current_key_id,
+                     CASE WHEN p_keys.previous_key_id = p_key_id
+                          THEN format(' (it replaced %s at %s)', p_key_id, p_keys.rotated_at)
+                          ELSE '' END);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id text, p_what text) FROM PUBLIC, mdame_app, mdame_admin;

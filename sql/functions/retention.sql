@@ -1,58 +1,19 @@
--- 0018: media retention (issue 12, slice "retention").
+-- Media retention: which stored media nothing needs, and the marks that guard a row's objects.
 --
--- The database decides what stored media may be collected, because only it knows which rows
--- still need which object. An object (a media:// URI) is needed while any of these holds:
---   * a scene_cache entry naming it is live (clips are kept for the scene-cache TTL);
---   * a scene names it and its script is not finished (published, rejected or failed): a
---     render may still be made from it ('halted' scripts are retried, so they need it too);
---   * a voice track names it and its script is not finished, or finished less than the
---     dimension's voice_days ago;
---   * a render (or its thumbnail) names it and its script is not finished, or a publication of
---     it is still in flight, or the script finished less than render_days ago.
--- Content-addressed objects are shared (one clip serves every scene of its scene_hash), so an
--- object is collectable only when no reference needs it.
---
--- Collection is three steps, each converging after a crash:
---   begin_media_collection   re-decides under the object's advisory lock and marks it
---                            'collecting' (a trigger then refuses any new row naming it);
---   (the caller deletes the bytes from the media store: idempotent);
---   finish_media_collection  marks it 'collected' and drops the expired cache entries naming
---                            it, in one transaction.
--- A crash between the steps leaves the mark: the next run's collectable_media lists it first
--- and finishes it. Rows that named a collected object (the scenes, voice track and render of a
--- long-published script) keep their URI for history; media_collections says it was collected
--- on purpose, so nothing mistakes it for damage. A row that names the object again later
--- (a clip generated again with the same bytes, a render reused from its memo) was written after
--- the bytes were stored again, so the trigger drops the 'collected' record: the object lives.
---
--- Not fenced: the housekeeping asset is global (no dimension's lock owns the media store), and
--- every write is decided again under the object's lock.
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
-CREATE TABLE mdame.media_collections (
-  uri          text PRIMARY KEY
-               CHECK (uri ~ '^media://sha256/[0-9a-f]{64}(\.[A-Za-z0-9]{1,10})?$'),
-  kind         text NOT NULL CHECK (kind IN ('clip', 'voice', 'render', 'thumbnail')),
-  state        text NOT NULL CHECK (state IN ('collecting', 'collected')),
-  reason       text NOT NULL CHECK (length(reason) BETWEEN 1 AND 1000),
-  holder       text NOT NULL CHECK (length(holder) BETWEEN 1 AND 200),
-  started_at   timestamptz NOT NULL DEFAULT now(),
-  collected_at timestamptz,
-  CHECK ((state = 'collected') = (collected_at IS NOT NULL))
-);
-GRANT SELECT ON mdame.media_collections TO mdame_app;
-ALTER TABLE mdame.media_collections ENABLE ROW LEVEL SECURITY;
-CREATE POLICY app_reads ON mdame.media_collections FOR SELECT TO mdame_app USING (true);
-
-CREATE INDEX scene_cache_uri_idx ON mdame.scene_cache (uri);
-
 -- The retention policy as the caller passes it:
 --   {"render_days": 30, "voice_days": 7, "dimensions": {"<slug>": {"render_days": 60}}}
 -- Days are whole numbers from 0 to 3650; a dimension's values override the defaults.
-CREATE FUNCTION mdame._retention_days(p_policy jsonb, p_slug text, p_field text) RETURNS integer
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._retention_days(p_policy jsonb, p_slug text, p_field text)
+ RETURNS integer
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 DECLARE
   v_value jsonb := coalesce(p_policy -> 'dimensions' -> p_slug -> p_field, p_policy -> p_field);
 BEGIN
@@ -65,10 +26,14 @@ BEGIN
   END IF;
   RETURN v_value::integer;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._retention_days(p_policy jsonb, p_slug text, p_field text) FROM PUBLIC, mdame_app, mdame_admin;
 
-CREATE FUNCTION mdame._require_policy(p_policy jsonb) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._require_policy(p_policy jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 DECLARE
   v_slug text;
 BEGIN
@@ -86,13 +51,16 @@ BEGIN
   END IF;
   RETURN p_policy;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._require_policy(p_policy jsonb) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- Every reference a row makes to stored media, and whether it still needs the object (with
 -- why, or why not). One row per reference; the policy was checked by the caller.
-CREATE FUNCTION mdame._media_references(p_policy jsonb, p_uri text DEFAULT NULL)
-RETURNS TABLE (uri text, kind text, needed boolean, reason text)
-LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._media_references(p_policy jsonb, p_uri text DEFAULT NULL::text)
+ RETURNS TABLE(uri text, kind text, needed boolean, reason text)
+ LANGUAGE sql
+ STABLE
+AS $function$
   WITH finished AS (
     -- When each finished script finished: its last publication, else its last change.
     SELECT sc.id, d.slug, sc.state,
@@ -140,26 +108,37 @@ LANGUAGE sql STABLE AS $$
     CROSS JOIN LATERAL (VALUES (r.payload ->> 'uri', 'render'),
                                (r.payload ->> 'thumbnail_uri', 'thumbnail')) AS u (uri, kind)
    WHERE u.uri IS NOT NULL AND (p_uri IS NULL OR u.uri = p_uri)
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._media_references(p_policy jsonb, p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
 
-CREATE FUNCTION mdame._media_lock(p_uri text) RETURNS void
-LANGUAGE sql AS $$
+CREATE OR REPLACE FUNCTION mdame._media_lock(p_uri text)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
   SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('mdame.media:' || p_uri, 0))
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._media_lock(p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
 
-CREATE FUNCTION mdame._require_media_uri(p_uri text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._require_media_uri(p_uri text)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 BEGIN
   RETURN mdame._require_match('uri', p_uri, '^media://sha256/[0-9a-f]{64}(\.[A-Za-z0-9]{1,10})?$');
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._require_media_uri(p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- What may be collected now under the policy, with the reason; objects left 'collecting' by a
 -- run that stopped midway come first (state 'collecting'), then the rest ('collectable').
 -- Read-only: begin_media_collection decides again under the object's lock.
-CREATE FUNCTION mdame.collectable_media(p_policy jsonb, p_limit integer)
-RETURNS TABLE (uri text, kind text, reason text, state text)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.collectable_media(p_policy jsonb, p_limit integer)
+ RETURNS TABLE(uri text, kind text, reason text, state text)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 #variable_conflict use_column
 BEGIN
   PERFORM mdame._require_policy(p_policy), mdame._require_range('limit', p_limit, 1, 100000);
@@ -175,15 +154,20 @@ BEGIN
     ORDER BY r.uri)
   LIMIT p_limit;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.collectable_media(p_policy jsonb, p_limit integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.collectable_media(p_policy jsonb, p_limit integer) TO mdame_app;
 
 -- Marks one object 'collecting' if nothing needs it now (decided under its lock, which the
 -- reference trigger takes too, so no row can start naming it unseen). Returns whether the
 -- caller may delete its bytes, the kind, and why (or what still needs it). An object already
 -- 'collecting' (a run stopped midway) is the caller's to finish.
-CREATE FUNCTION mdame.begin_media_collection(p_uri text, p_policy jsonb, p_holder text)
-RETURNS TABLE (collect boolean, kind text, reason text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.begin_media_collection(p_uri text, p_policy jsonb, p_holder text)
+ RETURNS TABLE(collect boolean, kind text, reason text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 #variable_conflict use_column
 DECLARE
   v_row media_collections;
@@ -222,13 +206,18 @@ BEGIN
   VALUES (p_uri, v_kind, 'collecting', left(v_reason, 1000), p_holder);
   RETURN QUERY SELECT true, v_kind, v_reason;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.begin_media_collection(p_uri text, p_policy jsonb, p_holder text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.begin_media_collection(p_uri text, p_policy jsonb, p_holder text) TO mdame_app;
 
 -- The object's bytes are gone: it becomes 'collected' and the (expired) cache entries naming it
 -- are dropped, together. True when it changed now, false when it was already collected.
-CREATE FUNCTION mdame.finish_media_collection(p_uri text, p_bytes bigint)
-RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.finish_media_collection(p_uri text, p_bytes bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_row media_collections;
 BEGIN
@@ -251,40 +240,43 @@ BEGIN
                              'reason', left(v_row.reason, 500)));
   RETURN true;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.finish_media_collection(p_uri text, p_bytes bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.finish_media_collection(p_uri text, p_bytes bigint) TO mdame_app;
 
 -- The bytes could not be deleted and are still there: the mark goes, the object lives on.
 -- True when a mark was removed.
-CREATE FUNCTION mdame.abandon_media_collection(p_uri text)
-RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.abandon_media_collection(p_uri text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 BEGIN
   PERFORM mdame._require_media_uri(p_uri);
   PERFORM mdame._media_lock(p_uri);
   DELETE FROM media_collections m WHERE m.uri = p_uri AND m.state = 'collecting';
   RETURN FOUND;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.abandon_media_collection(p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.abandon_media_collection(p_uri text) TO mdame_app;
 
-GRANT EXECUTE ON FUNCTION mdame.collectable_media(jsonb, integer) TO mdame_app;
-GRANT EXECUTE ON FUNCTION mdame.begin_media_collection(text, jsonb, text) TO mdame_app;
-GRANT EXECUTE ON FUNCTION mdame.finish_media_collection(text, bigint) TO mdame_app;
-GRANT EXECUTE ON FUNCTION mdame.abandon_media_collection(text) TO mdame_app;
-
--- The guard on every row that starts naming stored media: under the object's lock, an object
--- being collected is refused (MD003: the step fails and is retried once the collection is
--- over, then finds the bytes gone and makes them again), and a 'collected' record is dropped
--- (the step stored the bytes again before naming them).
--- It runs as whoever writes the row (the RPCs' owner), so it names everything by schema.
-CREATE FUNCTION mdame._media_reference_guard() RETURNS trigger
-LANGUAGE plpgsql AS $$
+-- The guard on every row that starts naming stored media, under the object's lock: an object
+-- being collected is refused (MD003: retried once the collection is over), and so is one
+-- whose collection is over (MD010) until media_stored_again records that its bytes were
+-- stored again after the collection.
+CREATE OR REPLACE FUNCTION mdame._media_reference_guard()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
   v_new jsonb := to_jsonb(NEW);
   -- A cache entry is checked on every write: refreshing an expired entry keeps its URI.
   v_old jsonb := CASE WHEN TG_OP = 'UPDATE' AND TG_TABLE_NAME <> 'scene_cache' THEN to_jsonb(OLD)
                       ELSE '{}'::jsonb END;
   v_uri text;
-  v_state text;
+  v_mark mdame.media_collections;
 BEGIN
   FOR v_uri IN
     SELECT DISTINCT u FROM unnest(ARRAY[v_new ->> 'uri', v_new -> 'result' ->> 'uri',
@@ -297,23 +289,77 @@ BEGIN
                       WHERE o IS NOT NULL)
   LOOP
     PERFORM mdame._media_lock(v_uri);
-    SELECT m.state INTO v_state FROM mdame.media_collections m WHERE m.uri = v_uri;
-    IF v_state = 'collecting' THEN
+    SELECT * INTO v_mark FROM mdame.media_collections m WHERE m.uri = v_uri;
+    IF v_mark.state = 'collecting' THEN
       RAISE EXCEPTION USING ERRCODE = 'MD003',
         MESSAGE = format('mdame: %s is being collected by housekeeping; retry once it is done', v_uri);
-    ELSIF v_state = 'collected' THEN
-      DELETE FROM mdame.media_collections m WHERE m.uri = v_uri;
+    ELSIF v_mark.state = 'collected' THEN
+      RAISE EXCEPTION USING ERRCODE = 'MD010',
+        MESSAGE = format('mdame: %s was collected by housekeeping at %s: store its bytes again '
+                         '(put_file with the state as registry) before naming it',
+                         v_uri, v_mark.collected_at);
     END IF;
   END LOOP;
   RETURN NEW;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._media_reference_guard() FROM PUBLIC, mdame_app, mdame_admin;
+CREATE OR REPLACE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF payload ON mdame.renders FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
+CREATE OR REPLACE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE ON mdame.scene_cache FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
+CREATE OR REPLACE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF result ON mdame.scenes FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
+CREATE OR REPLACE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF payload ON mdame.voice_tracks FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
 
-CREATE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF result ON mdame.scenes
-  FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
-CREATE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF payload ON mdame.voice_tracks
-  FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
-CREATE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE OF payload ON mdame.renders
-  FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
-CREATE TRIGGER media_reference_guard BEFORE INSERT OR UPDATE ON mdame.scene_cache
-  FOR EACH ROW EXECUTE FUNCTION mdame._media_reference_guard();
+-- The object's collection record: ('collecting', NULL), ('collected', when), or no row.
+CREATE OR REPLACE FUNCTION mdame.media_collection_mark(p_uri text)
+ RETURNS TABLE(state text, collected_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  PERFORM mdame._require_media_uri(p_uri);
+  RETURN QUERY SELECT m.state, m.collected_at FROM media_collections m WHERE m.uri = p_uri;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.media_collection_mark(p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.media_collection_mark(p_uri text) TO mdame_app;
+
+-- The caller stored the object's bytes again after reading its record collected at
+-- p_collected_at: that record goes, and rows may name the object. True when rows may name it
+-- now (the record was dropped, or another writer dropped it first); false when it was
+-- collected again since (the caller's upload may predate that deletion: store it again).
+-- MD003 while it is being collected: the collector may still delete what was just stored.
+CREATE OR REPLACE FUNCTION mdame.media_stored_again(p_uri text, p_collected_at timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_mark media_collections;
+BEGIN
+  PERFORM mdame._require_media_uri(p_uri);
+  IF p_collected_at IS NULL OR NOT isfinite(p_collected_at) THEN
+    PERFORM mdame._invalid('collected_at must be a finite time (media_collection_mark gives it)');
+  END IF;
+  PERFORM mdame._media_lock(p_uri);
+  SELECT * INTO v_mark FROM media_collections m WHERE m.uri = p_uri FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN true;
+  ELSIF v_mark.state = 'collecting' THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD003',
+      MESSAGE = format('mdame: %s is being collected by housekeeping; store it again once it is done',
+                       p_uri);
+  ELSIF v_mark.collected_at <> p_collected_at THEN
+    RETURN false;
+  END IF;
+  DELETE FROM media_collections m WHERE m.uri = p_uri;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('media', 0, 'stored_again',
+          jsonb_build_object('uri', p_uri, 'kind', v_mark.kind, 'collected_at', v_mark.collected_at));
+  RETURN true;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.media_stored_again(p_uri text, p_collected_at timestamp with time zone) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.media_stored_again(p_uri text, p_collected_at timestamp with time zone) TO mdame_app;

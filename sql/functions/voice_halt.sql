@@ -1,38 +1,19 @@
--- 0022: a voice HALT heals instead of failing the script after a fixed number of halts.
+-- Voice HALT and its backoff retry.
 --
--- halt_voice now takes the HALT's class and the partition's retry window instead of a lifetime
--- cap:
---   transient  (every provider failed, and at least one of them for a reason that passes: a
---              connection error, a dropped stream, a timeout, 5xx, 429): the voice is retried
---              after base * 2^(halts-1) seconds, capped at max, as often as it takes while the
---              partition's day is inside its retry window. The next retry is never later than
---              the window's close, so a script still halted then is failed by that retry, with
---              a reason saying the window closed.
---   permanent  (no provider can succeed without an operator: an unknown voice, a refused key,
---              a permanent refusal): halted and failed at once, in one phase.
--- retry_halted_voice fails a script whose window has closed (the same phase, the window's
--- close and the last cause in the reason) instead of sending it back to voice_queued.
---
--- Rows of scripts halted before this migration keep their max_halts and have no window:
--- their next halt is judged by the new rule.
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
-ALTER TABLE voice_halts ALTER COLUMN max_halts DROP NOT NULL;
-ALTER TABLE voice_halts ADD COLUMN permanent boolean NOT NULL DEFAULT false;
-ALTER TABLE voice_halts ADD COLUMN retry_until timestamptz;
-
-DROP FUNCTION mdame.halt_voice(bigint, text, integer, integer, bigint);
-
 -- Halts a script whose voice failed on every provider. Returns the time its voice may be
 -- retried, or NULL when it is failed instead (a permanent cause, or the window closed).
-CREATE FUNCTION mdame.halt_voice(p_script_id bigint, p_reason text, p_permanent boolean,
-                                 p_backoff_seconds double precision,
-                                 p_backoff_max_seconds double precision,
-                                 p_retry_until timestamptz, p_lock_token bigint)
-RETURNS timestamptz
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.halt_voice(p_script_id bigint, p_reason text, p_permanent boolean, p_backoff_seconds double precision, p_backoff_max_seconds double precision, p_retry_until timestamp with time zone, p_lock_token bigint)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_halts integer;
   v_wait double precision;
@@ -93,14 +74,19 @@ BEGIN
   END IF;
   RETURN v_next;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.halt_voice(p_script_id bigint, p_reason text, p_permanent boolean, p_backoff_seconds double precision, p_backoff_max_seconds double precision, p_retry_until timestamp with time zone, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.halt_voice(p_script_id bigint, p_reason text, p_permanent boolean, p_backoff_seconds double precision, p_backoff_max_seconds double precision, p_retry_until timestamp with time zone, p_lock_token bigint) TO mdame_app;
 
 -- Sends a halted script back to voice_queued once its backoff has expired; MD009 before, MD003
 -- when it is not halted or has no retry left. A script whose retry window has closed is failed
 -- instead, with a reason saying so. Returns the script's new state.
 CREATE OR REPLACE FUNCTION mdame.retry_halted_voice(p_script_id bigint, p_lock_token bigint)
-RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_halt voice_halts;
 BEGIN
@@ -130,10 +116,6 @@ BEGIN
                             jsonb_build_object('voice_retry', v_halt.halts));
   RETURN 'voice_queued';
 END
-$$;
-
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA mdame FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION
-  mdame.halt_voice(bigint, text, boolean, double precision, double precision, timestamptz, bigint),
-  mdame.retry_halted_voice(bigint, bigint)
-TO mdame_app;
+$function$;
+REVOKE ALL ON FUNCTION mdame.retry_halted_voice(p_script_id bigint, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.retry_halted_voice(p_script_id bigint, p_lock_token bigint) TO mdame_app;

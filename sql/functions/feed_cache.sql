@@ -1,45 +1,26 @@
--- 0010: the conditional-GET cache of live trend sources (issue 8, slice "feeds").
+-- The trend sources' conditional-GET cache, shared by dimensions.
 --
--- One row per source, keyed by its request URL without secrets (a YouTube API key is never
--- part of it: a CHECK refuses any `key=` parameter). It keeps the validators of the last full
--- response (ETag, Last-Modified) and that response's items, so a 304 reuses them; and the
--- source's last failure, with an event per failure for alerting.
---
--- Not fenced: a source (say Google Trends US) is shared by every dimension and day that lists
--- it, so no dimension's pipeline lock owns the row. Every write is self-consistent (validators
--- and items of one response, in one statement); a late writer can at worst store an older
--- response, whose validators then no longer match and cost one full fetch. The client still
--- refuses to write once its own fence is known lost (StateStore.call checks it).
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
 
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
-CREATE TABLE mdame.feed_cache (
-  id             bigserial PRIMARY KEY,
-  source_url     text NOT NULL UNIQUE
-                 CHECK (length(source_url) BETWEEN 1 AND 2000 AND source_url !~* '[?&;]key='),
-  etag           text CHECK (length(etag) <= 1000),
-  last_modified  text CHECK (length(last_modified) <= 200),
-  items          jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(items) = 'array'),
-  fetched_at     timestamptz,
-  not_modified_at timestamptz,
-  failures       integer NOT NULL DEFAULT 0 CHECK (failures >= 0),  -- consecutive
-  last_error     text CHECK (length(last_error) <= 2000),
-  last_error_at  timestamptz,
-  updated_at     timestamptz NOT NULL DEFAULT now()
-);
-GRANT SELECT ON mdame.feed_cache TO mdame_app;
-ALTER TABLE mdame.feed_cache ENABLE ROW LEVEL SECURITY;
-CREATE POLICY app_reads ON mdame.feed_cache FOR SELECT TO mdame_app USING (true);
-
 -- Defence in depth: a `key=` query value never reaches a stored error text.
-CREATE FUNCTION mdame._redact_keys(p_text text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._redact_keys(p_text text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
   SELECT regexp_replace(p_text, '([?&;]key=)[^&#[:space:]''"<>]*', '\1[redacted]', 'gi')
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._redact_keys(p_text text) FROM PUBLIC, mdame_app, mdame_admin;
 
-CREATE FUNCTION mdame._require_source_url(p_source_url text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION mdame._require_source_url(p_source_url text)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
 BEGIN
   PERFORM mdame._require_text('source_url', p_source_url, 2000);
   IF p_source_url ~* '[?&;]key=' THEN
@@ -47,27 +28,35 @@ BEGIN
   END IF;
   RETURN p_source_url;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame._require_source_url(p_source_url text) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- The cached validators and items of a source; no row when it was never fetched.
-CREATE FUNCTION mdame.get_feed_cache(p_source_url text)
-RETURNS TABLE (etag text, last_modified text, items jsonb, fetched_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.get_feed_cache(p_source_url text)
+ RETURNS TABLE(etag text, last_modified text, items jsonb, fetched_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 BEGIN
   PERFORM mdame._require_source_url(p_source_url);
   RETURN QUERY SELECT c.etag, c.last_modified, c.items, c.fetched_at
                  FROM feed_cache c
                 WHERE c.source_url = p_source_url AND c.fetched_at IS NOT NULL;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.get_feed_cache(p_source_url text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.get_feed_cache(p_source_url text) TO mdame_app;
 
 -- A full response (p_items given): its validators and items replace the cached ones. A 304
 -- (p_items NULL): the cached items stay; validators the 304 carried refresh the stored ones.
 -- Either way the source's failure streak ends. Returns the row id.
-CREATE FUNCTION mdame.record_feed_fetch(p_source_url text, p_etag text, p_last_modified text,
-                                        p_items jsonb)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.record_feed_fetch(p_source_url text, p_etag text, p_last_modified text, p_items jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_id bigint;
 BEGIN
@@ -97,14 +86,18 @@ BEGIN
   END IF;
   RETURN v_id;
 END
-$$;
+$function$;
+REVOKE ALL ON FUNCTION mdame.record_feed_fetch(p_source_url text, p_etag text, p_last_modified text, p_items jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.record_feed_fetch(p_source_url text, p_etag text, p_last_modified text, p_items jsonb) TO mdame_app;
 
 -- A failed fetch: counted on the source's row (created if needed, with no cached response)
 -- and recorded as an event (subject 'feed_source', the row id) naming source and reason.
-CREATE FUNCTION mdame.record_feed_failure(p_source_url text, p_reason text,
-                                          p_execution_id text DEFAULT NULL)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = mdame, pg_temp AS $$
+CREATE OR REPLACE FUNCTION mdame.record_feed_failure(p_source_url text, p_reason text, p_execution_id text DEFAULT NULL::text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
 DECLARE
   v_id bigint;
   v_failures integer;
@@ -124,11 +117,6 @@ BEGIN
                              'execution_id', left(p_execution_id, 200)));
   RETURN v_id;
 END
-$$;
-
-REVOKE ALL ON FUNCTION mdame._redact_keys(text), mdame._require_source_url(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION
-  mdame.get_feed_cache(text),
-  mdame.record_feed_fetch(text, text, text, jsonb),
-  mdame.record_feed_failure(text, text, text)
-TO mdame_app;
+$function$;
+REVOKE ALL ON FUNCTION mdame.record_feed_failure(p_source_url text, p_reason text, p_execution_id text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.record_feed_failure(p_source_url text, p_reason text, p_execution_id text) TO mdame_app;

@@ -1,0 +1,216 @@
+-- Pipeline locks and runs: the fencing token a partition's writer holds, and its run record.
+--
+-- The current definition of each function, applied by mdame_core.migrate after the
+-- versioned migrations whenever this file changes (README, "Database").
+
+SET LOCAL client_min_messages = warning;
+SET LOCAL search_path = mdame, pg_temp;
+
+-- Returns a new token, strictly greater than any token handed out before, or NULL while a live
+-- holder has the lock. A released or expired lock is taken over.
+CREATE OR REPLACE FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_ttl interval := mdame._seconds('ttl_seconds', p_ttl_seconds);
+  v_token bigint;
+BEGIN
+  PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200);
+  INSERT INTO system_locks AS l
+    (lock_name, holder, token, ttl_seconds, acquired_at, heartbeat_at, expires_at)
+  VALUES (p_lock_name, p_holder, nextval('lock_tokens'), p_ttl_seconds, now(), now(), now() + v_ttl)
+  ON CONFLICT (lock_name) DO UPDATE
+    SET holder = excluded.holder, token = excluded.token, ttl_seconds = excluded.ttl_seconds,
+        acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at,
+        expires_at = excluded.expires_at, released_at = NULL
+    WHERE l.released_at IS NOT NULL OR l.expires_at <= now()
+  RETURNING token INTO v_token;
+  IF v_token IS NOT NULL THEN
+    INSERT INTO events (subject_kind, subject_id, event, detail)
+    VALUES ('lock', v_token, 'acquired', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
+  END IF;
+  RETURN v_token;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer) TO mdame_app;
+
+CREATE OR REPLACE FUNCTION mdame._lock_lost(p_lock_name text, p_holder text, p_token bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+  v_lock mdame.system_locks;
+BEGIN
+  SELECT * INTO v_lock FROM mdame.system_locks WHERE lock_name = p_lock_name;
+  IF v_lock.lock_name IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: lock %s has never been acquired', mdame._clip(p_lock_name));
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = 'MD004',
+    MESSAGE = format('mdame: lock %s is not held by %s with token %s (last holder %s, token %s%s)',
+                     mdame._clip(p_lock_name), mdame._clip(p_holder), p_token,
+                     mdame._clip(v_lock.holder), v_lock.token,
+                     CASE WHEN v_lock.released_at IS NOT NULL THEN ', released' ELSE '' END);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._lock_lost(p_lock_name text, p_holder text, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- The lock's heartbeat also extends the leases of the attempts its holder has in flight.
+CREATE OR REPLACE FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer DEFAULT NULL::integer)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_expires timestamptz;
+BEGIN
+  PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200),
+          mdame._require_not_null('token', p_token);
+  IF p_ttl_seconds IS NOT NULL THEN
+    PERFORM mdame._seconds('ttl_seconds', p_ttl_seconds);
+  END IF;
+  UPDATE system_locks
+     SET heartbeat_at = now(),
+         ttl_seconds = coalesce(p_ttl_seconds, ttl_seconds),
+         expires_at = now() + coalesce(p_ttl_seconds, ttl_seconds) * interval '1 second'
+   WHERE lock_name = p_lock_name AND holder = p_holder AND token = p_token
+     AND released_at IS NULL
+  RETURNING expires_at INTO v_expires;
+  IF v_expires IS NULL THEN
+    PERFORM mdame._lock_lost(p_lock_name, p_holder, p_token);
+  END IF;
+  UPDATE provider_attempts
+     SET lease_expires_at = v_expires + lease_grace_seconds * interval '1 second'
+   WHERE lock_token = p_token AND status = 'submitted';
+  RETURN v_expires;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer) TO mdame_app;
+
+-- Frees the lock. true: released now; false: this token had already released it (a retry);
+-- an old token raises MD004.
+CREATE OR REPLACE FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_lock system_locks;
+BEGIN
+  PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200),
+          mdame._require_not_null('token', p_token);
+  SELECT * INTO v_lock FROM system_locks
+   WHERE lock_name = p_lock_name AND holder = p_holder AND token = p_token
+   FOR UPDATE;
+  IF v_lock.lock_name IS NULL THEN
+    PERFORM mdame._lock_lost(p_lock_name, p_holder, p_token);
+  ELSIF v_lock.released_at IS NOT NULL THEN
+    RETURN false;
+  END IF;
+  UPDATE system_locks SET released_at = now() WHERE lock_name = p_lock_name;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('lock', p_token, 'released', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
+  RETURN true;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) TO mdame_app;
+
+-- Records the start of a run. Idempotent per execution_id. A lock token, when given, must be a
+-- live one: a run must not start under a lock it no longer holds.
+CREATE OR REPLACE FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension_slug text, p_partition_key text, p_lock_token bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_dimension bigint;
+  v_run pipeline_runs;
+BEGIN
+  PERFORM mdame._require_not_null('execution_id', p_execution_id),
+          mdame._require_text('partition_key', p_partition_key, 200);
+  IF p_dimension_slug IS NOT NULL THEN
+    v_dimension := mdame._dimension_id(p_dimension_slug);
+  END IF;
+  IF p_lock_token IS NOT NULL AND NOT EXISTS (
+       SELECT FROM system_locks
+        WHERE token = p_lock_token AND released_at IS NULL AND expires_at > now()) THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD004',
+      MESSAGE = format('mdame: lock token %s is not a live lock token', p_lock_token);
+  END IF;
+  INSERT INTO pipeline_runs (execution_id, dimension_id, partition_key, lock_token)
+  VALUES (p_execution_id, v_dimension, p_partition_key, p_lock_token)
+  ON CONFLICT (execution_id) DO NOTHING
+  RETURNING * INTO v_run;
+  IF v_run.id IS NULL THEN
+    SELECT * INTO v_run FROM pipeline_runs WHERE execution_id = p_execution_id;
+    IF (v_run.dimension_id, v_run.partition_key) IS DISTINCT FROM (v_dimension, p_partition_key) THEN
+      RAISE EXCEPTION USING ERRCODE = 'MD002',
+        MESSAGE = format('mdame: run %s already exists for another dimension or partition',
+                         p_execution_id);
+    END IF;
+    RETURN v_run.id;
+  END IF;
+  INSERT INTO events (subject_kind, subject_id, event, to_state, detail)
+  VALUES ('pipeline_run', v_run.id, 'started', 'running',
+          jsonb_build_object('execution_id', p_execution_id, 'partition_key', p_partition_key,
+                             'lock_token', p_lock_token));
+  RETURN v_run.id;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension_slug text, p_partition_key text, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension_slug text, p_partition_key text, p_lock_token bigint) TO mdame_app;
+
+-- Finishes a running run. true: finished now; false: already finished with this status.
+CREATE OR REPLACE FUNCTION mdame.finish_pipeline_run(p_execution_id uuid, p_status text, p_detail jsonb DEFAULT '{}'::jsonb)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_run pipeline_runs;
+BEGIN
+  PERFORM mdame._require_not_null('execution_id', p_execution_id),
+          mdame._require_one_of('status', p_status, ARRAY['succeeded', 'failed', 'cancelled']),
+          mdame._require_json('detail', p_detail);
+  SELECT * INTO v_run FROM pipeline_runs WHERE execution_id = p_execution_id FOR UPDATE;
+  IF v_run.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: pipeline run %s does not exist', p_execution_id);
+  ELSIF v_run.status = p_status THEN
+    RETURN false;
+  ELSIF v_run.status <> 'running' THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD003',
+      MESSAGE = format('mdame: pipeline run %s already finished as %s', p_execution_id, v_run.status);
+  END IF;
+  UPDATE pipeline_runs
+     SET status = p_status, detail = detail || p_detail, finished_at = now()
+   WHERE id = v_run.id;
+  INSERT INTO events (subject_kind, subject_id, event, from_state, to_state, detail)
+  VALUES ('pipeline_run', v_run.id, 'finished', 'running', p_status, p_detail);
+  RETURN true;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.finish_pipeline_run(p_execution_id uuid, p_status text, p_detail jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.finish_pipeline_run(p_execution_id uuid, p_status text, p_detail jsonb) TO mdame_app;
+
+CREATE OR REPLACE FUNCTION mdame.dimension_lock_name(p_slug text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  -- The Python side (mdame_assets.runtime.dimension_lock_name) builds the same name.
+  SELECT 'pipeline:' || p_slug
+$function$;
+REVOKE ALL ON FUNCTION mdame.dimension_lock_name(p_slug text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.dimension_lock_name(p_slug text) TO mdame_app;
