@@ -1,0 +1,92 @@
+"""Reading dimensions: one YAML file (load_dimension_file), a folder of them into a Registry that
+carries on past a bad file (load_registry), and the form the registry stores in PostgreSQL back
+into a DimensionConfig (dimension_from_json)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mdame_domain.adaptive import AdaptiveLimits
+from mdame_domain.captions import CaptionStyle
+from mdame_domain.dimensions.config import DimensionConfig
+from mdame_domain.dimensions.media import MusicSettings, VisualsSettings, VoiceSettings
+from mdame_domain.dimensions.parsing import parse_dimension
+from mdame_domain.dimensions.publishing import AlertSettings, PublishingAccount, YouTubeSettings
+from mdame_domain.dimensions.reader import DimensionConfigError
+from mdame_domain.feed_sources import source_from_json
+from mdame_domain.retention import RetentionSettings
+
+
+def load_dimension_file(path: Path) -> DimensionConfig:
+    source = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise DimensionConfigError(source, "<yaml>", f"not valid YAML: {exc}") from exc
+    config = parse_dimension(data, source)
+    if config.slug != path.stem:
+        raise DimensionConfigError(source, "slug", f"must match the file name ({path.stem!r})")
+    return config
+
+
+@dataclass(frozen=True)
+class Registry:
+    dimensions: tuple[DimensionConfig, ...]
+    errors: tuple[DimensionConfigError, ...]
+
+    def by_slug(self) -> dict[str, DimensionConfig]:
+        return {d.slug: d for d in self.dimensions}
+
+
+def load_registry(folder: Path) -> Registry:
+    """Every *.yaml in `folder`; a bad file is reported in `errors` and does not stop the rest."""
+    dimensions, errors = [], []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            dimensions.append(load_dimension_file(path))
+        except DimensionConfigError as exc:
+            errors.append(exc)
+    return Registry(tuple(dimensions), tuple(errors))
+
+
+def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
+    """The inverse of DimensionConfig.to_json (the registry stores that form in PostgreSQL)."""
+    fields = dict(data)
+    fields["accounts"] = tuple(PublishingAccount(**a) for a in fields.get("accounts", ()))
+    for name in ("palette", "feeds", "keywords", "blocked_terms"):
+        fields[name] = tuple(fields.get(name, ()))
+    fields["sources"] = tuple(source_from_json(s) for s in fields.get("sources", ()))
+    if "required_reviews" in fields:  # configs stored before it existed keep the default
+        fields["required_reviews"] = tuple(fields["required_reviews"])
+    if "youtube" in fields:  # configs stored before the field existed keep its default
+        yt = dict(fields["youtube"])
+        yt["hashtags"] = tuple(yt.get("hashtags", ()))
+        yt["tags"] = None if yt.get("tags") is None else tuple(yt["tags"])
+        fields["youtube"] = YouTubeSettings(**yt)
+    if "tts" in fields:  # configs stored before it existed keep the default
+        fields["tts"] = VoiceSettings(**fields["tts"])
+    if "visuals" in fields:  # configs stored before the field existed keep its default
+        fields["visuals"] = VisualsSettings(**fields["visuals"])
+    if "music" in fields:  # configs stored before the field existed keep its default
+        fields["music"] = MusicSettings(**fields["music"])
+    if "duration_range_s" in fields:  # configs stored before the field existed keep its default
+        fields["duration_range_s"] = tuple(fields["duration_range_s"])
+    if "gemini_prices" in fields:
+        fields["gemini_prices"] = tuple(tuple(p) for p in fields["gemini_prices"])
+    if "captions" in fields:  # configs stored before the field existed keep its default
+        fields["captions"] = CaptionStyle(**fields["captions"])
+    if "adaptive" in fields:  # configs stored before the field existed keep its default
+        limits: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in fields["adaptive"].items()
+        }
+        fields["adaptive"] = AdaptiveLimits(**limits)
+    if "retention" in fields:  # configs stored before the field existed keep its default
+        fields["retention"] = RetentionSettings(**fields["retention"])
+    if "alerts" in fields:  # configs stored before the field existed keep its default
+        fields["alerts"] = AlertSettings(**fields["alerts"])
+    return DimensionConfig(**fields)
