@@ -1,6 +1,6 @@
 """`mdame doctor`'s plain parts: the verdicts, the table, redaction
 and the small rules the checks share. The checks themselves talk to the real client libraries
-and live in mdame_cli/doctor.py; nothing here imports a provider SDK.
+and live in mdame_cli/doctor/; nothing here imports a provider SDK.
 """
 
 from __future__ import annotations

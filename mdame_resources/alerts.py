@@ -6,7 +6,7 @@ fails leaves the row undelivered; `deliver_pending_alerts` (the alert sweep sens
 later, so a Telegram outage loses nothing. Raising an alert never raises: the path that hit
 the cause (a HALT, a refused budget, a failed run) goes on as it would have without it.
 
-Each delivery holds a claim with a token (0023). It is settled with that token only: a
+Each delivery holds a claim with a token. It is settled with that token only: a
 deliverer whose claim lapsed and was taken over is refused (LeaseLost) and changes nothing, so
 it cannot free the alert for a third deliverer while the new holder sends it. The sweep renews
 each claim right before sending and skips an alert another deliverer holds by then.

@@ -8,7 +8,7 @@ Object key: <prefix>/<sha[:2]>/<sha><suffix>; derived-output memos are small obj
 
 Verification: put_file HEADs the key first and skips the PUT when an object of that size is
 there and this host holds a verified copy of it (else it reads it back to decide); an object
-housekeeping collected is uploaded again whatever is there (0024). After a PUT
+housekeeping collected is uploaded again whatever is there. After a PUT
 it GETs the object back, hashing it into the local cache, and returns only when those bytes
 hash to the name. Reading back was chosen over server-side checksums
 (x-amz-checksum-sha256 on PUT, ChecksumMode on HEAD) because it holds on every S3-compatible

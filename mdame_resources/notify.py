@@ -23,11 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import httpx
 
 from mdame_core.settings import REPO_ROOT, mdame_home
 from mdame_domain.dimensions import SLUG_PATTERN, DimensionConfigError, load_dimension_file
+from mdame_domain.doctor import Redactor, Status, display_url
 from mdame_domain.telegram_text import cut_caption, split_message
+from mdame_resources.health import Health, HealthScope, resolved
 from mdame_resources.providers.base import ProviderResource
 
 API_URL_VAR = "MDAME_TELEGRAM_API_URL"
@@ -163,6 +166,67 @@ class TelegramNotifier(NotifierResource):
             form={"chat_id": chat, "caption": cut_caption(caption)},
             files={"photo": ("plot.png", png, "image/png")},
         )
+
+    # -- health ------------------------------------------------------------------------------
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """getMe through this client, one try (a health check reports an outage, it does not
+        wait one out), then a chat for every active dimension in scope and for global alerts."""
+        field = self.bot_token
+        token_name = field.env_var_name if isinstance(field, dg.EnvVar) else TOKEN_VAR
+        notifier = resolved(self, timeout_s=timeout, server_retries=0, max_wait_s=0)
+        try:
+            token = notifier._token()
+        except NotifyConfigError:
+            return [
+                Health(
+                    Status.FAIL,
+                    f"{token_name} is not set: alerts and reports cannot reach Telegram",
+                )
+            ]
+        redact = Redactor([token])
+        where = display_url(notifier.base_url())
+        try:
+            bot = notifier.get_me()
+        except TelegramUnauthorized:
+            return [
+                Health(
+                    Status.FAIL,
+                    f"getMe at {where} answered HTTP 401 Unauthorized (the bot token was refused)",
+                )
+            ]
+        except TelegramError as exc:
+            what = (
+                f"not reachable ({exc.description})"
+                if exc.status == 0
+                else f"answered HTTP {exc.status} {exc.description}"
+            )
+            return [Health(Status.FAIL, redact(f"getMe at {where} {what}"))]
+        unrouted = []
+        for slug in scope.slugs if scope else ():
+            try:
+                notifier.chat_for(slug)
+            except NotifyConfigError:
+                unrouted.append(slug)
+        name = redact(f"bot @{bot.get('username')} at {where}")
+        if unrouted:
+            return [
+                Health(
+                    Status.FAIL,
+                    f"{name}, but no chat for {', '.join(unrouted)}: set {CHAT_VAR} or "
+                    "the dimension's alerts.telegram_chat",
+                )
+            ]
+        try:
+            notifier.chat_for(None)
+        except NotifyConfigError:
+            return [
+                Health(
+                    Status.WARN,
+                    f"{name}; no global chat ({CHAT_VAR}): alerts of no dimension are "
+                    "not delivered",
+                )
+            ]
+        return [Health(Status.OK, name)]
 
     def _call(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from mdame_core.settings import mdame_env
+from mdame_resources.health import Health, HealthScope
 
 
 class ProviderResource(dg.ConfigurableResource):
@@ -24,6 +25,13 @@ class ProviderResource(dg.ConfigurableResource):
                 f"{self.provider_name} is an offline provider and ENV=prod refuses it; "
                 "configure the production provider"
             )
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """One cheap call through the client the provider's work uses, against the endpoint it
+        would use, each call bounded by `timeout` seconds: what it found, the cause and the fix
+        named, never a secret (`mdame doctor` prints it). `scope`: what the check covers beyond
+        the provider's own settings (the active dimensions, a state store)."""
+        raise NotImplementedError(f"{self.provider_name} has no health check")
 
 
 def not_built(provider: str, what: str) -> NotImplementedError:

@@ -85,7 +85,7 @@ def providers_for_environment() -> dict[str, Any]:
     providers = production_providers()
     if chosen == "fakes":
         providers["visuals"] = ProceduralVisuals()
-        # The dimensions' sample feed files count too, beside any live source (feeds slice).
+        # The dimensions' sample feed files count too, beside any live source.
         providers["trend_source"] = HttpFeedTrendSource(
             youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY"), read_files=True
         )

@@ -10,13 +10,15 @@ import threading
 import wave
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from mdame_domain.dimensions import VoiceSettings
-from mdame_domain.doctor import edge_voice_list_url
+from mdame_domain.doctor import Status, display_url, edge_voice_list_url
 from mdame_domain.paid_calls import failure_class
 from mdame_domain.speech import align_words, audio_to_wav, coverage_problems, decode_to_wav
 from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, WordTiming, synthesize_espeak
+from mdame_resources.health import Health, HealthScope
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
 from mdame_resources.providers.gemini import (
@@ -292,6 +294,59 @@ class EdgeGeminiVoiceChain(VoiceResource):
                 # Malformed frames raise bare ValueError/JSONDecodeError/KeyError in edge-tts.
                 raise EdgeTtsFailure("malformed frame", _cause(exc)) from exc
         return words
+
+    # -- health ----------------------------------------------------------------------------
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """edge-tts list_voices() at the voices list beside the synthesis endpoint; WARN when a
+        dimension's voice is not offered (Gemini TTS would take over). The Gemini TTS fallback's
+        key and models are the writer's check (one key, every configured model)."""
+        import aiohttp
+        import edge_tts.constants
+        import edge_tts.voices
+
+        try:
+            wss = self._endpoint()  # a local server is never behind the proxy
+        except EdgeTtsFailure as failure:
+            return [Health(Status.FAIL, failure.detail)]
+        try:
+            url = edge_voice_list_url(wss) if wss else edge_tts.constants.VOICE_LIST
+        except ValueError as exc:
+            return [Health(Status.FAIL, f"{EDGE_URL_ENV}: {exc}")]
+        where = display_url(url)
+
+        async def voices() -> list[Any]:
+            with _EDGE_URL_LOCK:
+                # list_voices reads the module's VOICE_LIST; point it here for this call only.
+                edge_tts.voices.VOICE_LIST = url
+                try:
+                    async with asyncio.timeout(timeout):
+                        return list(await edge_tts.voices.list_voices())
+                finally:
+                    edge_tts.voices.VOICE_LIST = edge_tts.constants.VOICE_LIST
+
+        try:
+            listed = asyncio.run(voices())
+        except aiohttp.ClientResponseError as exc:
+            return [Health(Status.FAIL, f"{where} answered HTTP {exc.status}")]
+        except TimeoutError:
+            return [Health(Status.FAIL, f"{where}: no answer within {timeout}s")]
+        except aiohttp.ClientError as exc:
+            return [Health(Status.FAIL, f"{where} not reachable ({type(exc).__name__})")]
+        names = {str(v.get("ShortName")) for v in listed}
+        missing = sorted(
+            f"{d.tts.edge_voice} ({d.slug})"
+            for d in (scope.dimensions if scope else ())
+            if d.tts.edge_voice not in names
+        )
+        if missing:
+            return [
+                Health(
+                    Status.WARN,
+                    f"{len(names)} voices at {where}, but not {', '.join(missing)}: those "
+                    "dimensions would fall back to Gemini TTS",
+                )
+            ]
+        return [Health(Status.OK, f"{len(names)} voices at {where}")]
 
     async def _no_audio(self, url: str | None, voice: str, exc: BaseException) -> EdgeTtsFailure:
         """The service answers a voice it does not have with no audio at all, as it may answer

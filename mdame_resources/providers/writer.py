@@ -18,6 +18,7 @@ from mdame_domain.model_output import (
 )
 from mdame_domain.prompt_data import DATA_RULE, data_block
 from mdame_domain.writer import MAX_ATTEMPTS, Script, TopicBrief, snippet_sentences, write_script
+from mdame_resources.health import Health, HealthScope, setting
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import CallContext
 
@@ -238,6 +239,17 @@ class GeminiScriptWriter(ScriptWriterResource):
             return WriteOutcome(
                 None, len(rejected.errors), reasons, writer.spent, REJECTED_BY_MODEL_OUTPUT
             )
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """The Gemini API as this deployment calls it: the key (the safety classifier and the
+        voice's Gemini TTS fallback are given the same one) and models.get for each model the
+        active dimensions configure, text and TTS, one finding each (gemini/health.py)."""
+        from mdame_resources.providers.gemini.health import gemini_health
+
+        key, key_name = setting(self, "api_key")
+        base_url = setting(self, "base_url")[0] or None
+        dimensions = scope.dimensions if scope else ()
+        return gemini_health(key, key_name, base_url, dimensions, timeout)
 
 
 class _TopicWriter:

@@ -26,13 +26,13 @@ from fakes import youtube as fake_youtube
 from fakes.edge_tts import EdgeTtsServer
 from fakes.edge_tts import running as edge_running
 from fakes.telegram import TelegramServer
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_cli.doctor import Options, run_doctor
 from mdame_cli.main import main as mdame_main
-from mdame_core.migrate import MIGRATIONS_DIR, migrate
+from mdame_core.migrate import FUNCTIONS_DIR, MIGRATIONS_DIR, migrate
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from mdame_domain.doctor import Check, Status, render_table
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
 from tests.scratch_db import DbUrls
 from tests.telegramkit import TOKEN as BOT_TOKEN
@@ -370,15 +370,16 @@ def test_database_not_migrated_and_roles_wrong(
     checks = deployment.run(only=only)
     assert checks["migrations"].status is Status.FAIL
     assert "not migrated" in checks["migrations"].detail
-    # Part-migrated: the first three files only.
-    partial = tmp_path / "migrations"
+    # Part-migrated: the schema, and the first three function files only.
+    partial = tmp_path / "functions"
     partial.mkdir()
     files = sorted(MIGRATIONS_DIR.glob("*.sql"))
-    for f in files[:3]:
+    functions = sorted(FUNCTIONS_DIR.glob("*.sql"))
+    for f in functions[:3]:
         shutil.copy(f, partial / f.name)
-    migrate(empty_db.owner, "dev", partial)
+    migrate(empty_db.owner, "dev", functions_dir=partial)
     fails = failed(deployment.run(only=only))
-    assert f"{len(files) - 3} pending: {files[3].name}" in fails["migrations"]
+    assert f"{len(functions) - 3} pending: functions/{functions[3].name}" in fails["migrations"]
     assert "run `mdame db migrate`" in fails["migrations"]
     # An applied file edited afterwards (its recorded checksum no longer matches).
     with psycopg.connect(empty_db.owner, autocommit=True) as conn:

@@ -81,6 +81,23 @@ def test_migration_problems() -> None:
     ]
 
 
+def test_migration_problems_of_function_files_and_a_squashed_history() -> None:
+    files = [("0028_baseline.sql", "b" * 64), ("functions/jobs.sql", "j" * 64)]
+    # A changed function file is run again by the next migrate: pending, never "edited".
+    assert migration_problems(
+        files, {"0028_baseline.sql": "b" * 64, "functions/jobs.sql": "0" * 64}
+    ) == ["1 pending: functions/jobs.sql (run `mdame db migrate`)"]
+    # A database the squashed per-change files migrated: the next migrate adopts the baseline.
+    squashed = {"0001_schema.sql": "1" * 64, "0002_rpcs.sql": "2" * 64}
+    assert migration_problems(files, dict(squashed), squashed) == [
+        "2 pending: 0028_baseline.sql, functions/jobs.sql (run `mdame db migrate`)"
+    ]
+    edited = {"0001_schema.sql": "1" * 64, "0002_rpcs.sql": "0" * 64}
+    assert migration_problems(files, edited, squashed)[0] == (
+        "edited after it was applied: 0002_rpcs.sql"
+    )
+
+
 def test_disk_verdict() -> None:
     assert disk_verdict(5 * GIB, 10 * GIB) is Status.FAIL
     assert disk_verdict(15 * GIB, 10 * GIB) is Status.WARN

@@ -1,4 +1,4 @@
-"""Gemini through the official google-genai SDK: one client factory and one paid-call path.
+"""The one paid-call path of every Gemini request.
 
 Every Gemini request goes through `PaidCaller.call`:
   1. begin_paid_call: an earlier call of the same work key whose outcome is unknown is settled
@@ -28,42 +28,28 @@ Failure classes (the ledger records each failed attempt's class):
     work key across runs.
   - blocked: a 200 with a safety block (promptFeedback.blockReason, finishReason SAFETY),
     settled at the usage it reports (0 when none): a definite decision, ModelBlocked.
-
-The API key comes from dg.EnvVar("GEMINI_API_KEY") and is never logged, stored or put in an
-error message; the endpoint from MDAME_GEMINI_BASE_URL when set (a gateway, or fakes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib
-import io
 import json
 import os
 import time
-import wave
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import dagster as dg
-import httpx
 from google import genai
 from google.genai import errors, types
 
 from mdame_core.settings import seconds_setting
-from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import InvalidModelOutput
 from mdame_domain.paid_calls import (
-    DEFAULT_TTS_MODEL,
-    audio_mime,
     backoff_s,
     cost_micros,
     estimate_micros,
-    estimate_prompt_tokens,
     failure_class,
     http_cause,
     parse_retry_after,
@@ -71,42 +57,20 @@ from mdame_domain.paid_calls import (
     refusal_fix,
     refusal_scope,
     request_hash,
-    speech_output_tokens,
 )
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
+from mdame_resources.providers.gemini.client import NO_ANSWER, NOT_SENT
+from mdame_resources.providers.gemini.output import block_reason, short
 
-BASE_URL_ENV = "MDAME_GEMINI_BASE_URL"
-API_VERSION = "v1beta"  # the SDK's default is v1, which lacks some generation fields
-DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ATTEMPTS = 4
 # A paid call's lease outlives its lock by the longest single request (a setting, so a crash
 # test need not wait out a killed run's call).
 GRACE_S = 180
 GRACE_ENV = "MDAME_GEMINI_GRACE_S"
-_BLOCK_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
 TRANSIENT_TRIES_ENV = "MDAME_GEMINI_TRANSIENT_TRIES"
 BACKOFF_ENV = "MDAME_GEMINI_BACKOFF_S"
 BACKOFF_MAX_ENV = "MDAME_GEMINI_BACKOFF_MAX_S"
-
-
-def _http_modules() -> list[ModuleType]:
-    """google-genai talks through httpx, or its fork httpx2 in recent releases: both raise
-    their own transport exceptions."""
-    modules: list[ModuleType] = [httpx]
-    with contextlib.suppress(ImportError):
-        modules.append(importlib.import_module("httpx2"))
-    return modules
-
-
-def _errors(*names: str) -> tuple[type[BaseException], ...]:
-    return tuple(getattr(m, n) for m in _http_modules() for n in names if hasattr(m, n))
-
-
-# Nothing reached the server: a definite failure, nothing billed.
-_NOT_SENT = _errors("ConnectError", "ConnectTimeout", "PoolTimeout")
-# Sent, and no answer: the outcome is unknown.
-_NO_ANSWER = _errors("TimeoutException", "TransportError")
 
 
 class PaidCallFailed(RuntimeError):
@@ -144,23 +108,6 @@ class PaidCallRefused(PaidCallFailed, dg.Failure):
         return self.description or ""
 
 
-def make_client(
-    api_key: str, base_url: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> genai.Client:
-    """The one Gemini client: key from the caller (dg.EnvVar), base URL from the argument or
-    MDAME_GEMINI_BASE_URL, api_version pinned, SDK retries off, an explicit timeout (the SDK
-    has none by default, so a hung server would block forever)."""
-    if not api_key:
-        raise ValueError("GEMINI_API_KEY is empty: set it (the key is required even locally)")
-    options = types.HttpOptions(
-        base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
-        api_version=API_VERSION,
-        timeout=int(timeout_s * 1000),
-        retry_options=None,
-    )
-    return genai.Client(api_key=api_key, http_options=options)
-
-
 @dataclass(frozen=True)
 class PaidResult:
     value: Any  # what `parse` returned (JSON data for text calls, (bytes, mime) for audio)
@@ -184,10 +131,6 @@ class _Outcome:
         if self.status == "refuse":
             return "permanent"
         return "blocked" if self.detail.get("blocked") else "unusable"
-
-
-def _short(text: Any, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
 
 
 def _int_setting(name: str, default: int) -> int:
@@ -409,11 +352,11 @@ class PaidCaller:
             headers = getattr(getattr(exc, "response", None), "headers", None) or {}
             wait = parse_retry_after(headers.get("retry-after")) if code == 429 else None
             return None, _Outcome("release", detail, wait_s=wait)
-        except _NOT_SENT as exc:
-            detail = {"error": f"not sent: {type(exc).__name__} ({model}): {_short(exc)}"}
+        except NOT_SENT as exc:
+            detail = {"error": f"not sent: {type(exc).__name__} ({model}): {short(exc)}"}
             return None, _Outcome("release", detail)
-        except _NO_ANSWER as exc:
-            error = f"no answer: {type(exc).__name__} ({model}): {_short(exc)}"
+        except NO_ANSWER as exc:
+            error = f"no answer: {type(exc).__name__} ({model}): {short(exc)}"
             return None, _Outcome("unknown", {"error": error})
         except json.JSONDecodeError:
             detail = {"error": "the answer was not JSON", "settled_at": "estimate"}
@@ -428,7 +371,7 @@ class PaidCaller:
             thoughts = usage.thoughts_token_count or 0
             actual = cost_micros(price, prompt, output, thoughts)
             usage_detail = {"usage": {"prompt": prompt, "output": output, "thoughts": thoughts}}
-        blocked = _block_reason(response)
+        blocked = block_reason(response)
         if blocked is not None:
             detail = {**usage_detail, "error": blocked, "blocked": True}
             return None, _Outcome("settle_failed", detail, actual)
@@ -438,176 +381,6 @@ class PaidCaller:
         try:
             value = parse(response)
         except InvalidModelOutput as exc:
-            detail = {**usage_detail, "error": f"invalid answer: {_short(exc)}"}
+            detail = {**usage_detail, "error": f"invalid answer: {short(exc)}"}
             return None, _Outcome("settle_failed", detail, actual)
         return value, _Outcome("settle_ok", usage_detail, actual)
-
-
-def _block_reason(response: types.GenerateContentResponse) -> str | None:
-    feedback = response.prompt_feedback
-    if feedback is not None and feedback.block_reason is not None:
-        return f"prompt blocked: {_enum_name(feedback.block_reason)}"
-    for candidate in response.candidates or []:
-        reason = _enum_name(candidate.finish_reason) if candidate.finish_reason else ""
-        if reason in _BLOCK_FINISH:
-            return f"answer blocked: finishReason {reason}"
-    return None
-
-
-def _enum_name(value: Any) -> str:
-    return str(getattr(value, "value", value) or "")
-
-
-def response_json(response: types.GenerateContentResponse) -> Any:
-    """The first candidate's JSON text, parsed; InvalidModelOutput when it is not JSON or the
-    answer was cut short."""
-    candidate = response.candidates[0] if response.candidates else None
-    if candidate is None or candidate.content is None or not candidate.content.parts:
-        raise InvalidModelOutput("the answer has no content")
-    if _enum_name(candidate.finish_reason) == "MAX_TOKENS":
-        raise InvalidModelOutput("the answer was cut off at max_output_tokens")
-    text = "".join(p.text or "" for p in candidate.content.parts)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidModelOutput(f"the answer is not JSON: {exc.msg}") from None
-
-
-def json_config(
-    system: str, schema: dict[str, Any], max_output_tokens: int, temperature: float
-) -> types.GenerateContentConfig:
-    """A structured-output request: the JSON schema travels in the request."""
-    return types.GenerateContentConfig(
-        system_instruction=system,
-        response_mime_type="application/json",
-        response_json_schema=schema,
-        max_output_tokens=max_output_tokens,
-        temperature=temperature,
-    )
-
-
-# --- speech -----------------------------------------------------------------------------------
-
-
-def pcm_to_wav(pcm: bytes, rate: int = 24_000) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as writer:
-        writer.setnchannels(1)
-        writer.setsampwidth(2)
-        writer.setframerate(rate)
-        writer.writeframes(pcm)
-    return out.getvalue()
-
-
-def as_wav(audio: bytes, mime: str) -> bytes:
-    """WAV bytes from Gemini's audio: raw L16 PCM is wrapped, WAV passes through."""
-    kind, rate = audio_mime(mime)
-    return pcm_to_wav(audio, rate or 24_000) if kind == "pcm" else audio
-
-
-def audio_seconds(audio: bytes, mime: str) -> float:
-    kind, rate = audio_mime(mime)
-    if kind == "pcm":
-        return len(audio) / 2 / (rate or 24_000)
-    with wave.open(io.BytesIO(audio), "rb") as reader:
-        return reader.getnframes() / reader.getframerate()
-
-
-def write_wav(path: Path, audio: bytes, mime: str) -> Path:
-    """Writes Gemini's audio (PCM or WAV, by mime type) as a WAV file at `path`."""
-    path.write_bytes(as_wav(audio, mime))
-    return path
-
-
-def _audio_parser(text: str, min_seconds_per_word: float) -> Callable[[Any], tuple[bytes, str]]:
-    def parse(response: types.GenerateContentResponse) -> tuple[bytes, str]:
-        candidate = response.candidates[0] if response.candidates else None
-        parts = candidate.content.parts if candidate and candidate.content else None
-        blob = next((p.inline_data for p in parts or [] if p.inline_data), None)
-        if blob is None or not blob.data or not blob.mime_type:
-            raise InvalidModelOutput("the answer carries no audio")
-        try:
-            seconds = audio_seconds(blob.data, blob.mime_type)
-        except (ValueError, wave.Error) as exc:
-            raise InvalidModelOutput(f"unreadable audio: {_short(exc)}") from None
-        needed = len(text.split()) * min_seconds_per_word
-        if seconds < needed:
-            raise InvalidModelOutput(f"the audio lasts {seconds:.2f}s, too short for the text")
-        return blob.data, blob.mime_type
-
-    return parse
-
-
-def synthesize_speech(
-    text: str,
-    voice_name: str,
-    *,
-    ctx: CallContext,
-    api_key: str,
-    model: str | None = None,
-    language_code: str | None = None,
-    work_key: str | None = None,
-    base_url: str | None = None,
-    timeout_s: float = 120.0,
-    max_attempts: int = 2,
-    min_seconds_per_word: float = 0.15,
-    client: genai.Client | None = None,
-) -> tuple[bytes, str]:
-    """Gemini TTS through the paid-call path: (audio bytes, mime type). The mime type is
-    `audio/L16;codec=pcm;rate=24000` (raw PCM) or `audio/wav`, as the model answers; `as_wav`
-    and `write_wav` turn either into a WAV file. Raises BudgetExhausted, ModelBlocked,
-    PaidCallTransient, PaidCallRefused or PaidCallFailed (missing, unreadable or too-short
-    audio included)."""
-    if not text.strip():
-        raise ValueError("synthesize_speech needs text")
-    model = model or ctx.dimension.gemini_tts_model or DEFAULT_TTS_MODEL
-    speech = types.SpeechConfig(
-        voice_config=types.VoiceConfig(
-            prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=voice_name)
-        ),
-        language_code=language_code,
-    )
-    config = types.GenerateContentConfig(
-        response_modalities=["AUDIO"],
-        speech_config=speech,
-        max_output_tokens=speech_output_tokens(text),
-    )
-    key = work_key or idempotency_key(
-        "gemini-tts", ctx.dimension.slug, model, voice_name, language_code or "", text
-    )
-    caller = PaidCaller(
-        client or make_client(api_key, base_url, timeout_s), ctx, max_attempts=max_attempts
-    )
-    result = caller.call(
-        work_key=key,
-        model=model,
-        contents=text,
-        config=config,
-        parse=_audio_parser(text, min_seconds_per_word),
-        store_result=False,  # audio is too big for the ledger; a repeat pays again
-    )
-    audio, mime = result.value
-    return audio, mime
-
-
-__all__ = [
-    "BudgetExhausted",
-    "CallContext",
-    "ModelBlocked",
-    "PaidCallFailed",
-    "PaidCallInFlight",
-    "PaidCallRefused",
-    "PaidCallTransient",
-    "PaidCallUnknown",
-    "PaidCaller",
-    "PaidResult",
-    "as_wav",
-    "audio_seconds",
-    "estimate_prompt_tokens",
-    "json_config",
-    "make_client",
-    "pcm_to_wav",
-    "response_json",
-    "synthesize_speech",
-    "write_wav",
-]

@@ -1,0 +1,31 @@
+"""env: ENV set and valid, and the provider set it implies (the provider checks need it)."""
+
+from __future__ import annotations
+
+from mdame_cli.doctor.context import Doctor
+from mdame_core import settings
+from mdame_domain.doctor import Status
+
+
+def check_env(doctor: Doctor) -> None:
+    from mdame_resources.providers.selection import PROVIDERS_VAR, provider_set
+
+    try:
+        doctor.env = settings.mdame_env()
+    except settings.SettingsError as exc:
+        doctor.add("env", Status.FAIL, str(exc))
+        return
+    try:
+        doctor.providers = provider_set()
+    except settings.SettingsError as exc:
+        doctor.add("env", Status.FAIL, str(exc))
+        return
+    if doctor.env == "prod" and doctor.providers != "production":
+        doctor.add(
+            "env",
+            Status.FAIL,
+            f"ENV=prod accepts only the production providers, not "
+            f"{PROVIDERS_VAR}={doctor.providers}",
+        )
+        return
+    doctor.add("env", Status.OK, f"ENV={doctor.env}, providers={doctor.providers}")

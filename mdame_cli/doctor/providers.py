@@ -1,0 +1,110 @@
+"""gemini, edge_tts, youtube, telegram: each production provider's own health check, on the
+provider as the runs build it (mdame_assets.resources.shared_resources, the function the
+definitions bind), so the doctor reads no provider setting of its own.
+
+    gemini    the writer: models.get per model the active dimensions configure
+    edge_tts  the voice chain: the Edge-TTS voices list, the dimensions' voices on it
+    youtube   the publisher: per active account, its grant opened, the token refreshed,
+              channels.list(mine=True)
+    telegram  the notifier: getMe, and a chat for every active dimension
+
+With the offline providers (or an unknown set) each SKIPs, saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from mdame_cli.doctor.context import Doctor
+from mdame_domain.doctor import Status
+
+if TYPE_CHECKING:
+    from mdame_resources.health import Health, HealthScope
+
+PROVIDER_GROUPS = ("gemini", "edge_tts", "youtube", "telegram")
+
+
+def _provider(doctor: Doctor, key: str) -> Any:
+    """The provider the runs bind under `key`, built once per doctor run."""
+    if doctor.resources is None:
+        from mdame_assets.resources import shared_resources
+
+        doctor.resources = shared_resources()
+    return doctor.resources[key]
+
+
+def _scope(doctor: Doctor, state: Any = None) -> HealthScope:
+    from mdame_resources.health import HealthScope
+
+    slugs = [row.slug for row in doctor.dimension_rows]
+    return HealthScope(dimensions=doctor.dimensions, slugs=slugs, state=state)
+
+
+def _report(doctor: Doctor, group: str, findings: Sequence[Health]) -> None:
+    """One row per finding: `group`, or `group:subject` for a finding about one thing."""
+    for found in findings:
+        name = f"{group}:{found.subject}" if found.subject else group
+        doctor.add(name, found.status, found.message)
+
+
+def _provider_skip(doctor: Doctor, group: str) -> bool:
+    """SKIPs a provider check when the offline providers are in use (or unknown)."""
+    if doctor.providers is None:
+        doctor.add(group, Status.SKIP, "ENV is not valid, so the provider set is unknown")
+        return True
+    if doctor.providers == "offline":
+        doctor.add(
+            group,
+            Status.SKIP,
+            "offline providers (MDAME_PROVIDERS=offline, ENV=dev's default): not called",
+        )
+        return True
+    return False
+
+
+def check_gemini(doctor: Doctor) -> None:
+    """models.get per configured model: one row each (`gemini:<model>`); a problem of the
+    whole service (no key, a refused key, nothing listening) is one `gemini` row."""
+    if _provider_skip(doctor, "gemini"):
+        return
+    writer = _provider(doctor, "writer")
+    _report(doctor, "gemini", writer.health_check(doctor.options.timeout_s, _scope(doctor)))
+
+
+def check_edge_tts(doctor: Doctor) -> None:
+    if _provider_skip(doctor, "edge_tts"):
+        return
+    voice = _provider(doctor, "voice")
+    _report(doctor, "edge_tts", voice.health_check(doctor.options.timeout_s, _scope(doctor)))
+
+
+def check_youtube(doctor: Doctor) -> None:
+    if _provider_skip(doctor, "youtube"):
+        return
+    if not doctor.db_ok:
+        doctor.add("youtube", Status.SKIP, "the database is not ready, so the accounts are unknown")
+        return
+    if not doctor.dimension_rows:
+        doctor.add(
+            "youtube",
+            Status.WARN,
+            "no active dimension in the database yet (the registry syncs on the first run: "
+            "`make demo` or the daemon): no account to check",
+        )
+        return
+    from mdame_core.state import StateStore
+
+    publisher = _provider(doctor, "publisher")
+    timeout = doctor.options.timeout_s
+    with StateStore(env=doctor.env, pool_max=1, connect_timeout_s=timeout) as st:
+        _report(doctor, "youtube", publisher.health_check(timeout, _scope(doctor, st)))
+
+
+def check_telegram(doctor: Doctor) -> None:
+    """getMe through the alerts' own client (mdame_resources.notify.TelegramNotifier), then
+    a chat for every active dimension and for global alerts."""
+    if _provider_skip(doctor, "telegram"):
+        return
+    notifier = _provider(doctor, "notifier")
+    _report(doctor, "telegram", notifier.health_check(doctor.options.timeout_s, _scope(doctor)))

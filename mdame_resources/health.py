@@ -1,0 +1,65 @@
+"""What a resource's health check answers (`mdame doctor` prints it): one finding per thing it
+checked, each with its verdict and a message naming the cause and the fix, never a secret.
+
+A health check runs on the resource as the definitions build it: a secret or an endpoint given
+as a dg.EnvVar is read when the check runs, as a run reads it when it builds the resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import dagster as dg
+
+from mdame_domain.doctor import Status
+
+if TYPE_CHECKING:
+    from mdame_core.state import StateStore
+    from mdame_domain.dimensions import DimensionConfig
+
+
+@dataclass(frozen=True)
+class Health:
+    """One finding: OK, WARN or FAIL, and a one-line message (the cause and the fix). `subject`
+    names what within the provider it is about (a model, an account); empty for the provider
+    as a whole."""
+
+    status: Status
+    message: str
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class HealthScope:
+    """What a check covers beyond the resource's own settings: the active dimensions' configs
+    (their models and voices), every active dimension's slug, parsed or not (their chats and
+    accounts), and a state store to read accounts and grants through."""
+
+    dimensions: Sequence[DimensionConfig] = ()
+    slugs: Sequence[str] = ()
+    state: StateStore | None = None
+
+
+def setting(resource: dg.ConfigurableResource, field: str) -> tuple[str, str]:
+    """A field's value as a run would see it, and its name for a message: a dg.EnvVar field
+    reads its variable now ('' when unset) and is named by it; a plain one is named
+    `Class.field`."""
+    raw = getattr(resource, field)
+    if isinstance(raw, dg.EnvVar):
+        return raw.get_value("") or "", raw.env_var_name
+    return str(raw or ""), f"{type(resource).__name__}.{field}"
+
+
+R = TypeVar("R", bound=dg.ConfigurableResource)
+
+
+def resolved(resource: R, **overrides: Any) -> R:
+    """A copy of `resource` with its dg.EnvVar fields read now ('' when unset), as a run builds
+    it, and `overrides` applied (a health check's own timeout and retries)."""
+    values: dict[str, Any] = {}
+    for name in type(resource).model_fields:
+        raw = getattr(resource, name)
+        values[name] = raw.get_value("") if isinstance(raw, dg.EnvVar) else raw
+    return type(resource)(**{**values, **overrides})
