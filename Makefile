@@ -90,10 +90,20 @@ bench-gpu: db
 bench-render: install
 	@PYTHONPATH=$(CURDIR) $(BIN)/python bench/render.py $(BENCH_ARGS)
 
+# `dg check defs` loads each code location as Dagster's tools do, on a scratch instance. The GPU
+# location's project (mdame_assets/gpu_defs/dg.toml) is a folder that links this package.
 lint: install
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy
+	@scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT \
+	  && mkdir "$$scratch/home" "$$scratch/gpu" \
+	  && printf 'telemetry:\n  enabled: false\n' > "$$scratch/home/dagster.yaml" \
+	  && cp mdame_assets/gpu_defs/dg.toml "$$scratch/gpu/" \
+	  && ln -s "$(CURDIR)/mdame_assets" "$$scratch/gpu/mdame_assets" \
+	  && export DAGSTER_HOME="$$scratch/home" \
+	  && echo "dg check defs: orchestrator" && $(BIN)/dg check defs \
+	  && echo "dg check defs: gpu" && cd "$$scratch/gpu" && $(abspath $(BIN))/dg check defs
 
 # Caches and scratch files only: .venv, the local cluster, media and the outbox stay.
 clean:

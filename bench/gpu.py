@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mdame_assets.defs.clips.cache import CACHE_TTL_S, CLIP_SECONDS, cached_clip
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_domain.scenes import scene_hash
+from mdame_pipeline.scene_cache import CACHE_TTL_S, CLIP_SECONDS, cached_clip
 from mdame_resources.providers.visuals import DiffusersVisuals
 
 PALETTE = ["#0d47a1", "#00e5ff"]

@@ -56,7 +56,7 @@ def connect_demo_accounts(
 ) -> None:
     """Every active demo account (of the niche files in `dimensions`, by default the
     checkout's) gets a channel on the fake and an encrypted grant. `state` is an admin client."""
-    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 
     report = sync_registry(state, dimensions or DIMENSIONS_DIR)
     accounts = [a for slug in report.active for a in state.list_accounts(slug) if a.active]
@@ -181,7 +181,7 @@ def _run_demo(
     if day is None and not only and niches is None:
         return run_demo(videos_at=videos_at)
     # What run_demo sets up, for some partitions only.
-    from mdame_assets.demo import main as demo_main
+    from mdame_cli.demo import main as demo_main
     from mdame_core.dagster_home import apply_dagster_environment
     from mdame_core.settings import use_scratch_tmpdir
 
@@ -189,7 +189,7 @@ def _run_demo(
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
+    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 
     code = demo_main(day, only=only, videos_at=videos_at, dimensions=niches or DIMENSIONS_DIR)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")

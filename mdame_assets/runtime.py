@@ -5,16 +5,15 @@ dimension's pipeline lock once, without waiting: the run queue already allows on
 dimension at a time (dagster.yaml), so a busy lock means a duplicate launch or a dead run's
 lease, and the step fails with LockBusy for the job's RetryPolicy to try again later.
 
-The lock is the fence: `step.state` is a fenced view of the state store, so every write carries
-the lock's token and the database refuses it once the lock moved on. A heartbeat thread renews
-the lease; when a renewal is refused, or cannot get through before the lease runs out, the fence
-is lost and the step makes no further call or side effect (`step.checkpoint()` before each one).
+The lock is the fence (mdame_pipeline.locks): `step.state` is a fenced view of the state
+store, so every write carries the lock's token and the database refuses it once the lock moved
+on. A heartbeat thread renews the lease; when a renewal is refused, or cannot get through before
+the lease runs out, the fence is lost and the step makes no further call or side effect
+(`step.checkpoint()` before each one).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,26 +24,13 @@ import dagster as dg
 
 from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
-from mdame_core.settings import seconds_setting
-from mdame_core.state import Fence, LeaseLost, StateStore, WorkUnit
+from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.adaptive import TunedParams
 from mdame_domain.dimensions import DimensionConfig, dimension_from_json
 from mdame_domain.media_store import MediaProblem
+from mdame_pipeline.locks import held_lock
+from mdame_pipeline.work import advance
 from mdame_resources.providers.budget import CallContext
-
-# Read per use so a harness can shorten it (a SIGKILLed run's lock must expire before the next
-# run takes over); production keeps the default.
-LOCK_TTL_ENV = "MDAME_LOCK_TTL_S"
-# After a failed renewal, try again this often until the lease would run out.
-RENEW_RETRY_S = 0.5
-
-
-def lock_ttl_s() -> int:
-    return max(1, round(seconds_setting(LOCK_TTL_ENV, 120)))
-
-
-class LockBusy(Exception):
-    """Another live holder has the dimension's lock: transient, retried by the RetryPolicy."""
 
 
 @dataclass
@@ -92,76 +78,14 @@ class Step:
         self.log("alert", cause=cause, outcome=outcome)
 
 
-def dimension_lock_name(dimension_slug: str) -> str:
-    """The same name as the database's mdame.dimension_lock_name, which the fence checks."""
-    return f"pipeline:{dimension_slug}"
-
-
-def acquire_fence(state: StateStore, dimension_slug: str, holder: str) -> Fence:
-    """The dimension's pipeline lock as a Fence, or LockBusy while a live holder has it."""
-    name, ttl = dimension_lock_name(dimension_slug), lock_ttl_s()
-    started = time.monotonic()
-    token = state.acquire_pipeline_lock(name, holder, ttl)
-    if token is None:
-        lock = state.get_lock(name)
-        raise LockBusy(
-            f"pipeline lock {name!r} is held by {lock.holder if lock else '?'} "
-            f"until {lock.expires_at if lock else '?'}; the run queue allows one run per "
-            "dimension, so this is a duplicate launch or a dead run's lease: retried later"
-        )
-    fence = Fence(name, holder, token, ttl)
-    fence.renewed(started)
-    return fence
-
-
-class _Heartbeat(threading.Thread):
-    """Renews the lease every quarter TTL. A refused renewal (taken over) loses the fence at
-    once; a failed one (database unreachable) is retried until the lease would have run out."""
-
-    def __init__(self, state: StateStore, fence: Fence) -> None:
-        super().__init__(daemon=True, name=f"heartbeat:{fence.lock_name}")
-        self.state, self.fence = state, fence
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        fence, wait = self.fence, self.fence.ttl_s / 4
-        while not self.stopped.wait(wait):
-            sent = time.monotonic()
-            try:
-                self.state.heartbeat_pipeline_lock(fence.lock_name, fence.holder, fence.token)
-            except LeaseLost as exc:
-                fence.lose(f"renewal refused: {exc}")
-                return
-            except Exception as exc:  # noqa: BLE001 - unreachable for now: retry within the lease
-                if fence.lost is not None:
-                    fence.lose(f"could not renew: {type(exc).__name__}")
-                    return
-                wait = min(RENEW_RETRY_S, fence.ttl_s / 4)
-                continue
-            fence.renewed(sent)
-            wait = fence.ttl_s / 4
-
-    def __enter__(self) -> _Heartbeat:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.join(timeout=5)
-
-
-@contextmanager
-def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[StateStore]:
-    """The dimension's lock for the block, renewed by a heartbeat: yields the fenced store."""
-    fence = acquire_fence(state, dimension_slug, holder)
-    try:
-        with _Heartbeat(state, fence):
-            yield state.fenced(fence)
-    finally:
-        # A lost lock needs no release: another holder has it, or it expired.
-        if fence.lost is None:
-            with contextlib.suppress(LeaseLost):
-                state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+def scripts_entering(step: Step, ready: str, in_progress: str) -> Iterator[WorkUnit]:
+    """This partition's scripts for a stage: those at `ready` move to `in_progress`, and those
+    already `in_progress` (a run that crashed mid-stage) are yielded again to be redone."""
+    for script in step.units("script"):
+        if script.state == ready:
+            script = advance(step.state, script, in_progress)
+        if script.state == in_progress:
+            yield script
 
 
 def _dimension(

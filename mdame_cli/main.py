@@ -23,7 +23,7 @@
     mdame calls retry --dimension D [--day DAY]
                                      re-arm paid calls a provider refused, once fixed
     mdame doctor [--only GROUPS]     check a deployment before the first real run (a table;
-                                     exit 1 on any FAIL): mdame_cli/doctor.py
+                                     exit 1 on any FAIL): mdame_cli/doctor/
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
@@ -108,7 +108,7 @@ def _backfill(args: argparse.Namespace) -> int:
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    from mdame_assets.backfill import backfill  # Dagster loads only for these commands
+    from mdame_cli.backfill import backfill  # Dagster loads only for these commands
 
     return backfill(args.dimension, args.first, args.last or args.first, args.select)
 
@@ -122,7 +122,7 @@ def run_demo(videos_at: str = "") -> int:
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    from mdame_assets.demo import main as demo_main  # Dagster loads only for these commands
+    from mdame_cli.demo import main as demo_main  # Dagster loads only for these commands
 
     code = demo_main(videos_at=videos_at)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
@@ -149,8 +149,8 @@ def _dimensions_sync(args: argparse.Namespace) -> int:
     """Registers dimensions/*.yaml as the admin role; the running sensor then adds the new
     partitions. Exit 1 when a file is malformed (its dimension keeps its last good state)."""
     settings.mdame_env()
-    from mdame_assets.defs.dimensions.registry import sync_registry
     from mdame_core.state import StateStore
+    from mdame_pipeline.dimension_registry import sync_registry
 
     with StateStore(role="admin") as admin:
         report = sync_registry(admin)
@@ -165,7 +165,7 @@ def _dimensions_sync(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     settings.mdame_env()
     apply_dagster_environment()
-    from mdame_assets.reporting import main as report_main  # Dagster loads only here
+    from mdame_cli.reporting import main as report_main  # Dagster loads only here
 
     return report_main(only=args.dimension or ())
 
@@ -174,7 +174,7 @@ def _ui(args: argparse.Namespace) -> int:
     settings.mdame_env()
     settings.use_scratch_tmpdir()
     apply_dagster_environment()
-    from mdame_assets.ui import run_ui  # dagster dev in its own process group
+    from mdame_cli.ui import run_ui  # dagster dev in its own process group
 
     return run_ui(settings.REPO_ROOT / "workspace.yaml", args.port)
 

@@ -27,7 +27,7 @@ HOOK_BOUNDS = (0.70, 0.80)
 DEFAULT_TREND_VOLUME_GATE = 3  # the trends stage's minimum when the YAML sets none
 DEFAULT_WEIGHT = 1.0
 MAX_CATEGORIES = 200
-CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,79}$")  # as 0017 checks it
+CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,79}$")  # as apply_param_set checks it
 # Rounding of tuned floats; the database allows this much slack on a weekly step.
 STEP_SLACK = 1e-6
 
@@ -65,7 +65,7 @@ class AdaptiveLimits:
     step_category_weight: float = 0.1
 
     def to_json(self) -> dict[str, Any]:
-        """The limits as apply_param_set (0017) takes and stores them."""
+        """The limits as apply_param_set takes and stores them."""
 
         def pair(p: tuple[float, float] | tuple[int, int]) -> dict[str, float]:
             return {"min": p[0], "max": p[1]}

@@ -6,10 +6,10 @@ mdame_resources/media_s3.py). Local files live at root/<sha[:2]>/<sha><suffix>. 
 temp file in the target directory and are moved in with os.replace, so readers never see half a
 file and storing the same bytes twice is a no-op.
 
-Retention deletes objects the database says nothing needs (0018). A writer that found an object
-still there and skipped storing it may name it after housekeeping deleted its bytes; the
-database refuses that (MD010), and put_file with the state as `registry` stores the bytes again
-whatever the store holds and records that they are back (0024).
+Retention deletes objects the database says nothing needs (sql/functions/retention.sql). A
+writer that found an object still there and skipped storing it may name it after housekeeping
+deleted its bytes; the database refuses that (MD010), and put_file with the state as `registry`
+stores the bytes again whatever the store holds and records that they are back.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def rendered(template_db: str) -> Snapshot:
     """science 2026-11-29 run up to its approved render: a database to copy and its home,
     built once per run (tests/snapshots.py)."""
-    from mdame_assets.runs import whole_graph
+    from mdame_cli.runs import whole_graph
 
     return shared_snapshot("rendered", template_db, whole_graph(without=("publications",)))
 

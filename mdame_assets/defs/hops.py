@@ -27,11 +27,11 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from mdame_assets.jobs import partition_tags
-from mdame_assets.lifecycle import script_states
 from mdame_assets.partitions import PartitionRef, partition_key
 from mdame_core.settings import count_setting, seconds_setting
 from mdame_core.state import PartitionWork
 from mdame_domain.retry_window import RetryWindow, retry_verdict
+from mdame_pipeline.lifecycle import script_states
 
 AWAITING_CLIPS = ("planned",)
 AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")

@@ -209,7 +209,7 @@ CREATE OR REPLACE FUNCTION mdame.dimension_lock_name(p_slug text)
  LANGUAGE sql
  IMMUTABLE
 AS $function$
-  -- The Python side (mdame_assets.runtime.dimension_lock_name) builds the same name.
+  -- The Python side (mdame_pipeline.locks.dimension_lock_name) builds the same name.
   SELECT 'pipeline:' || p_slug
 $function$;
 REVOKE ALL ON FUNCTION mdame.dimension_lock_name(p_slug text) FROM PUBLIC, mdame_app, mdame_admin;

@@ -1,6 +1,6 @@
 """One run of one partition, as a cron tick would start it: the crash harness's child process.
 
-It runs the partition's three jobs in this process (mdame_assets.runs.run_partition) against
+It runs the partition's three jobs in this process (mdame_cli.runs.run_partition) against
 the database, home and media root the environment names (MDAME_DATABASE_URL,
 MDAME_APP_DATABASE_URL, MDAME_HOME, MDAME_MEDIA_ROOT), with an ephemeral Dagster instance:
 Dagster's run storage is not state, PostgreSQL is. MDAME_CRASH_AT / MDAME_RPC_TRACE install the
@@ -37,7 +37,7 @@ import dagster as dg
 import mdame_domain.probe
 import mdame_domain.visuals
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
-from mdame_assets.runs import run_partition
+from mdame_cli.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.probe import MediaAnalysis
 from mdame_resources.media import media_root
@@ -101,7 +101,7 @@ def forked_main(key: str, env: Mapping[str, str | None], log_path: str) -> None:
 def use_youtube_publisher() -> None:
     """The publishing job with a YouTubePublisher (the other providers stay offline): the
     orchestrator's definitions again, with that publisher, for this process's run_partition."""
-    import mdame_assets.runs
+    import mdame_cli.runs
     from mdame_assets import orchestrator
 
     publisher = YouTubePublisher(
@@ -121,8 +121,8 @@ def use_youtube_publisher() -> None:
         sensors=old.sensors,
         resources={**(old.resources or {}), "publisher": publisher},
     )
-    mdame_assets.runs.JOBS = tuple(
-        (defs if jobs is old else jobs, name) for jobs, name in mdame_assets.runs.JOBS
+    mdame_cli.runs.JOBS = tuple(
+        (defs if jobs is old else jobs, name) for jobs, name in mdame_cli.runs.JOBS
     )
 
 

@@ -205,7 +205,7 @@ class Harness:
         template = scratch_db.ensure_template()
         seed = scratch_db.create_database(template, "_seed")
         self._stack.callback(scratch_db.drop_database, seed.name)
-        from mdame_assets.defs.dimensions.registry import sync_registry
+        from mdame_pipeline.dimension_registry import sync_registry
 
         with StateStore(seed.app, env="dev", pool_max=1) as state:
             report = sync_registry(as_admin(state))

@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
 from mdame_domain.dimensions import load_registry
 from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 
 
 class InProcessChannel:

@@ -50,8 +50,8 @@ from fakes.demo import (
     fake_services,
     inject_random_faults,
 )
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from tests.adminkit import admin_url
 from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import (

@@ -9,10 +9,10 @@ import json
 from dataclasses import replace
 from datetime import date
 
-from mdame_assets.runtime import held_lock
 from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import sha256_file
 from mdame_domain.outbox import outbox_video_id, publish_to_outbox
+from mdame_pipeline.locks import held_lock
 from tests.adminkit import as_admin
 from tests.chaos.invariants import snapshot, violations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fakes.demo import fake_services
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from tests.chaos.providers import run
 from tests.liveness.liveness_kit import World
 from tests.scratch_db import create_database, drop_database

@@ -16,7 +16,7 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_domain.dimensions import VoiceSettings
 from mdame_domain.voice import VoiceTrack
 from mdame_domain.writer import Script, TopicBrief, write_script

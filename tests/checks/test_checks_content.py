@@ -17,7 +17,7 @@ from checkkit import (
     problems,
 )
 
-from mdame_assets.runtime import held_lock
+from mdame_pipeline.locks import held_lock
 from mdame_resources.providers.safety import RuleSafetyClassifier
 
 AFTER_SCRIPTS = ORDER[ORDER.index("scene_plan") :]

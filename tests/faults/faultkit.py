@@ -26,11 +26,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from mdame_assets.lifecycle import script_states
-from mdame_assets.runtime import held_lock
 from mdame_core.state import Account, StateStore
 from mdame_domain.channel import ChannelApi, SessionState, TransferInterrupted
 from mdame_domain.outbox import OutboxChannel
+from mdame_pipeline.lifecycle import script_states
+from mdame_pipeline.locks import held_lock
 from mdame_resources.providers.publisher import OutboxPublisher
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
@@ -429,8 +429,8 @@ def owner_transaction(owner_url: str) -> Iterator[psycopg.Connection]:
 # ------------------------------------------------------------------------------------------
 def _blocked_worker(app_url: str, media: str, scratch: str, marker: str, scene_id: str) -> None:
     """One scene's scene_clip step body on another host, whose GPU hangs mid-clip."""
-    from mdame_assets.defs.clips.worker import make_scene_clip
     from mdame_domain.media_store import LocalMediaStore
+    from mdame_pipeline.clip_worker import make_scene_clip
 
     state = StateStore(app_url, env="dev")
     make_scene_clip(

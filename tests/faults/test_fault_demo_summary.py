@@ -7,8 +7,8 @@ from __future__ import annotations
 from faultkit import DIMENSION, KEY, seeding
 
 from mdame_assets.defs.publications.assets import publications
-from mdame_assets.demo import partition_facts, summary
-from mdame_assets.runs import Outcome
+from mdame_cli.demo import partition_facts, summary
+from mdame_cli.runs import Outcome
 
 OK = Outcome(KEY, True, 1.0, {})
 

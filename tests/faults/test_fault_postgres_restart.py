@@ -18,8 +18,8 @@ import time
 import psycopg
 from faultkit import PartitionRun, child_env, rows, wait_for
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 

@@ -28,14 +28,14 @@ from faultkit import (
     wait_for,
 )
 
-from mdame_assets.defs.recovery.logic import (
+from mdame_core.state import StateStore
+from mdame_pipeline.locks import LockBusy, held_lock
+from mdame_pipeline.recovery import (
     MAX_ATTEMPTS,
     STALL_AFTER_S,
     recover,
     recover_dimension_locked,
 )
-from mdame_assets.runtime import LockBusy, held_lock
-from mdame_core.state import StateStore
 from tests.adminkit import as_admin
 
 OLD = STALL_AFTER_S * 6  # stalled for an hour

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from faultkit import file_fingerprints, table_fingerprints
 
 from mdame_assets.defs.publications.assets import publications
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_domain.outbox import list_outbox
 from tests.chaos.invariants import violations
 

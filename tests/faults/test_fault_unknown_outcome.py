@@ -14,9 +14,9 @@ import pytest
 from faultkit import CALLS, LostThenTimeout, PublishedThenTimeout, RecordingOutbox
 
 from mdame_assets.defs.publications.assets import publications
-from mdame_assets.runtime import held_lock
 from mdame_core.state import ReconcileRequired
 from mdame_domain.outbox import list_outbox
+from mdame_pipeline.locks import held_lock
 from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 

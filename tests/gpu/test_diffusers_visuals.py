@@ -17,7 +17,7 @@ from mdame_resources.providers.visuals import DiffusersVisuals
 from tests.gpu.tiny_pipelines import TINY_ADAPTER, tiny_visuals_config
 
 PALETTE = ["#0d47a1", "#00e5ff"]
-CLIP_SECONDS = 6.0  # what scene jobs ask for (mdame_assets/defs/clips/cache.py)
+CLIP_SECONDS = 6.0  # what scene jobs ask for (mdame_pipeline/scene_cache.py)
 
 
 def _frames_md5(path: Path) -> str:

@@ -3,7 +3,7 @@ storage on PostgreSQL, a DAGSTER_HOME on disk) that `mdame demo` processes are s
 against, killed and started again; and read-only probes of what those runs left behind.
 
 `python tests/liveness/liveness_kit.py demo DAY DIMENSION...` is the demo child: what `mdame
-demo` does (the Dagster environment, then mdame_assets.demo.main), limited to some dimensions.
+demo` does (the Dagster environment, then mdame_cli.demo.main), limited to some dimensions.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def _demo_child(day: str, dimensions: Sequence[str]) -> int:
 
     apply_dagster_environment()
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    from mdame_assets.demo import main
+    from mdame_cli.demo import main
 
     return main(date.fromisoformat(day), only=dimensions)
 

@@ -24,7 +24,7 @@ time.sleep(300)
 # `mdame ui` itself, with the stand-in in place of `dagster dev`.
 UI = """
 import sys
-from mdame_assets.ui import run_in_own_group
+from mdame_cli.ui import run_in_own_group
 sys.exit(run_in_own_group([sys.executable, "-c", sys.argv[1], sys.argv[2]], grace_s=5))
 """
 

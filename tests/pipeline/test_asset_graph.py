@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.partitions import partition_key
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import frame_signature, frames_differ, mean_volume_db, probe_media
 

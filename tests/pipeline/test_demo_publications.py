@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mdame_assets import demo
+from mdame_cli import demo
 from mdame_core.state import StateStore
 from mdame_resources.state import close_clients
 

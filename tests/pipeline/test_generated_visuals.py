@@ -9,12 +9,12 @@ from datetime import date
 
 import dagster as dg
 
-from mdame_assets.defs.clips.cache import CLIP_SECONDS
 from mdame_assets.partitions import partition_key
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_domain.media_store import sha256_file
 from mdame_domain.probe import probe_media
 from mdame_domain.scenes import scene_hash
+from mdame_pipeline.scene_cache import CLIP_SECONDS
 from mdame_resources.providers.diffusers_visuals import loaded_count
 from tests.gpu.conftest import tiny_model_dir, tiny_visuals  # noqa: F401 - fixtures
 

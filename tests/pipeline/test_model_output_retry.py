@@ -20,7 +20,7 @@ import pytest
 
 from fakes import gemini as fake_gemini
 from mdame_assets.partitions import partition_key
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_domain.prompt_data import DATA_BEGIN
 from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.writer import GeminiScriptWriter

@@ -9,9 +9,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from mdame_assets.defs.clips.assets import scene_clips
-from mdame_assets.defs.clips.sensors import scene_jobs_sensor
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
 from mdame_assets.defs.publications.sensors import publishing_sensor
 from mdame_assets.defs.scenes.assets import scene_plan
@@ -19,7 +16,10 @@ from mdame_assets.defs.schedules import daily_content_schedule
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
+from mdame_assets.gpu_defs.clips.assets import scene_clips
+from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.partitions import partition_key
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from mdame_resources.providers.visuals import VisualsResource
 from tests.adminkit import as_admin
 

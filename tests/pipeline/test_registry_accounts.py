@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
 
 

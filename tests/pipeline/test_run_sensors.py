@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from mdame_assets import gpu, orchestrator
-from mdame_assets.defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.defs.hops import (
     RETRY_BACKOFF_ENV,
     RETRY_WINDOW_DAYS_ENV,
@@ -32,6 +31,7 @@ from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
+from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.jobs import DIMENSION_TAG, TRANSIENT_RETRY
 from mdame_assets.partitions import content_partitions, partition_key
 from mdame_core.settings import REPO_ROOT

@@ -18,15 +18,15 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from mdame_assets.defs.clips.assets import scene_clip, scene_clips
-from mdame_assets.defs.clips.cache import CACHE_TTL_S, SCENE_JOB_TYPE
-from mdame_assets.defs.clips.worker import LEASE_ENV, WORKER_NAME_ENV, _LeaseKeeper, worker_id
 from mdame_assets.executors import EXECUTOR_ENV, GPU_POOL, GPU_STEP_TAGS, gpu_executor
-from mdame_assets.lifecycle import script_states
+from mdame_assets.gpu_defs.clips.assets import scene_clip, scene_clips
 from mdame_assets.partitions import partition_key
-from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
 from mdame_domain.idempotency import content_hash
+from mdame_pipeline.clip_worker import LEASE_ENV, WORKER_NAME_ENV, _LeaseKeeper, worker_id
+from mdame_pipeline.lifecycle import script_states
+from mdame_pipeline.locks import held_lock
+from mdame_pipeline.scene_cache import CACHE_TTL_S, SCENE_JOB_TYPE
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import StateStoreResource

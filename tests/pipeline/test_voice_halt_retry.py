@@ -20,7 +20,7 @@ import pytest
 from fakes import gemini as fake_gemini
 from fakes.edge_tts import running
 from mdame_assets.partitions import partition_key
-from mdame_assets.runs import whole_graph
+from mdame_cli.runs import whole_graph
 from mdame_core.state import RetryNotDue
 from mdame_domain.outbox import list_outbox
 from mdame_resources.notify import read_outbox
@@ -84,7 +84,7 @@ def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
         assert pipeline.state.get_work_unit("script", script.id).state == "halted"
         assert _count(pipeline, "renders") == 0 and list_outbox(pipeline.home / "outbox") == []
         with pytest.raises(RetryNotDue):
-            from mdame_assets.runtime import held_lock
+            from mdame_pipeline.locks import held_lock
 
             with held_lock(pipeline.state, "science", "test") as fenced:
                 fenced.retry_halted_voice(script.id)

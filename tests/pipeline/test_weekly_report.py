@@ -23,7 +23,7 @@ from mdame_assets.defs.analytics.assets import video_stats
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.defs.publications.assets import publications
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_partition_key
-from mdame_assets.reporting import export_report
+from mdame_cli.reporting import export_report
 from mdame_core.state import StateStore
 from mdame_domain.audit import Week
 from mdame_domain.report_plots import PNG_SIGNATURE

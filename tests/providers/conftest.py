@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from fakes import gemini as fake_gemini
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
-from mdame_assets.runtime import held_lock
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_pipeline.locks import held_lock
 from tests.adminkit import as_admin
 from tests.providers.gemkit import DIMENSION
 

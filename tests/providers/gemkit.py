@@ -7,9 +7,9 @@ from typing import Any
 
 import psycopg
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR
 from mdame_core.state import StateStore
 from mdame_domain.dimensions import DimensionConfig, load_dimension_file
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from mdame_resources.providers.budget import CallContext
 
 KEY = "test-key-not-secret"

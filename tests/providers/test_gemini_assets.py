@@ -15,12 +15,12 @@ import dagster as dg
 import psycopg
 import pytest
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.selection import offline_providers

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from google.genai import types
 
-from mdame_assets.runtime import held_lock
+from mdame_pipeline.locks import held_lock
 from mdame_resources.providers.gemini import PaidCaller, make_client, response_json
 from tests.liveness.liveness_kit import wait_for
 from tests.providers.gemkit import DIMENSION, KEY, context

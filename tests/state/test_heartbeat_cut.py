@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from psycopg.types.json import Jsonb
 
-from mdame_assets.runtime import held_lock
 from mdame_core.state import Fenced, FenceLost, StateStore
+from mdame_pipeline.locks import held_lock
 from tests.adminkit import as_admin
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from test_fencing import hold
 
-from mdame_assets.defs.clips.cache import SCENE_JOB_TYPE, cached_clip
-from mdame_assets.defs.clips.worker import make_scene_clip
 from mdame_core.state import InvalidInput, StateError, StateStore
 from mdame_domain.media_store import LocalMediaStore, MediaProblem, sha256_file
+from mdame_pipeline.clip_worker import make_scene_clip
+from mdame_pipeline.scene_cache import SCENE_JOB_TYPE, cached_clip
 from mdame_resources.providers.visuals import ProceduralVisuals
 from tests.adminkit import as_admin
 

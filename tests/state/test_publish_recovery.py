@@ -25,9 +25,9 @@ from youtube_kit import Setup, publish_once, publisher, ready_to_publish, store_
 
 from fakes.youtube import FakeYouTube
 from mdame_assets.defs.publications.assets import retire_publication
-from mdame_assets.defs.recovery.logic import recover
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey
+from mdame_pipeline.recovery import recover
 from mdame_resources.providers.publisher import YouTubePublisher
 from tests.adminkit import as_admin
 

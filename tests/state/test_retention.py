@@ -17,7 +17,6 @@ import psycopg
 import pytest
 
 from mdame_assets.defs.housekeeping.assets import housekeeping
-from mdame_assets.defs.housekeeping.logic import collect_media
 from mdame_core.state import (
     InvalidInput,
     MediaCollected,
@@ -27,6 +26,7 @@ from mdame_core.state import (
 )
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.retention import RetentionPolicy, RetentionSettings
+from mdame_pipeline.housekeeping import collect_media
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.notify import OutboxNotifier
 from mdame_resources.state import StateStoreResource, close_clients

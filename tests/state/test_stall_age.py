@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from mdame_assets.defs.recovery.logic import STALL_AFTER_S, recover_dimension_locked
 from mdame_core.state import StateStore
+from mdame_pipeline.recovery import STALL_AFTER_S, recover_dimension_locked
 from tests.faults.faultkit import seed_dimension, seed_script, seeding
 
 SKEW = timedelta(hours=2)

@@ -3,7 +3,7 @@ location of workspace.yaml) on a free port, against a scratch MD-AME database, a
 storage database and a scratch home, on the offline providers; and Debian's chromium, driven by
 Playwright (`playwright install` cannot download a browser here, so it is launched by path).
 
-The whole `dagster dev` process group is stopped at the end (mdame_assets.ui.stop_group), the
+The whole `dagster dev` process group is stopped at the end (mdame_cli.ui.stop_group), the
 way `mdame ui` stops it.
 """
 
@@ -23,10 +23,10 @@ import dagster as dg
 import httpx
 import psycopg
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
 from mdame_assets.partitions import DIMENSION_PARTITION
-from mdame_assets.ui import dagster_dev_command, stop_group
+from mdame_cli.ui import dagster_dev_command, stop_group
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
 from tests.childenv import child_environ
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mdame_assets.demo import summary
+from mdame_cli.demo import summary
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.dimensions import load_registry
 from mdame_domain.publish_summary import PartitionFacts

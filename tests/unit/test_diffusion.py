@@ -224,7 +224,7 @@ def test_importing_the_product_does_not_import_torch():
 
 
 def test_a_scene_job_carries_the_engine_only_when_given():
-    from mdame_assets.defs.clips.cache import scene_job
+    from mdame_pipeline.scene_cache import scene_job
 
     assert "engine" not in scene_job("h", "p", ["#000000"])  # procedural-era payloads unchanged
     assert scene_job("h", "p", ["#000000"], "animatediff")["engine"] == "animatediff"

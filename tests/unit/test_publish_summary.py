@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from mdame_assets.demo import summary
+from mdame_cli.demo import summary
 from mdame_domain.publish_summary import PartitionFacts, unpublished_reason
 
 KEY = "2026-11-29|tech"

@@ -18,11 +18,11 @@ import pytest
 
 from fakes import gemini as fake_gemini
 from fakes.edge_tts import EdgeTtsServer, running
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
-from mdame_assets.runtime import held_lock
 from mdame_domain.dimensions import VoiceSettings
 from mdame_domain.speech import spoken_words
 from mdame_domain.voice import VoiceSynthesisError
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_pipeline.locks import held_lock
 from mdame_resources.providers.budget import CallContext
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 from tests.adminkit import as_admin

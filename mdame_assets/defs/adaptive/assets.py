@@ -1,8 +1,8 @@
 """adaptive_engine: the weekly Adaptive Engine.
 
 Runs per dimension and week after the Strategic Auditor, reads that week's metrics from its
-report (mdame.reports, migration 0016) and writes the bounded changes as a new
-versioned parameter set (apply_param_set, 0017); the next day's runs read it (Step.params).
+report (mdame.reports) and writes the bounded changes as a new
+versioned parameter set (apply_param_set); the next day's runs read it (Step.params).
 
 Its explanation goes into the asset's Markdown metadata, into the week's report (appended once)
 and to the dimension's chat through the notifier.
@@ -13,10 +13,10 @@ everything downstream of it.
 
 import dagster as dg
 
-from mdame_assets.defs.adaptive.logic import explain_in_report, run_engine
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.partitions import week_of, weekly_dimension_partitions
 from mdame_domain.dimensions import dimension_from_json
+from mdame_pipeline.adaptive import explain_in_report, run_engine
 from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
 

@@ -3,8 +3,8 @@
 Partitioned like the content stages (day x dimension), so a dimension's analytics sit next to
 its content in the UI and a backfill reads a range of days for one dimension. It writes through
 record_video_stats (idempotent per publication and day) and charges list calls to the quota
-ledger; it takes no pipeline lock (derived observations, see 0016), so it never waits on a
-content run of its dimension.
+ledger; it takes no pipeline lock (derived observations, see
+sql/functions/analytics_reports.sql), so it never waits on a content run of its dimension.
 """
 
 from collections import defaultdict
@@ -12,9 +12,9 @@ from collections import defaultdict
 import dagster as dg
 
 from mdame_assets.partitions import PartitionRef, content_partitions
-from mdame_assets.runtime import held_lock
 from mdame_core.state import Account, PublishedVideo
 from mdame_domain.analytics import VideoCounters, quota_units
+from mdame_pipeline.locks import held_lock
 from mdame_resources.providers.publisher import (
     AccountUnavailable,
     PublisherResource,

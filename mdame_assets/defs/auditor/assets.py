@@ -14,7 +14,6 @@ of <= 1,024) through the notifier resource.
 """
 
 import base64
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +26,7 @@ from mdame_core.state import StateStore
 from mdame_domain.audit import Week, report_markdown, split_message, weekly_metrics
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.report_plots import Plot, render_plots
+from mdame_domain.retention import disk_usage_by_kind
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
@@ -45,14 +45,8 @@ class Notifier(Protocol):
 
 
 def disk_bytes(home: Path) -> dict[str, int]:
-    """Disk use per kind from the retention slice's function; {} where this build has none
-    (the report then says it was not measured)."""
-    # By name: this module must import (and type-check) with and without that slice merged.
-    try:
-        retention = importlib.import_module("mdame_domain.retention")
-    except ImportError:
-        return {}
-    return {str(kind): int(n) for kind, n in retention.disk_usage_by_kind(home).items()}
+    """Disk use per kind of media under the home."""
+    return {str(kind): int(n) for kind, n in disk_usage_by_kind(home).items()}
 
 
 def telegram_text(markdown: str) -> str:

@@ -7,8 +7,8 @@ is logged on every evaluation until it is synced.
 
 import dagster as dg
 
-from mdame_assets.defs.dimensions.registry import registry_drift
 from mdame_assets.partitions import DIMENSION_PARTITION, dimension_partitions
+from mdame_pipeline.dimension_registry import registry_drift
 from mdame_resources.state import StateStoreResource
 
 

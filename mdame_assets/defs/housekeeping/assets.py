@@ -1,7 +1,8 @@
 """housekeeping: the daily retention pass over the whole home (not per dimension).
 
 1. sweeps scratch files that dead processes left (mdame_domain/scratch.py);
-2. collects stored media by the retention policy, decided in the database (logic.py);
+2. collects stored media by the retention policy, decided in the database
+   (mdame_pipeline/housekeeping.py);
 3. measures disk use by kind (mdame_domain/retention.disk_usage_by_kind) for the run's
    metadata, and raises the `disk_low` alert when free space under the home runs low.
 """
@@ -10,13 +11,13 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.housekeeping.logic import collect_media, policy_from_registry
 from mdame_core.logs import log_event
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_domain.retention import disk_low, disk_threshold, disk_usage_by_kind
 from mdame_domain.scratch import sweep_scratch
+from mdame_pipeline.housekeeping import collect_media, policy_from_registry
 from mdame_resources.alerts import raise_alert
 from mdame_resources.media import MediaStoreResource, scratch_root
 from mdame_resources.notify import NotifierResource
@@ -29,7 +30,7 @@ DISK_LOW_CAUSE = "disk_low"
 def alert_disk_low(
     state: StateStore, notifier: NotifierResource | None, reason: str, execution_id: str
 ) -> str:
-    """Raises the global `disk_low` alert through the alerts slice (deduplicated per day by
+    """Raises the global `disk_low` alert as an operator alert (deduplicated per day by
     mdame.record_alert); returns raise_alert's outcome. Never raises: housekeeping goes on."""
     outcome = raise_alert(state, notifier, None, DISK_LOW_CAUSE, reason)
     log_event(execution_id, "", "housekeeping", "alert", cause=DISK_LOW_CAUSE, outcome=outcome)

@@ -16,17 +16,16 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.recovery.logic import in_flight
 from mdame_assets.defs.renders.assets import renders
-from mdame_assets.lifecycle import scripts_entering
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance
+from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import Account, StateStore, WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import link_or_copy
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
+from mdame_pipeline.recovery import in_flight
+from mdame_pipeline.work import advance
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob

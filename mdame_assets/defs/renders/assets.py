@@ -9,13 +9,11 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.clips.healing import heal_damaged_clips
+from mdame_assets.defs.media_healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
-from mdame_assets.lifecycle import scripts_entering
-from mdame_assets.media_healing import heal_damaged_renders
+from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import series_key
+from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
 from mdame_domain.captions import Cue, build_captions
@@ -32,6 +30,7 @@ from mdame_domain.render import (
 from mdame_domain.render_quality import rules_for, technical_problems
 from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
+from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource

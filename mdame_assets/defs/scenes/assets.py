@@ -4,20 +4,20 @@ from dataclasses import asdict
 
 import dagster as dg
 
-from mdame_assets.defs.clips.cache import (
-    SCENE_JOB_MAX_ATTEMPTS,
-    SCENE_JOB_TYPE,
-    cached_clip,
-    scene_job,
-)
 from mdame_assets.defs.scripts.assets import script_from_payload, scripts
-from mdame_assets.lifecycle import script_states
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaStore
 from mdame_domain.scenes import plan_scenes
+from mdame_pipeline.lifecycle import script_states
+from mdame_pipeline.scene_cache import (
+    SCENE_JOB_MAX_ATTEMPTS,
+    SCENE_JOB_TYPE,
+    cached_clip,
+    scene_job,
+)
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource

@@ -8,12 +8,12 @@ import dagster as dg
 from mdame_assets.defs.topics.assets import choose_topics, topics
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import advance
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.published_text import publishable_script
 from mdame_domain.safety import SafetyDecision
 from mdame_domain.writer import Script, TopicBrief
+from mdame_pipeline.work import advance
 from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.providers.writer import (

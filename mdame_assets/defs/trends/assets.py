@@ -1,8 +1,9 @@
 """trends: the dimension's feeds, parsed, scored, de-duplicated and gated by volume."""
 
+from typing import Any
+
 import dagster as dg
 
-from mdame_assets.defs.recovery.logic import recovery_pass
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_domain.idempotency import idempotency_key
@@ -14,12 +15,23 @@ from mdame_domain.trends import (
     split_storable,
     volume_gate,
 )
+from mdame_pipeline.recovery import recover
 from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
 
 # The minimum a day needs is the dimension's trend_volume_gate (tuned weekly).
 MIN_TRENDS = 3  # its default: mdame_domain.adaptive.DEFAULT_TREND_VOLUME_GATE
 MAX_TRENDS = 20
+
+
+def recovery_pass(step: Step) -> dict[str, Any]:
+    """The pass at the start of a run, under the run step's pipeline lock; it also settles the
+    paid calls dead holders left that no run will ask for again."""
+    report = recover(step.state, step.dimension_id)
+    counts = report.counts()
+    counts["paid_calls_settled"] = step.state.settle_orphaned_paid_calls(step.partition.dimension)
+    step.log("recovery", **counts)
+    return counts
 
 
 def _read_sources(
@@ -30,7 +42,7 @@ def _read_sources(
 
     The conditional-GET cache goes through step.state, so a holder whose fence is known lost
     writes nothing; its RPCs are not fenced in the database because a source's row is shared by
-    every dimension and day that lists it (sql/migrations/0010_feed_cache.sql says why)."""
+    every dimension and day that lists it (sql/functions/feed_cache.sql says why)."""
     results: list[SourceResult] = []
     failed: list[tuple[str, str]] = []
     for source in step.dimension.trend_sources():

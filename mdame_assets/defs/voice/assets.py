@@ -5,16 +5,15 @@ from typing import NoReturn
 
 import dagster as dg
 
-from mdame_assets.defs.clips.checks import clip_problems
-from mdame_assets.defs.clips.healing import heal_damaged_clips
 from mdame_assets.defs.hops import retry_window
-from mdame_assets.lifecycle import scripts_entering
-from mdame_assets.media_healing import heal_damaged_voice
+from mdame_assets.defs.media_healing import heal_damaged_voice
+from mdame_assets.gpu_defs.clips.checks import clip_problems
+from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
-from mdame_assets.work import series_key
+from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
+from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource

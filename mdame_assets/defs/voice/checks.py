@@ -4,10 +4,10 @@ bytes that were timed and captioned (a file replaced since is caught here)."""
 import dagster as dg
 
 from mdame_assets.defs.voice.assets import voice_tracks
-from mdame_assets.lifecycle import script_states
 from mdame_assets.runtime import read_step
 from mdame_domain.media_store import MediaProblem
 from mdame_domain.probe import mean_volume_db
+from mdame_pipeline.lifecycle import script_states
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 

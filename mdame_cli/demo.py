@@ -18,13 +18,13 @@ from typing import Any
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from mdame_assets.defs.dimensions.registry import DIMENSIONS_DIR, sync_registry
-from mdame_assets.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
 from mdame_assets.liveness import sweep
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
-from mdame_assets.runs import Outcome, run_partition
+from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
+from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
 from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.providers.publisher import OutboxPublisher
 
 

@@ -5,9 +5,9 @@ claims the new job). Nothing is voiced or rendered from them."""
 
 from __future__ import annotations
 
-from mdame_assets.defs.clips.cache import SCENE_JOB_MAX_ATTEMPTS, SCENE_JOB_TYPE, scene_job
-from mdame_assets.defs.clips.checks import clip_damage
+from mdame_assets.gpu_defs.clips.checks import clip_damage
 from mdame_assets.runtime import Step
+from mdame_pipeline.scene_cache import SCENE_JOB_MAX_ATTEMPTS, SCENE_JOB_TYPE, scene_job
 from mdame_resources.media import MediaStoreResource
 
 

@@ -84,7 +84,7 @@ REPORT_MARKER = "### Adaptive Engine:"
 
 
 def explain_in_report(state: StateStore, outcome: EngineOutcome) -> bool:
-    """Appends the explanation to the week's Auditor report (store_report, 0016; the report keeps
+    """Appends the explanation to the week's Auditor report (store_report; the report keeps
     its metrics and images). Once: a report that already holds a section of the engine is left
     alone, so re-runs do not repeat it. False when there is no report of that week."""
     report = state.get_report(outcome.dimension, outcome.week_start)

@@ -20,17 +20,17 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 
 from mdame_assets import gpu, orchestrator
-from mdame_assets.defs.dimensions.registry import sync_registry
-from mdame_assets.interrupts import (
+from mdame_assets.jobs import CONTENT_GROUP
+from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+from mdame_cli.interrupts import (
     Interrupted,
     stop_exit_code,
     stop_on_signals,
     stop_signal_name,
 )
-from mdame_assets.jobs import CONTENT_GROUP
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
-from mdame_assets.runs import Outcome, run_in_order, run_partition
+from mdame_cli.runs import Outcome, run_in_order, run_partition
 from mdame_core.state import StateStore
+from mdame_pipeline.dimension_registry import sync_registry
 
 MAX_DAYS = 366  # a typo in a year should not queue a decade of runs
 

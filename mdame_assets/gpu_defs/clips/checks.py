@@ -3,11 +3,11 @@ with the bytes it was made with (a clip that vanished or rotted since is caught 
 
 import dagster as dg
 
-from mdame_assets.defs.clips.assets import scene_clips
-from mdame_assets.lifecycle import script_states
+from mdame_assets.gpu_defs.clips.assets import scene_clips
 from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
 from mdame_domain.media_store import MediaStore
+from mdame_pipeline.lifecycle import script_states
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 

@@ -7,9 +7,9 @@ logs and retries, and the executor (mdame_assets/executors.py) decides where eac
   plan (its checks ran in the other code location) and lists the scenes of this partition's
   planned scripts that still need a clip, one dynamic output each.
 - scene_clip gets only the scene's id and claims that scene's job under a generation lease
-  (worker.make_scene_clip): parallel scene steps, on any host, hold no dimension lock; the job
-  lease fences what they write. A refused claim is retried after the holder's lease (or a
-  bounded poll), a failed generation while the job has attempts left too.
+  (mdame_pipeline.clip_worker.make_scene_clip): parallel scene steps, on any host, hold no
+  dimension lock; the job lease fences what they write. A refused claim is retried after the
+  holder's lease (or a bounded poll), a failed generation while the job has attempts left too.
 - scene_clips_done takes the lock again, settles each planned script (finish_visuals) and
   records the asset's materialization.
 Only scene ids and small outcome dicts travel between steps; everything else is in PostgreSQL.
@@ -21,13 +21,13 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.defs.clips.worker import SceneAttemptFailed, SceneBusy, make_scene_clip
 from mdame_assets.defs.scenes.checks import scene_plan_problems
 from mdame_assets.executors import GPU_POOL, GPU_STEP_TAGS
 from mdame_assets.jobs import TRANSIENT_RETRY
 from mdame_assets.partitions import PartitionRef, content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.logs import log_event
+from mdame_pipeline.clip_worker import SceneAttemptFailed, SceneBusy, make_scene_clip
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource

@@ -12,7 +12,7 @@ A render made before its reviews were bound to the request and the quality rules
 `request_sha256` in its payload) heals the same way: a database that outlived an upgrade
 would otherwise hold it approved, refused at upload for its missing content review, forever.
 
-Clips heal through the GPU queue instead (defs/clips/healing.py).
+Clips heal through the GPU queue instead (gpu_defs/clips/healing.py).
 """
 
 from __future__ import annotations

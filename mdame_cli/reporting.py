@@ -16,12 +16,12 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets import orchestrator
-from mdame_assets.defs.dimensions.registry import sync_registry
 from mdame_assets.jobs import partition_tags
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_partition_key
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
 from mdame_domain.audit import Week
+from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.media import MediaStoreResource
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -29,11 +29,10 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
-from mdame_assets.runtime import Step, held_lock
 from mdame_core.settings import count_setting, seconds_setting
 from mdame_core.state import Attempt, StateConflict, StateStore, WorkUnit
+from mdame_pipeline.locks import held_lock
 
 RETRY_STATES = ("voice_queued", "render_queued")
 PUBLISHING = "publishing"
@@ -236,13 +235,3 @@ def recover_dimension_locked(
     holder = f"recovery:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     with held_lock(state, dimension_slug, holder) as fenced:
         return recover(fenced, dimension.id, stall_after_s=stall_after_s, max_attempts=max_attempts)
-
-
-def recovery_pass(step: Step) -> dict[str, Any]:
-    """The pass at the start of a run, under the run step's pipeline lock; it also settles the
-    paid calls dead holders left that no run will ask for again."""
-    report = recover(step.state, step.dimension_id)
-    counts = report.counts()
-    counts["paid_calls_settled"] = step.state.settle_orphaned_paid_calls(step.partition.dimension)
-    step.log("recovery", **counts)
-    return counts

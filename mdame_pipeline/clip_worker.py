@@ -6,7 +6,7 @@ on a GPU host, a k8s pod); it gets only the scene's id and reads the rest from P
 jobs row is the scene's attempt ledger and lease: a crashed worker's lease expires and the next
 claim takes the job over (attempt + 1, up to max_attempts); while a clip is being made its lease
 is renewed, so a slow but live worker keeps it and only a dead one loses it. A claim is refused
-while another live worker holds the job or another job of the same scene_hash (0013): the step
+while another live worker holds the job or another job of the same scene_hash: the step
 waits and claims again, and then finds that worker's clip in the cache.
 """
 
@@ -20,10 +20,10 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mdame_assets.defs.clips.cache import CACHE_TTL_S, cached_clip
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
 from mdame_domain.media_store import MediaStore
+from mdame_pipeline.scene_cache import CACHE_TTL_S, cached_clip
 from mdame_resources.media import name_stored
 from mdame_resources.providers.visuals import VisualsResource
 

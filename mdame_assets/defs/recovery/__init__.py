@@ -1,1 +1,0 @@
-"""The recovery pass: stalled work from crashed runs goes before new work."""

@@ -1,0 +1,1 @@
+"""The GPU code location's definitions (mdame_assets/gpu.py loads this folder)."""
