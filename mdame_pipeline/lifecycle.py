@@ -1,22 +1,14 @@
-"""The script's path through the stages, in order (the database's allowed_transitions holds
-the same edges; this order lets stages ask 'is this script past X?')."""
+"""The script's path through the stages, in order, as the database's allowed_transitions define
+it (StateStore.work_flow): the stages ask 'is this script past X?' in that order."""
 
 from __future__ import annotations
 
-SCRIPT_FLOW = (
-    "drafted",
-    "approved",
-    "planned",
-    "visuals_ready",
-    "voice_queued",
-    "voiced",
-    "render_queued",
-    "rendered",
-    "publishing",
-    "published",
-)
+from mdame_core.state import StateStore
+
+SCRIPT_GOAL = "published"
 
 
-def script_states(first: str, last: str = "published") -> tuple[str, ...]:
-    """The states from `first` through `last`, inclusive."""
-    return SCRIPT_FLOW[SCRIPT_FLOW.index(first) : SCRIPT_FLOW.index(last) + 1]
+def script_states(state: StateStore, first: str, last: str = SCRIPT_GOAL) -> tuple[str, ...]:
+    """The script states from `first` through `last`, inclusive, along the stages' path."""
+    flow = state.work_flow("script", SCRIPT_GOAL)
+    return flow[flow.index(first) : flow.index(last) + 1]

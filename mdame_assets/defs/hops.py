@@ -29,12 +29,11 @@ import dagster as dg
 from mdame_assets.jobs import partition_tags
 from mdame_assets.partitions import PartitionRef, partition_key
 from mdame_core.settings import count_setting, seconds_setting
-from mdame_core.state import PartitionWork
+from mdame_core.state import PartitionWork, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
 from mdame_pipeline.lifecycle import script_states
 
 AWAITING_CLIPS = ("planned",)
-AWAITING_PUBLISHING = script_states("visuals_ready", "publishing")
 
 # How often each hop sensor looks for work. MDAME_HOP_SENSOR_INTERVAL_S shortens it where a
 # person or a test waits on the hop (the UI browser test: a backfill crosses both hops).
@@ -158,3 +157,9 @@ def hop_sensor_result(
     if not requests:
         reason = "; ".join(skipped) if skipped else "no partition awaits this hop"
     return dg.SensorResult(run_requests=requests, skip_reason=reason)
+
+
+def awaiting_publishing(state: StateStore) -> tuple[str, ...]:
+    """The script states whose partition the publishing hop resumes: clips ready, not yet
+    published."""
+    return script_states(state, "visuals_ready", "publishing")

@@ -79,6 +79,7 @@ class ClientBase:
         self._statement_timeout_ms = statement_timeout_ms
         self._fence: Fence | None = None  # set on the views that fenced() returns
         self._kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._flows: dict[tuple[str, str], tuple[str, ...]] = {}
         self._queries: dict[tuple[str, int], str] = {}
         self._argnames: dict[tuple[str, int], tuple[str, ...]] = {}
         # Check once on a plain connection so a mismatch raises here instead of making the pool

@@ -106,6 +106,24 @@ class WorkUnits(ClientBase):
             self._kinds[kind] = (rows[0][0], tuple(rows[0][1]))
         return self._kinds[kind]
 
+    def work_flow(self, kind: str, goal: str) -> tuple[str, ...]:
+        """The kind's path through the stages: its initial state, then each state of the one
+        shortest chain of allowed transitions to `goal` (a script's: drafted ... published).
+        Read once from mdame.allowed_transitions, so the order the stages ask about ('is this
+        script past X?') is the database's own."""
+        if (kind, goal) not in self._flows:
+            rows = self._select(
+                """SELECT k.initial_state, t.from_state, t.to_state FROM mdame.work_kinds k
+                     LEFT JOIN mdame.allowed_transitions t ON t.kind = k.kind
+                    WHERE k.kind = %s""",
+                [kind],
+            )
+            if not rows:
+                raise ValueError(f"unknown kind {kind!r}")
+            edges = [(r[1], r[2]) for r in rows if r[1] is not None]
+            self._flows[(kind, goal)] = shortest_path(rows[0][0], goal, edges)
+        return self._flows[(kind, goal)]
+
     def list_events(self, subject_kind: str, subject_id: int) -> list[Event]:
         rows = self._select(
             """SELECT id, subject_kind, subject_id, event, from_state, to_state, detail, created_at
@@ -113,3 +131,27 @@ class WorkUnits(ClientBase):
             [subject_kind, subject_id],
         )
         return [Event(*row) for row in rows]
+
+
+def shortest_path(start: str, goal: str, edges: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The states from `start` to `goal` along the fewest edges; exactly one such path must
+    exist, else the flow is ambiguous (or broken) and the error names the choice."""
+    paths: dict[str, list[tuple[str, ...]]] = {start: [(start,)]}
+    frontier = [start]
+    while frontier and goal not in paths:
+        reached: dict[str, list[tuple[str, ...]]] = {}
+        for state in frontier:
+            for source, target in edges:
+                if source == state and target not in paths:
+                    reached.setdefault(target, []).extend(p + (target,) for p in paths[state])
+        paths.update(reached)
+        frontier = sorted(reached)
+    if goal not in paths:
+        raise ValueError(f"no transitions lead from {start!r} to {goal!r}")
+    if len(paths[goal]) > 1:
+        raise ValueError(
+            f"{len(paths[goal])} shortest paths lead from {start!r} to {goal!r}, e.g. "
+            f"{' -> '.join(paths[goal][0])} and {' -> '.join(paths[goal][1])}: the stage order "
+            "is ambiguous"
+        )
+    return paths[goal][0]

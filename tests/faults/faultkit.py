@@ -388,7 +388,7 @@ def seed_script(
     base = {"dimension_id": dimension_id, "partition_date": DAY.isoformat()}
     topic = fenced.upsert_work_unit("topic", f"topic:{name}", {**base, "title": name})
     script = fenced.upsert_work_unit("script", f"script:{name}", {**base, "topic_id": topic})
-    path = script_states("drafted", to_state)
+    path = script_states(fenced, "drafted", to_state)
     for src, dst in zip(path, path[1:], strict=False):
         fenced.transition("script", script, src, dst)
     for _ in range(attempts):

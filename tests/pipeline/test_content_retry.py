@@ -72,7 +72,7 @@ def publish_a_script(state: StateStore, dimension: str, day: date) -> None:
     with held_lock(state, dimension, f"seed:{os.getpid()}") as held:
         topic = held.upsert_work_unit("topic", f"topic:{dimension}", {**base, "title": "t"})
         script = held.upsert_work_unit("script", f"script:{dimension}", {**base, "topic_id": topic})
-        path = script_states("drafted", "published")
+        path = script_states(held, "drafted", "published")
         for src, dst in zip(path, path[1:], strict=False):
             held.transition("script", script, src, dst)
 

@@ -72,7 +72,7 @@ def plan_script(state: StateStore, day: date, name: str, prompts: list[str]) -> 
     with held_lock(state, DIMENSION, f"seed:{os.getpid()}") as w:
         topic = w.upsert_work_unit("topic", f"topic:{name}", {**base, "title": name})
         script = w.upsert_work_unit("script", f"script:{name}", {**base, "topic_id": topic})
-        path = script_states("drafted", "approved")
+        path = script_states(w, "drafted", "approved")
         for src, dst in zip(path, path[1:], strict=False):
             w.transition("script", script, src, dst)
         scenes = []

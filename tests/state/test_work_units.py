@@ -235,6 +235,31 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
     assert bad == 0, "nothing leaves a terminal state"
 
 
+def test_the_stage_order_is_derived_from_the_transitions(state, owner) -> None:
+    assert state.work_flow("script", "published") == tuple(SCRIPT_PATH)
+    assert state.work_flow("publication", "published") == ("pending", "uploading", "published")
+    with pytest.raises(ValueError, match="unknown kind 'nope'"):
+        state.work_flow("nope", "published")
+    with pytest.raises(ValueError, match="no transitions lead from 'drafted' to 'nowhere'"):
+        state.work_flow("script", "nowhere")
+    # A shortcut in the database is the stages' order at once: nothing else to edit.
+    owner.execute(
+        "INSERT INTO mdame.allowed_transitions VALUES ('script', 'approved', 'visuals_ready')"
+    )
+    shortcut = StateStore(state.url, env="dev", pool_max=1)
+    ambiguous = StateStore(state.url, env="dev", pool_max=1)
+    try:
+        assert "planned" not in shortcut.work_flow("script", "published")
+        owner.execute(
+            "INSERT INTO mdame.allowed_transitions VALUES ('script', 'drafted', 'planned')"
+        )
+        with pytest.raises(ValueError, match="the stage order is ambiguous"):
+            ambiguous.work_flow("script", "published")
+    finally:
+        shortcut.close()
+        ambiguous.close()
+
+
 def test_bump_attempt_counts_retries_without_moving(held, chain) -> None:
     topic = chain["topic"]
     assert held.bump_work_attempt("topic", topic, {"hook_score": 0.5}) == 1

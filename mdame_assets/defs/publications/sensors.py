@@ -3,7 +3,7 @@ backoff has expired (mdame_assets.defs.hops decides)."""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_PUBLISHING, HOP_SENSOR_INTERVAL_S, hop_sensor_result
+from mdame_assets.defs.hops import HOP_SENSOR_INTERVAL_S, awaiting_publishing, hop_sensor_result
 from mdame_assets.jobs import publishing_job
 from mdame_resources.state import StateStoreResource
 
@@ -17,7 +17,7 @@ def publishing_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
     client = state.get_client()
-    work = client.partitions_with_scripts_in(AWAITING_PUBLISHING)
+    work = client.partitions_with_scripts_in(awaiting_publishing(client))
     # A halted script whose voice backoff has expired: a run of the partition retries voice.
     waiting = {(w.partition_date, w.dimension_slug) for w in work}
     work += [

@@ -84,8 +84,9 @@ def scene_plan(
 
 
 def scene_counts(step: Step) -> dict[str, int]:
+    planned = script_states(step.state, "planned")
     return {
         str(script.id): len(step.state.list_work_units("scene", script_id=script.id))
         for script in step.units("script")
-        if script.state in script_states("planned")
+        if script.state in planned
     }

@@ -11,9 +11,9 @@ MIN_SCENES, MAX_SCENES = 5, 10
 
 
 def scene_plan_problems(step: Step) -> list[str]:
-    problems = []
+    problems, planned = [], script_states(step.state, "planned")
     for script in step.units("script"):
-        if script.state not in script_states("planned"):
+        if script.state not in planned:
             continue
         scenes = step.state.list_work_units("scene", script_id=script.id)
         if not MIN_SCENES <= len(scenes) <= MAX_SCENES:

@@ -12,7 +12,6 @@ from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
 MIN_MEAN_VOLUME_DB = -40.0
-VOICED = script_states("voiced")
 
 
 @dg.asset_check(asset=voice_tracks, blocking=True)
@@ -21,8 +20,9 @@ def voice_present(
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), "voice_present")
     problems, volumes = [], {}
+    voiced = script_states(step.state, "voiced")
     for script in step.units("script"):
-        if script.state not in VOICED:
+        if script.state not in voiced:
             continue
         track = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
         if track is None:

@@ -11,8 +11,6 @@ from mdame_pipeline.lifecycle import script_states
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
 
-PAST_VISUALS = script_states("visuals_ready")
-
 
 def clip_damage(scene: WorkUnit, store: MediaStore) -> str | None:
     """Why a ready scene's clip cannot be used (its object vanished or changed), or None."""
@@ -24,11 +22,12 @@ def clip_damage(scene: WorkUnit, store: MediaStore) -> str | None:
 
 
 def clip_problems(
-    step: Step, media: MediaStoreResource, states: tuple[str, ...] = PAST_VISUALS
+    step: Step, media: MediaStoreResource, states: tuple[str, ...] | None = None
 ) -> list[str]:
-    """Every problem of the clips of this partition's scripts in `states`."""
+    """Every problem of the clips of this partition's scripts in `states` (by default every
+    state past visuals_ready)."""
     store, problems = media.store(), []
-    for script in step.scripts_in(*states):
+    for script in step.scripts_in(*(states or script_states(step.state, "visuals_ready"))):
         for scene in step.state.list_work_units("scene", script_id=script.id):
             if scene.state != "ready":
                 problems.append(f"scene {scene.id} of script {script.id} is {scene.state}")
