@@ -1,0 +1,50 @@
+"""The shape a newcomer can carry: no product module over 600 lines, no class over 400, and
+comments that say why, never which issue or slice a line came from (that is git's job)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 400
+HISTORY = re.compile(r"\b(issue|slice) [0-9]+", re.I)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in REPO.glob("mdame_*/**/*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_module_or_class_is_too_long_to_read() -> None:
+    too_long = []
+    for path in _modules():
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(REPO)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_CLASS_LINES:
+                    too_long.append(f"{path.relative_to(REPO)}: class {node.name} {length} lines")
+    assert not too_long, "split by concern: " + "; ".join(too_long)
+
+
+def test_comments_do_not_name_issues_or_slices() -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in _modules()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if HISTORY.search(line)
+    ]
+    assert not found, "history belongs in git: " + ", ".join(found)
+
+
+def test_the_checks_find_a_long_module_and_an_issue_reference(tmp_path) -> None:
+    long_module = "class Big:\n" + "    x = 1\n" * (MAX_CLASS_LINES + 1)
+    tree = ast.parse(long_module)
+    (big,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    assert big.end_lineno is not None and big.end_lineno - big.lineno + 1 > MAX_CLASS_LINES
+    assert HISTORY.search("# added for issue 12") and HISTORY.search("# Slice 3 of the plan")
+    assert not HISTORY.search("# a str slice cuts between code points")
