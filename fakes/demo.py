@@ -54,11 +54,12 @@ def _client_secrets(folder: Path) -> Path:
 def connect_demo_accounts(
     channel: youtube.FakeYouTube, state: StateStore, dimensions: Path | None = None
 ) -> None:
-    """Every active demo account (of the niche files in `dimensions`, by default the
-    checkout's) gets a channel on the fake and an encrypted grant. `state` is an admin client."""
-    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+    """Every active demo account (of the niche files in `dimensions`, by default
+    settings.dimensions_dir()) gets a channel on the fake and an encrypted grant. `state` is an
+    admin client."""
+    from mdame_pipeline.dimension_registry import sync_registry
 
-    report = sync_registry(state, dimensions or DIMENSIONS_DIR)
+    report = sync_registry(state, dimensions)
     accounts = [a for slug in report.active for a in state.list_accounts(slug) if a.active]
     youtube.connect_accounts(channel, state, mdame_env(), accounts)
 
@@ -189,9 +190,8 @@ def _run_demo(
     apply_dagster_environment()
     os.environ.setdefault("MDAME_LOG_FILE", str(mdame_home() / "logs" / "pipeline.jsonl"))
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 
-    code = demo_main(day, only=only, videos_at=videos_at, dimensions=niches or DIMENSIONS_DIR)
+    code = demo_main(day, only=only, videos_at=videos_at, dimensions=niches)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
 

@@ -24,7 +24,7 @@ from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, s
 from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
 from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
-from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.providers.publisher import OutboxPublisher
 
 
@@ -78,11 +78,12 @@ def main(
     day: date | None = None,
     only: Sequence[str] = (),
     videos_at: str = "",
-    dimensions: Path = DIMENSIONS_DIR,
+    dimensions: Path | None = None,
 ) -> int:
     """SIGTERM and Ctrl-C stop it promptly (the run in progress is marked failed), exit 128+N.
     `only`: these dimensions' partitions, not every active one; `videos_at`: where the chosen
-    publisher puts the videos (default: the outbox folder); `dimensions`: the niche files."""
+    publisher puts the videos (default: the outbox folder); `dimensions`: the niche files
+    (default: settings.dimensions_dir())."""
     with stop_on_signals():
         try:
             # Entered, so that definitions loaded during the runs see this instance's state
@@ -100,7 +101,7 @@ def _main(
     day: date | None,
     only: Sequence[str],
     videos_at: str,
-    dimensions: Path,
+    dimensions: Path | None,
 ) -> int:
     day = day or datetime.now(UTC).date()
     state = StateStore()

@@ -34,7 +34,7 @@ def _visuals() -> DiffusersVisuals:
 
 
 def _dimensions_dir(args: argparse.Namespace) -> Path:
-    return Path(args.dimensions) if args.dimensions else settings.REPO_ROOT / "dimensions"
+    return Path(args.dimensions) if args.dimensions else settings.dimensions_dir()
 
 
 def needed_models(visuals: DiffusersVisuals, folder: Path) -> dict[str, dict[str, list[str]]]:

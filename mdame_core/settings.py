@@ -32,6 +32,15 @@ def mdame_home() -> Path:
     return Path(os.environ.get("MDAME_HOME") or REPO_ROOT / ".mdame")
 
 
+DIMENSIONS_DIR_ENV = "MDAME_DIMENSIONS_DIR"
+
+
+def dimensions_dir() -> Path:
+    """Where the dimensions' YAML files are: MDAME_DIMENSIONS_DIR (an operator's own folder of
+    niches), else the checkout's dimensions/."""
+    return Path(os.environ.get(DIMENSIONS_DIR_ENV) or REPO_ROOT / "dimensions")
+
+
 def mdame_env() -> str:
     """ENV is mandatory: the database belongs to one environment and refuses the other."""
     env = os.environ.get("ENV", "")

@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mdame_core.settings import REPO_ROOT
+from mdame_core.settings import REPO_ROOT, dimensions_dir
 from mdame_core.state import StateStore
 from mdame_domain.dimensions import load_registry
 
-DIMENSIONS_DIR = REPO_ROOT / "dimensions"
+DIMENSIONS_DIR = REPO_ROOT / "dimensions"  # the checkout's own niches
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,14 @@ class SyncReport:
     errors: tuple[str, ...]
 
 
-def sync_registry(state: StateStore, folder: Path = DIMENSIONS_DIR) -> SyncReport:
+def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
     """As the admin role (StateStore(role="admin")): upserts every valid file; deactivates
     removed or deactivated dimensions, and accounts removed from a dimension's file.
 
     A malformed file is reported and its dimension keeps its last good state, so a typo does
     not silently stop a running niche (nor start a stopped one), nor its accounts.
     """
-    registry = load_registry(folder)
+    registry = load_registry(folder or dimensions_dir())
     for dim in registry.dimensions:
         state.upsert_dimension(dim.slug, dim.title, dim.to_json(), dim.active)
         for account in dim.accounts:
@@ -66,10 +66,10 @@ class RegistryView:
     errors: tuple[str, ...]  # malformed files
 
 
-def registry_drift(state: StateStore, folder: Path = DIMENSIONS_DIR) -> RegistryView:
+def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryView:
     """The registered active dimensions, and each file that differs from its registration
     (a new, changed or deactivated dimension, or changed accounts) until an operator syncs."""
-    registry = load_registry(folder)
+    registry = load_registry(folder or dimensions_dir())
     stored = {d.slug: d for d in state.list_dimensions()}
     fix = "run `mdame dimensions sync`"
     drift: list[str] = []

@@ -26,7 +26,7 @@ from typing import Any
 import dagster as dg
 import httpx
 
-from mdame_core.settings import REPO_ROOT, mdame_home
+from mdame_core.settings import dimensions_dir, mdame_home
 from mdame_domain.dimensions import SLUG_PATTERN, DimensionConfigError, load_dimension_file
 from mdame_domain.doctor import Redactor, Status, display_url
 from mdame_domain.telegram_text import cut_caption, split_message
@@ -105,7 +105,7 @@ class TelegramNotifier(NotifierResource):
     bot_token: str = ""  # production: dg.EnvVar("MDAME_TELEGRAM_BOT_TOKEN"); empty: read it
     api_url: str = ""  # empty: MDAME_TELEGRAM_API_URL, else https://api.telegram.org
     chat_id: str = ""  # the global chat; empty: MDAME_TELEGRAM_CHAT_ID
-    dimensions_dir: str = ""  # where <slug>.yaml names a dimension's chat; empty: dimensions/
+    dimensions_dir: str = ""  # where <slug>.yaml names a dimension's chat; empty: the setting
     timeout_s: float = 20.0
     max_wait_s: float = 60.0  # the most a call waits for 429s in all before giving up
     server_retries: int = 3
@@ -126,7 +126,7 @@ class TelegramNotifier(NotifierResource):
         malformed: the registry sync reports a malformed file; its alerts still go out)."""
         if not SLUG_PATTERN.match(dimension):
             return ""
-        folder = Path(self.dimensions_dir) if self.dimensions_dir else REPO_ROOT / "dimensions"
+        folder = Path(self.dimensions_dir) if self.dimensions_dir else dimensions_dir()
         path = folder / f"{dimension}.yaml"
         if not path.is_file():
             return ""
