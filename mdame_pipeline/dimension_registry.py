@@ -9,6 +9,7 @@ and reports files that differ from what is registered.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,12 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
     (a new, changed or deactivated dimension, or changed accounts) until an operator syncs."""
     registry = load_registry(folder or dimensions_dir())
     stored = {d.slug: d for d in state.list_dimensions()}
+    # Every dimension's accounts in one read: the sensor runs this each minute for every niche.
+    registered: dict[int, set[tuple[str, str, int, str]]] = defaultdict(set)
+    for a in state.list_accounts(None, active_only=True):
+        registered[a.dimension_id].add(
+            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone)
+        )
     fix = "run `mdame dimensions sync`"
     drift: list[str] = []
     for dim in registry.dimensions:
@@ -83,10 +90,7 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
         if (row.title, row.config, row.active) != (dim.title, stored_json, dim.active):
             drift.append(f"dimensions/{dim.slug}.yaml differs from its registration: {fix}")
             continue
-        accounts = {
-            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone)
-            for a in state.list_accounts(dim.slug, active_only=True)
-        }
+        accounts = registered[row.id]
         wanted = {
             (a.platform, a.handle, a.daily_quota_units, a.quota_timezone) for a in dim.accounts
         }

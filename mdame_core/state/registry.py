@@ -63,12 +63,15 @@ class Registry(ClientBase):
         )
         return Dimension(*rows[0]) if rows else None
 
-    def list_accounts(self, dimension_slug: str, *, active_only: bool = False) -> list[Account]:
+    def list_accounts(
+        self, dimension_slug: str | None, *, active_only: bool = False
+    ) -> list[Account]:
+        """The dimension's accounts; None: every dimension's, in one query."""
         rows = self._select(
             """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
                       a.quota_timezone
                  FROM mdame.dimension_accounts a JOIN mdame.dimensions d ON d.id = a.dimension_id
-                WHERE d.slug = %s AND (a.active OR NOT %s) ORDER BY a.id""",
-            [dimension_slug, active_only],
+                WHERE (d.slug = %s OR %s::text IS NULL) AND (a.active OR NOT %s) ORDER BY a.id""",
+            [dimension_slug, dimension_slug, active_only],
         )
         return [Account(*row) for row in rows]

@@ -21,11 +21,15 @@ from mdame_domain.dimensions.reader import DimensionConfigError
 from mdame_domain.feed_sources import source_from_json
 from mdame_domain.retention import RetentionSettings
 
+# libyaml's loader where PyYAML was built with it: the same safe schema, about ten times faster,
+# which the registry sensor needs when it reads a thousand niche files every minute.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def load_dimension_file(path: Path) -> DimensionConfig:
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)  # noqa: S506
     except yaml.YAMLError as exc:
         raise DimensionConfigError(source, "<yaml>", f"not valid YAML: {exc}") from exc
     config = parse_dimension(data, source)
