@@ -70,7 +70,8 @@ class RegistryView:
 def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryView:
     """The registered active dimensions, and each file that differs from its registration
     (a new, changed or deactivated dimension, or changed accounts) until an operator syncs."""
-    registry = load_registry(folder or dimensions_dir())
+    where = folder or dimensions_dir()
+    registry = load_registry(where)
     stored = {d.slug: d for d in state.list_dimensions()}
     # Every dimension's accounts in one read: the sensor runs this each minute for every niche.
     registered: dict[int, set[tuple[str, str, int, str]]] = defaultdict(set)
@@ -83,23 +84,25 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
     for dim in registry.dimensions:
         row = stored.get(dim.slug)
         if row is None:
-            drift.append(f"dimensions/{dim.slug}.yaml is not registered yet: {fix}")
+            drift.append(f"{where.name}/{dim.slug}.yaml is not registered yet: {fix}")
             continue
         # Compared as stored: through JSON, as jsonb keeps it (tuples become lists).
         stored_json = json.loads(json.dumps(dim.to_json()))
         if (row.title, row.config, row.active) != (dim.title, stored_json, dim.active):
-            drift.append(f"dimensions/{dim.slug}.yaml differs from its registration: {fix}")
+            drift.append(f"{where.name}/{dim.slug}.yaml differs from its registration: {fix}")
             continue
         accounts = registered[row.id]
         wanted = {
             (a.platform, a.handle, a.daily_quota_units, a.quota_timezone) for a in dim.accounts
         }
         if accounts != wanted:
-            drift.append(f"dimensions/{dim.slug}.yaml lists other accounts than registered: {fix}")
+            drift.append(
+                f"{where.name}/{dim.slug}.yaml lists other accounts than registered: {fix}"
+            )
     files = {d.slug for d in registry.dimensions} | {Path(e.source).stem for e in registry.errors}
     for slug, row in stored.items():
         if row.active and slug not in files:
-            drift.append(f"dimension {slug} is active but dimensions/{slug}.yaml is gone: {fix}")
+            drift.append(f"dimension {slug} is active but {where.name}/{slug}.yaml is gone: {fix}")
     return RegistryView(
         active=tuple(slug for slug, row in sorted(stored.items()) if row.active),
         drift=tuple(drift),

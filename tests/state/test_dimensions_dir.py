@@ -16,15 +16,17 @@ def test_the_sync_and_the_drift_read_the_configured_folder(
 ) -> None:
     assert dimensions_dir() == REPO_ROOT / "dimensions"
     niche = (REPO_ROOT / "dimensions" / "tech.yaml").read_text()
-    (tmp_path / "gardens.yaml").write_text(niche.replace("slug: tech", "slug: gardens", 1))
-    monkeypatch.setenv("MDAME_DIMENSIONS_DIR", str(tmp_path))
-    assert dimensions_dir() == tmp_path
+    niches = tmp_path / "niches"
+    niches.mkdir()
+    (niches / "gardens.yaml").write_text(niche.replace("slug: tech", "slug: gardens", 1))
+    monkeypatch.setenv("MDAME_DIMENSIONS_DIR", str(niches))
+    assert dimensions_dir() == niches
     report = sync_registry(admin)
     assert report.active == ("gardens",)
     assert [d.slug for d in state.list_dimensions()] == ["gardens"]
     assert registry_drift(state).drift == ()
-    (tmp_path / "gardens.yaml").write_text(niche.replace("slug: tech", "slug: gardens", 1) + "\n")
-    (tmp_path / "orchards.yaml").write_text(niche.replace("slug: tech", "slug: orchards", 1))
+    (niches / "gardens.yaml").write_text(niche.replace("slug: tech", "slug: gardens", 1) + "\n")
+    (niches / "orchards.yaml").write_text(niche.replace("slug: tech", "slug: orchards", 1))
     assert registry_drift(state).drift == (
-        "dimensions/orchards.yaml is not registered yet: run `mdame dimensions sync`",
+        "niches/orchards.yaml is not registered yet: run `mdame dimensions sync`",
     )
