@@ -12,8 +12,15 @@ sensor, both hop sensors and the content retry sensor, with the real resources a
 databases, and prints p50, p95 and the largest tick, the run requests of the last tick and the
 p95 against the 5 s target as a ratio. Nothing is launched. Drops the databases at the end.
 
-    make bench-scale                                  # 1,000 dimensions
-    PYTHONPATH=. ENV=dev python -m bench.scale [--dims 1000] [--ticks 15]
+With --runs it runs real partitions instead: today's partition of each of --dims dimensions
+end to end, as `make demo` runs them (content, scene clips, publishing; offline providers, the
+`tiny` media profile unless MDAME_MEDIA_PROFILE says otherwise), and prints the wall and CPU
+time per partition, runs per minute, and the PostgreSQL transactions and Dagster event-log
+rows per partition.
+
+    make bench-scale                                  # 1,000 dimensions, the control plane
+    make bench-scale BENCH_ARGS="--runs --dims 10"    # 10 partitions end to end
+    PYTHONPATH=. ENV=dev python -m bench.scale [--dims 1000] [--ticks 15] [--runs]
 """
 
 from __future__ import annotations
@@ -56,25 +63,30 @@ class Ticks:
         )
 
 
-def _url(user: str, dbname: str) -> str:
-    parts = urlsplit(settings.superuser_url())
+def _url(superuser: str, user: str, dbname: str) -> str:
+    parts = urlsplit(superuser)
     return f"postgresql://{user}@{parts.hostname}:{parts.port}/{dbname}"
 
 
 @contextmanager
 def scratch_databases() -> Iterator[tuple[str, str, str]]:
     """(owner URL, app URL) of a migrated state database, and a Dagster database's URL."""
+    superuser = settings.superuser_url()  # before the bench points MDAME_HOME elsewhere
     tag = f"{os.getpid()}_{int(time.time())}"
     state_db, dagster_db = f"mdame_bench_scale_{tag}", f"mdame_bench_scale_dagster_{tag}"
-    with psycopg.connect(settings.superuser_url(), autocommit=True) as su:
+    with psycopg.connect(superuser, autocommit=True) as su:
         su.execute(f'CREATE DATABASE "{state_db}" OWNER {settings.OWNER_ROLE}')
         su.execute(f'CREATE DATABASE "{dagster_db}" OWNER {settings.OWNER_ROLE}')
     try:
-        owner = _url(settings.OWNER_ROLE, state_db)
+        owner = _url(superuser, settings.OWNER_ROLE, state_db)
         migrate(owner, "dev")
-        yield owner, _url(settings.APP_ROLE, state_db), _url(settings.OWNER_ROLE, dagster_db)
+        yield (
+            owner,
+            _url(superuser, settings.APP_ROLE, state_db),
+            _url(superuser, settings.OWNER_ROLE, dagster_db),
+        )
     finally:
-        with psycopg.connect(settings.superuser_url(), autocommit=True) as su:
+        with psycopg.connect(superuser, autocommit=True) as su:
             for name in (state_db, dagster_db):
                 su.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -138,22 +150,73 @@ def timed(name: str, ticks: int, evaluate: Callable[[], int]) -> Ticks:
     return Ticks(name, seconds, requests)
 
 
-def run(dims: int, ticks: int) -> None:
+def run(dims: int, ticks: int, runs: bool) -> None:
     with scratch_databases() as (owner, app_url, dagster_url), tempfile.TemporaryDirectory() as t:
-        home, niches = Path(t) / "dagster_home", Path(t) / "dimensions"
-        home.mkdir()
+        niches = Path(t) / "dimensions"
         niches.mkdir()
-        (home / "dagster.yaml").write_text(
-            f"storage:\n  postgres:\n    postgres_url: {dagster_url}\n"
-            "telemetry:\n  enabled: false\n"
-        )
         os.environ.update(
-            DAGSTER_HOME=str(home),
+            MDAME_HOME=str(Path(t) / "home"),  # media, outbox and logs of this bench only
+            MDAME_LOG_FILE=str(Path(t) / "pipeline.jsonl"),
+            DAGSTER_HOME=str(Path(t) / "dagster_home"),
+            MDAME_DAGSTER_DATABASE_URL=dagster_url,  # the project's dagster.yaml reads it
             MDAME_DIMENSIONS_DIR=str(niches),
             MDAME_DATABASE_URL=owner,
             MDAME_APP_DATABASE_URL=app_url,
         )
-        measure(dims, ticks, niches, owner, app_url)
+        os.environ.setdefault("MDAME_MEDIA_PROFILE", "tiny")
+        from mdame_core.dagster_home import apply_dagster_environment
+
+        apply_dagster_environment()
+        if runs:
+            run_partitions(dims, niches, owner, dagster_url)
+        else:
+            measure(dims, ticks, niches, owner, app_url)
+
+
+def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> None:
+    """Today's partition of every dimension through the demo's own loop, measured."""
+    import resource
+
+    from mdame_cli.demo import main as demo_main
+
+    write_dimensions(niches, dims)
+    before = _transactions(owner)
+    cpu_before = _cpu_seconds(resource)
+    started = time.perf_counter()
+    code = demo_main()
+    wall = time.perf_counter() - started
+    cpu = _cpu_seconds(resource) - cpu_before
+    time.sleep(1.0)  # the server reports a closed backend's counters within a second
+    transactions = _transactions(owner) - before
+    with psycopg.connect(dagster_url) as conn:
+        (events,) = conn.execute("SELECT count(*) FROM event_logs").fetchone() or (0,)
+        (dagster_runs,) = conn.execute("SELECT count(*) FROM runs").fetchone() or (0,)
+    print(
+        f"\n{dims} partitions end to end (demo exit {code}, media profile "
+        f"{os.environ['MDAME_MEDIA_PROFILE']}): {wall:.1f} s wall, {cpu:.1f} s CPU (this process "
+        f"and its children)"
+    )
+    print(f"  per partition: {wall / dims:.2f} s wall, {cpu / dims:.2f} s CPU")
+    print(f"  Dagster runs: {dagster_runs}, {dagster_runs / wall * 60:.1f} per minute")
+    print(f"  PostgreSQL transactions per partition (state database): {transactions / dims:.0f}")
+    print(f"  Dagster event-log rows per partition: {events / dims:.0f}")
+
+
+def _transactions(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _cpu_seconds(resource) -> float:  # noqa: ANN001
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> None:
@@ -236,10 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dims", type=int, default=1000, help="dimensions (default 1000)")
     parser.add_argument("--ticks", type=int, default=15, help="evaluations of each (default 15)")
+    parser.add_argument("--runs", action="store_true", help="run the partitions end to end")
     args = parser.parse_args(argv)
     if args.dims < 1 or args.ticks < 1:
         parser.error("--dims and --ticks must be at least 1")
-    run(args.dims, args.ticks)
+    run(args.dims, args.ticks, args.runs)
     return 0
 
 
