@@ -1,10 +1,13 @@
-"""Where the GPU location's steps run, chosen by configuration (MDAME_GPU_EXECUTOR).
+"""Where each code location's steps run, chosen by configuration: MDAME_GPU_EXECUTOR for the GPU
+location (default in_process), MDAME_ORCHESTRATOR_EXECUTOR for the orchestrator's (default
+multiprocess).
 
-- `in_process` (the embedded default on one machine) and `multiprocess`: the steps run beside
-  the run worker; the `gpu` pool (dagster.yaml) keeps generation to one step at a time.
-- `celery`: dagster-celery with a Redis broker; GPU steps go to the `gpu` queue, every other
-  step to dagster-celery's default queue `dagster`. Workers: `mdame celery-worker`.
-- `k8s`: dagster-k8s' k8s_job_executor; GPU steps request `nvidia.com/gpu`.
+- `in_process` and `multiprocess`: the steps run beside the run worker; the `gpu` pool
+  (dagster.yaml) keeps generation to one step at a time.
+- `celery`: dagster-celery with a Redis broker; GPU steps go to the `gpu` queue, render and probe
+  steps to the `render` queue, every other step to dagster-celery's default queue `dagster`.
+  Workers: `mdame celery-worker`.
+- `k8s`: dagster-k8s' k8s_job_executor; GPU steps request `nvidia.com/gpu`, render steps CPU.
 
 URLs and secrets reach the executors only as environment variable names (`{"env": NAME}` in
 the executor config, `env_secrets` for pods), so no value is in the definitions, the UI or a log.
@@ -25,8 +28,12 @@ import dagster as dg
 from mdame_domain.media_url import MediaUrlError, S3MediaUrl, parse_media_url
 
 EXECUTOR_ENV = "MDAME_GPU_EXECUTOR"
+ORCHESTRATOR_EXECUTOR_ENV = "MDAME_ORCHESTRATOR_EXECUTOR"
 EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 GPU_QUEUE = "gpu"
+# Encodes and their probes: CPU-bound minutes per video, scaled out on hosts of their own.
+RENDER_QUEUE = "render"
+RENDER_CPU_ENV, RENDER_MEMORY_ENV = "MDAME_K8S_RENDER_CPU", "MDAME_K8S_RENDER_MEMORY"
 GPU_POOL = "gpu"
 # dagster-celery's own default queue (dagster_celery.defaults.task_default_queue): steps without
 # a queue tag go there, so the CPU worker listens on it.
@@ -58,6 +65,7 @@ K8S_FORWARDED_ENV = (
     "ENV",
     "MDAME_PROVIDERS",
     EXECUTOR_ENV,
+    ORCHESTRATOR_EXECUTOR_ENV,
     "MDAME_MEDIA_URL",
     "MDAME_DIFFUSERS_MODEL_DIR",
     "MDAME_MODEL_DIR",
@@ -76,16 +84,27 @@ GPU_STEP_TAGS: dict[str, Any] = {
 }
 
 
+def render_step_tags() -> dict[str, Any]:
+    """Tags of the render and probe steps: celery routes them to the `render` queue; a k8s step
+    pod requests the CPU and memory an encode needs (settings, read when definitions load)."""
+    requests = {
+        "cpu": os.environ.get(RENDER_CPU_ENV, "").strip() or "2",
+        "memory": os.environ.get(RENDER_MEMORY_ENV, "").strip() or "2Gi",
+    }
+    return {
+        "dagster-celery/queue": RENDER_QUEUE,
+        "dagster-k8s/config": {"container_config": {"resources": {"requests": requests}}},
+    }
+
+
 class ExecutorConfigError(ValueError):
     """The environment names an executor that cannot be built as configured."""
 
 
-def executor_name() -> str:
-    name = os.environ.get(EXECUTOR_ENV, "").strip() or "in_process"
+def executor_name(var: str = EXECUTOR_ENV, default: str = "in_process") -> str:
+    name = os.environ.get(var, "").strip() or default
     if name not in EXECUTORS:
-        raise ExecutorConfigError(
-            f"{EXECUTOR_ENV} must be one of {', '.join(EXECUTORS)}, not {name!r}"
-        )
+        raise ExecutorConfigError(f"{var} must be one of {', '.join(EXECUTORS)}, not {name!r}")
     return name
 
 
@@ -192,7 +211,17 @@ def k8s_config() -> dict[str, Any]:
 
 
 def gpu_executor() -> dg.ExecutorDefinition:
-    name = executor_name()
+    return _executor(executor_name(EXECUTOR_ENV, "in_process"))
+
+
+def orchestrator_executor() -> dg.ExecutorDefinition:
+    """multiprocess (Dagster's default: a process per step) unless configured otherwise:
+    in_process saves a process start per step (a partition's steps form one chain, so it loses
+    no parallelism); celery or k8s send the render and probe steps to render hosts."""
+    return _executor(executor_name(ORCHESTRATOR_EXECUTOR_ENV, "multiprocess"))
+
+
+def _executor(name: str) -> dg.ExecutorDefinition:
     if name == "in_process":
         return dg.in_process_executor
     if name == "multiprocess":
@@ -220,9 +249,9 @@ def io_bucket(url: str) -> S3MediaUrl:
     return parsed
 
 
-def gpu_io_manager() -> Any:
-    """The IO manager the GPU location's steps pass outputs through. Celery and k8s steps run
-    in other processes, maybe on other hosts: they need storage they all reach."""
+def step_io_manager() -> Any:
+    """The IO manager a location's steps pass outputs through. Celery and k8s steps run in
+    other processes, maybe on other hosts: they need storage they all reach."""
     url = os.environ.get(IO_URL_ENV, "").strip()
     if not url:
         # Dagster's default, files under $DAGSTER_HOME/storage: shared by every process of one

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 import mdame_assets.gpu_defs
-from mdame_assets.executors import gpu_executor, gpu_io_manager
+from mdame_assets.executors import gpu_executor, step_io_manager
 from mdame_assets.folders import load_folder
 from mdame_assets.resources import shared_resources
 
@@ -17,6 +17,6 @@ defs = dg.Definitions.merge(
         # MDAME_GPU_EXECUTOR: in-process by default; celery or k8s on several hosts, whose
         # steps pass outputs through storage they all reach (MDAME_DAGSTER_IO_URL).
         executor=gpu_executor(),
-        resources={**shared_resources(), "io_manager": gpu_io_manager()},
+        resources={**shared_resources(), "io_manager": step_io_manager()},
     ),
 )

@@ -1,9 +1,12 @@
-"""`mdame celery-worker`: one Celery worker for the GPU location's steps, started the way
-`dagster-celery worker start` starts one, minus the file of resolved URLs it writes.
+"""`mdame celery-worker`: one Celery worker for the steps of runs on the celery executor,
+started the way `dagster-celery worker start` starts one, minus the file of resolved URLs it
+writes.
 
     mdame celery-worker --queue gpu --gpu 0     one per GPU: CUDA_VISIBLE_DEVICES=0,
                                                 concurrency 1, prefetch 1
-    mdame celery-worker --queue dagster         the CPU steps (dagster-celery's default queue)
+    mdame celery-worker --queue render          encodes and their probes: concurrency 1 (an
+                                                encode uses every core), one per render host
+    mdame celery-worker --queue dagster         every other step (dagster-celery's default queue)
     mdame celery-worker --print-yaml            the worker YAML (deploy/celery.yaml is a copy),
                                                 for `dagster-celery worker start -y`
 
@@ -53,21 +56,33 @@ def worker_command(
 
 
 def _start(args: argparse.Namespace) -> int:
-    from mdame_assets.executors import GPU_QUEUE, celery_worker_yaml, require_celery_env
+    from mdame_assets.executors import (
+        DEFAULT_QUEUE,
+        GPU_QUEUE,
+        RENDER_QUEUE,
+        celery_worker_yaml,
+        require_celery_env,
+    )
     from mdame_core import settings
     from mdame_core.dagster_home import apply_dagster_environment
 
     if args.print_yaml:
         print(yaml.safe_dump(celery_worker_yaml(), sort_keys=False), end="")
         return 0
+    queues = (GPU_QUEUE, RENDER_QUEUE, DEFAULT_QUEUE)
+    unknown = [q for q in args.queue.split(",") if q not in queues]
+    if unknown:
+        # A worker on a queue no step is routed to would wait for work that never comes.
+        raise ValueError(f"--queue {args.queue}: {unknown[0]!r} is not one of {', '.join(queues)}")
     settings.mdame_env()
     require_celery_env()
     env = apply_dagster_environment()
     if args.queue == GPU_QUEUE and args.gpu is None:
         raise ValueError("a gpu worker needs --gpu INDEX (one worker per GPU)")
     concurrency = args.concurrency
-    if concurrency is None and args.queue == GPU_QUEUE:
-        concurrency = 1  # one generation per GPU at a time
+    if concurrency is None and args.queue in (GPU_QUEUE, RENDER_QUEUE):
+        # One generation per GPU at a time; one encode per host (x264 already uses every core).
+        concurrency = 1
     label = f"{args.queue}{args.gpu if args.gpu is not None else ''}"
     name = args.name or label
     child: dict[str, Any] = {**os.environ, **env}
@@ -86,15 +101,22 @@ def _start(args: argparse.Namespace) -> int:
 
 def add_parser(groups: Any) -> None:
     worker = groups.add_parser(
-        "celery-worker", help="a dagster-celery worker for the gpu queue (one per GPU) or dagster"
+        "celery-worker", help="a dagster-celery worker for the gpu, render or dagster queue"
     )
     worker.add_argument(
-        "--queue", "-q", default="gpu", help="gpu (the GPU steps) or dagster (every other step)"
+        "--queue",
+        "-q",
+        default="gpu",
+        help="gpu (the GPU steps), render (encodes and probes) or dagster (every other step)",
     )
     worker.add_argument("--gpu", type=int, default=None, help="CUDA_VISIBLE_DEVICES for it")
     worker.add_argument("--name", "-n", default=None, help="node name (default: queue + gpu)")
     worker.add_argument(
-        "--concurrency", "-c", type=int, default=None, help="pool size (gpu: 1; else per CPU)"
+        "--concurrency",
+        "-c",
+        type=int,
+        default=None,
+        help="pool size (gpu, render: 1; else per CPU)",
     )
     worker.add_argument("--loglevel", "-l", default="INFO")
     worker.add_argument("--print-yaml", action="store_true", help="print the worker YAML only")

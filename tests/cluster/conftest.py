@@ -1,13 +1,14 @@
 """A Celery cluster on this machine, once per session: Redis started by scripts/redis-local.sh
-on a free port, and two Celery workers started by `mdame celery-worker` as an operator
-would (queue `dagster`, and queue `gpu` with CUDA_VISIBLE_DEVICES), all pointed at one MD-AME
-database and one Dagster instance on PostgreSQL (DAGSTER_HOME on disk). Everything listens on
-127.0.0.1 and is killed at teardown.
+on a free port, and Celery workers started by `mdame celery-worker` as an operator would
+(queue `dagster`, queue `gpu` with CUDA_VISIBLE_DEVICES, and, started by the tests that need
+them, queue `render`), all pointed at one MD-AME database and one Dagster instance on
+PostgreSQL (DAGSTER_HOME on disk). Everything listens on 127.0.0.1 and is killed at teardown.
 
 Partitions are prepared up to scene_plan in this process (offline providers); the GPU
 location's scene_clips then runs as `dagster asset materialize` in a child process whose
 executor is the celery one (MDAME_GPU_EXECUTOR=celery), with tests/cluster/gpu_location.py's
-logged visuals.
+logged visuals; the orchestrator location's publishing stage runs the same way
+(MDAME_ORCHESTRATOR_EXECUTOR=celery).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ DAY = date(2026, 11, 29)
 VISIBILITY_TIMEOUT_S = 20
 GPU_WORKER, CPU_WORKER = "gpu0", "dagster"
 JOB_LEASE_S = 8
+# A killed render worker's pipeline lock lapses before its step is redelivered.
+LOCK_TTL_S = 8
 
 
 def free_port() -> int:
@@ -67,6 +70,7 @@ class Worker:
     gpu: int | None
     log: Path
     proc: subprocess.Popen | None = None
+    home: Path | None = None  # MDAME_HOME of a worker on 'another host'; None: the cluster's
 
     def killpg(self, signum: int = signal.SIGKILL) -> None:
         """The worker's whole process group (celery and its pool child): what
@@ -104,9 +108,12 @@ class Cluster:
         path.mkdir(exist_ok=True)
         return path
 
-    def start_worker(self, name: str, queue: str, gpu: int | None = None) -> Worker:
+    def start_worker(
+        self, name: str, queue: str, gpu: int | None = None, home: Path | None = None
+    ) -> Worker:
+        """`home`: the worker's own MDAME_HOME (media cache, scratch), as on another host."""
         worker = self.workers.get(name) or Worker(
-            name, queue, gpu, self.home / "logs" / f"worker-{name}.log"
+            name, queue, gpu, self.home / "logs" / f"worker-{name}.log", home=home
         )
         worker.log.parent.mkdir(parents=True, exist_ok=True)
         command = [str(BIN / "mdame"), "celery-worker", "--queue", queue, "--name", name]
@@ -114,9 +121,13 @@ class Cluster:
             command += ["--gpu", str(gpu)]
         else:
             command += ["--concurrency", "1"]  # 2 cores here; a real CPU worker takes more
+        env = dict(self.env)
+        if worker.home is not None:
+            worker.home.mkdir(parents=True, exist_ok=True)
+            env["MDAME_HOME"] = str(worker.home)
         out = open(worker.log, "ab")  # noqa: SIM115 - the child owns it
         worker.proc = subprocess.Popen(
-            command, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
         out.close()
@@ -167,10 +178,30 @@ class Cluster:
         """`dagster asset materialize` of the GPU location's scene_clips: this child is the
         run worker, and its executor sends the steps to the workers."""
         config = {"resources": {"visuals": {"config": visuals}}}
+        return self._materialize(
+            "tests.cluster.gpu_location", "scene_clips", partition, tag,
+            ["--config-json", json.dumps(config)], env,
+        )  # fmt: skip
+
+    def materialize_publishing(self, partition: str, tag: str) -> subprocess.Popen:
+        """The orchestrator location's publishing stage (voice, render and its checks, the
+        publications), its steps sent to the workers by the location's celery executor."""
+        return self._materialize(
+            "mdame_assets.orchestrator", ",".join(PUBLISHING_ASSETS), partition, tag, [], {}
+        )
+
+    def _materialize(
+        self,
+        module: str,
+        select: str,
+        partition: str,
+        tag: str,
+        extra: list[str],
+        env: dict[str, str],
+    ) -> subprocess.Popen:
         command = [
-            str(BIN / "dagster"), "asset", "materialize", "-m", "tests.cluster.gpu_location",
-            "--select", "scene_clips", "--partition", partition, "--config-json",
-            json.dumps(config),
+            str(BIN / "dagster"), "asset", "materialize", "-m", module, "--select", select,
+            "--partition", partition, *extra,
         ]  # fmt: skip
         log = self.home / "logs" / f"run-{tag}.log"
         out = open(log, "ab")  # noqa: SIM115 - the child owns it
@@ -228,6 +259,7 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
 
 # The partition the cluster tests run (one run, shared: see test_celery.py).
 ROUTING_KEY = f"{DAY.isoformat()}|science"
+PUBLISHING_ASSETS = ("voice_tracks", "renders", "publications")
 
 
 @pytest.fixture(scope="session")
@@ -254,6 +286,7 @@ def celery_cluster(
         MDAME_HOME=str(home),
         DAGSTER_HOME=str(home / "dagster"),
         MDAME_GPU_EXECUTOR="celery",
+        MDAME_ORCHESTRATOR_EXECUTOR="celery",
         MDAME_CELERY_BROKER_URL=redis_url,
         MDAME_CELERY_BACKEND_URL=redis_url,
         MDAME_CELERY_VISIBILITY_TIMEOUT_S=str(VISIBILITY_TIMEOUT_S),
@@ -261,6 +294,7 @@ def celery_cluster(
         MDAME_DAGSTER_IO_URL=f"s3://{bucket.name}/dagster-io?endpoint_url={bucket.endpoint}",
         # A killed worker's generation lease lapses within the test.
         MDAME_JOB_LEASE_S=str(JOB_LEASE_S),
+        MDAME_LOCK_TTL_S=str(LOCK_TTL_S),
         OMP_NUM_THREADS="1",
         **bucket.env(),  # MDAME_MEDIA_URL (clips in the bucket) and dummy credentials
     )

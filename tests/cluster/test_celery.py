@@ -1,10 +1,15 @@
-"""The GPU location on dagster-celery: real Redis, real worker processes (queues dagster and
-gpu), real runs of scene_clips (one step per scene), clips in an S3 bucket (moto's server).
+"""Both code locations on dagster-celery: real Redis, real worker processes (queues dagster, gpu
+and render), real runs of scene_clips (one step per scene) and of the publishing stage, clips
+and renders in an S3 bucket (moto's server).
 
-- where each step ran: scene steps on the gpu worker, the others on the default one;
-- the orchestrator's render reads the clips the gpu worker wrote back from the bucket;
+- where each step ran: scene steps on the gpu worker, render and probe steps on render
+  workers, the others on the default one;
+- the render worker, with a home of its own as on another host, reads the gpu worker's clips
+  from the bucket;
 - a gpu worker killed with SIGKILL mid-generation and started again: the run converges, each
-  scene generated once, nothing left running, STARTED or holding a pool slot.
+  scene generated once, nothing left running, STARTED or holding a pool slot;
+- a render worker killed with SIGKILL mid-encode: the step moves to another render worker,
+  and each script is rendered and published once.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tests.cluster.conftest import (
     GPU_WORKER,
     ROUTING_KEY,
     Cluster,
+    Worker,
     wait_for,
 )
 from tests.cluster.gpu_location import generations
@@ -56,8 +62,8 @@ def _celery_placements(cluster: Cluster, run_id: str) -> dict[str, list[str]]:
     return placements
 
 
-def _gpu_steps(cluster: Cluster, run_id: str) -> set[str]:
-    """The run's step keys (dynamic ones as `op[?]`) whose tags route them to the gpu queue."""
+def _gpu_steps(cluster: Cluster, run_id: str, queue: str = "gpu") -> set[str]:
+    """The run's step keys (dynamic ones as `op[?]`) whose tags route them to the queue."""
     with cluster.instance() as instance:
         run = instance.get_run_by_id(run_id)
         assert run is not None and run.execution_plan_snapshot_id
@@ -65,7 +71,7 @@ def _gpu_steps(cluster: Cluster, run_id: str) -> set[str]:
     return {
         step.key
         for step in snapshot.steps
-        if (step.tags or {}).get("dagster-celery/queue") == "gpu"
+        if (step.tags or {}).get("dagster-celery/queue") == queue
     }
 
 
@@ -159,6 +165,8 @@ def test_scene_steps_run_on_the_gpu_worker(celery_cluster: Cluster, run: Run) ->
         expected = GPU_WORKER if step in scene_steps else CPU_WORKER
         assert set(nodes) == {f"{expected}@{host}"}, (step, nodes)
     assert len(placements) > len(scene_steps), "no step ran on the default queue's worker"
+    # The scene steps' clips went to the bucket, not to the workers' local folder.
+    assert not list(cluster.home.glob("media/**/*.mp4")), "a clip in the workers' local folder"
     # The scenes themselves: generated on the gpu worker, and recorded so in PostgreSQL.
     scenes = _scene_rows(cluster, ROUTING_KEY)
     assert scenes and all(state == "ready" for _, state, _, _ in scenes), scenes
@@ -180,71 +188,6 @@ def test_no_worker_wrote_the_broker_url_to_disk(celery_cluster: Cluster, run: Ru
         and cluster.redis_url.encode() in path.read_bytes()
     ]  # fmt: skip
     assert holding == []
-
-
-def test_the_orchestrators_render_reads_the_gpu_workers_clips_from_s3(
-    celery_cluster: Cluster, run: Run, tmp_path: Path
-) -> None:
-    """The publishing stage on 'another host': this process, a home of its own (an empty
-    media cache), the same database and bucket. Its render can only get the clips from S3."""
-    from mdame_assets import orchestrator
-    from mdame_assets.jobs import PUBLISHING_GROUP
-    from mdame_assets.partitions import DIMENSION_PARTITION
-    from mdame_resources.media import MediaStoreResource
-    from mdame_resources.providers.selection import offline_providers
-    from mdame_resources.state import StateStoreResource, close_clients
-
-    cluster = celery_cluster
-    scenes = _scene_rows(cluster, ROUTING_KEY)
-    # Rows name clips by content (media://sha256/<hex>.mp4); the bytes are objects in the bucket.
-    in_bucket = {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
-    assert scenes and all(uri.rsplit("/", 1)[-1] in in_bucket for _, _, _, uri in scenes), (
-        scenes,
-        in_bucket,
-    )
-    assert not list(cluster.home.glob("media/**/*.mp4")), "a clip in the workers' local folder"
-    publishing = [
-        a
-        for a in orchestrator.defs.assets or ()
-        if isinstance(a, dg.AssetsDefinition)
-        and a.group_names_by_key.get(a.key) == PUBLISHING_GROUP
-        and a.key.to_user_string() != "publications"
-    ]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MDAME_HOME", str(tmp_path))
-        mp.delenv("MDAME_MEDIA_ROOT", raising=False)
-        cluster.bucket.apply(mp)
-        try:
-            with dg.instance_for_test() as instance:
-                instance.add_dynamic_partitions(DIMENSION_PARTITION, [ROUTING_KEY.split("|")[1]])
-                result = dg.materialize(
-                    publishing,
-                    partition_key=ROUTING_KEY,
-                    instance=instance,
-                    resources={
-                        "state": StateStoreResource(database_url=cluster.db.app),
-                        "media": MediaStoreResource(),
-                        **offline_providers(),
-                    },
-                    raise_on_error=False,
-                )
-        finally:
-            close_clients()
-    assert result.success, [e.message for e in result.all_events if e.is_failure]
-    renders = _rows(
-        cluster.db.owner,
-        """SELECT r.state, coalesce(r.result->>'uri', r.payload->>'uri') FROM mdame.renders r
-             JOIN mdame.scripts s ON s.id = r.script_id
-             JOIN mdame.dimensions d ON d.id = s.dimension_id
-            WHERE s.partition_date = %s AND d.slug = %s""",
-        tuple(ROUTING_KEY.split("|")),
-    )
-    assert renders and all(uri for _, uri in renders), renders
-    rendered = {uri.rsplit("/", 1)[-1] for _, uri in renders}
-    assert rendered <= {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
-    # The clips came down from the bucket into this host's verified cache.
-    cached = {p.name for p in (tmp_path / "media-cache").rglob("*") if p.is_file()}
-    assert cached, "the render read no clip through the S3 store's cache"
 
 
 def test_gpu_worker_killed_mid_generation_converges(celery_cluster: Cluster, run: Run) -> None:
@@ -274,3 +217,137 @@ def test_gpu_worker_killed_mid_generation_converges(celery_cluster: Cluster, run
     assert not pending, pending
     running = _rows(cluster.db.owner, "SELECT id FROM mdame.jobs WHERE state = 'running'")
     assert not running, running
+
+
+RENDER_A, RENDER_B = "render-a", "render-b"
+
+
+@dataclass
+class RenderRun:
+    run_id: str
+    killed_in: list[str]  # the render worker's processes running when it was killed
+
+
+def _group_commands(worker: Worker) -> list[str]:
+    """The commands of the worker's process group (celery, its pool child, their ffmpegs)."""
+    assert worker.proc is not None
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # ended while read
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        if int(text[text.rindex(")") + 2 :].split()[2]) == worker.proc.pid:
+            found.append(comm)
+    return found
+
+
+@pytest.fixture(scope="module")
+def render_run(celery_cluster: Cluster, run: Run) -> Iterator[RenderRun]:
+    """The publishing stage of the partition whose clips the gpu run made, through the
+    orchestrator location's celery executor: its render worker, a home of its own, is killed
+    with SIGKILL while an ffmpeg of the render runs; a second render worker (another host)
+    is started, as an autoscaler would, and takes the step over."""
+    cluster = celery_cluster
+    started = time.time()
+    hosts = cluster.home / "hosts"
+    first = cluster.start_worker(RENDER_A, "render", home=hosts / RENDER_A)
+    cluster.wait_workers(RENDER_A)
+    proc = cluster.materialize_publishing(ROUTING_KEY, "publishing")
+    killed_in = wait_for(
+        "an ffmpeg of the render",
+        lambda: (lambda cmds: cmds if "ffmpeg" in cmds else None)(_group_commands(first)),
+        timeout=240,
+        every=0.02,
+    )
+    first.killpg()
+    cluster.start_worker(RENDER_B, "render", home=hosts / RENDER_B)
+    _finish(proc, cluster, "publishing", 400)
+    yield RenderRun(_run_id(cluster, ROUTING_KEY, started), killed_in)
+
+
+def test_render_steps_run_on_render_workers(celery_cluster: Cluster, render_run: RenderRun) -> None:
+    cluster = celery_cluster
+    host = socket.gethostname()
+    assert _run_status(cluster, render_run.run_id) == dg.DagsterRunStatus.SUCCESS
+    placements = _celery_placements(cluster, render_run.run_id)
+    render_steps = _gpu_steps(cluster, render_run.run_id, queue="render")
+    assert {"renders", "render_quality"} <= render_steps, render_steps
+    for step, nodes in placements.items():
+        allowed = (
+            {f"{RENDER_A}@{host}", f"{RENDER_B}@{host}"}
+            if step in render_steps
+            else {f"{CPU_WORKER}@{host}"}
+        )
+        assert set(nodes) <= allowed, (step, nodes)
+    # The render step started on the first render worker and, once it was killed, moved to
+    # the second; the probes ran on the second.
+    assert placements["renders"] == [f"{RENDER_A}@{host}", f"{RENDER_B}@{host}"], placements
+    assert set(placements["render_quality"]) == {f"{RENDER_B}@{host}"}, placements
+    assert "publications" in placements and "voice_tracks" in placements, placements
+
+
+def test_the_render_worker_reads_the_gpu_workers_clips_from_s3(
+    celery_cluster: Cluster, render_run: RenderRun
+) -> None:
+    """The render host shares nothing with the gpu host but the database and the bucket."""
+    cluster = celery_cluster
+    scenes = _scene_rows(cluster, ROUTING_KEY)
+    # Rows name clips by content (media://sha256/<hex>.mp4); the bytes are objects in the bucket.
+    in_bucket = {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
+    clips = {uri.rsplit("/", 1)[-1] for _, _, _, uri in scenes}
+    assert scenes and clips <= in_bucket, (scenes, in_bucket)
+    # The clips came down from the bucket into the second render host's verified cache.
+    cache = cluster.home / "hosts" / RENDER_B / "media-cache"
+    cached = {p.name for p in cache.rglob("*") if p.is_file()}
+    assert clips <= cached, (clips, cached)
+
+
+def test_render_worker_killed_mid_encode_renders_and_publishes_once(
+    celery_cluster: Cluster, render_run: RenderRun
+) -> None:
+    cluster = celery_cluster
+    day, dimension = ROUTING_KEY.split("|")
+    assert "ffmpeg" in render_run.killed_in, render_run.killed_in
+    scripts = _rows(
+        cluster.db.owner,
+        """SELECT s.id, s.state, s.result->'video_ids' FROM mdame.scripts s
+             JOIN mdame.dimensions d ON d.id = s.dimension_id
+            WHERE s.partition_date = %s AND d.slug = %s AND s.state <> 'rejected'""",
+        (day, dimension),
+    )
+    assert scripts and all(state == "published" for _, state, _ in scripts), scripts
+    ids = [script_id for script_id, _, _ in scripts]
+    # One render per script, its file in the bucket; the killed encode stored nothing.
+    renders = _rows(
+        cluster.db.owner,
+        "SELECT script_id, state, payload->>'uri' FROM mdame.renders WHERE script_id = ANY(%s)",
+        (ids,),
+    )
+    assert Counter(s for s, _, _ in renders) == Counter(ids), renders
+    in_bucket = {key.rsplit("/", 1)[-1] for key in cluster.bucket.keys("media/")}
+    assert all(uri.rsplit("/", 1)[-1] in in_bucket for _, _, uri in renders), renders
+    # Published once: one publication per script, published, one video in the outbox each.
+    pubs = _rows(
+        cluster.db.owner,
+        "SELECT script_id, state FROM mdame.publications WHERE script_id = ANY(%s)",
+        (ids,),
+    )
+    assert sorted(pubs) == sorted((i, "published") for i in ids), pubs
+    videos = [video for _, _, ids_of in scripts for video in ids_of]
+    assert len(set(videos)) == len(videos) == len(ids), scripts
+    outbox = cluster.home / "outbox" / dimension
+    assert sorted(p.name for p in outbox.iterdir()) == sorted(videos)
+    # Nothing stuck: no run left STARTED, no pipeline lock held.
+    with cluster.instance() as instance:
+        live = instance.get_run_records(
+            dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+        )
+    assert not live
+    held = _rows(
+        cluster.db.owner,
+        "SELECT lock_name FROM mdame.system_locks WHERE released_at IS NULL AND expires_at > now()",
+    )
+    assert not held, held

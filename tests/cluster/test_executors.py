@@ -1,5 +1,6 @@
-"""The GPU location's executor comes from MDAME_GPU_EXECUTOR; what each value builds, and the
-Kubernetes job spec dagster-k8s renders for a GPU step and for a CPU step (no cluster).
+"""Each location's executor comes from the environment (MDAME_GPU_EXECUTOR,
+MDAME_ORCHESTRATOR_EXECUTOR); what each value builds, where the steps' tags route them, and
+the Kubernetes job spec dagster-k8s renders for a GPU, a render and a CPU step (no cluster).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from dagster_k8s.job import (
 )
 
 from mdame_assets import executors
-from mdame_assets.executors import GPU_STEP_TAGS, ExecutorConfigError, gpu_executor
+from mdame_assets.executors import (
+    GPU_STEP_TAGS,
+    ExecutorConfigError,
+    gpu_executor,
+    orchestrator_executor,
+    render_step_tags,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CELERY_ENV = {
@@ -35,6 +42,9 @@ CELERY_ENV = {
 def env(monkeypatch: pytest.MonkeyPatch):
     for name in (
         executors.EXECUTOR_ENV,
+        executors.ORCHESTRATOR_EXECUTOR_ENV,
+        executors.RENDER_CPU_ENV,
+        executors.RENDER_MEMORY_ENV,
         *CELERY_ENV,
         executors.CELERY_VISIBILITY_ENV,
         executors.K8S_IMAGE_ENV,
@@ -64,6 +74,39 @@ def test_unknown_executor_is_refused_by_name(env, value: str) -> None:
     env.setenv(executors.EXECUTOR_ENV, value)
     with pytest.raises(ExecutorConfigError, match="MDAME_GPU_EXECUTOR must be one of"):
         gpu_executor()
+
+
+def test_orchestrator_executor_from_the_environment(env) -> None:
+    assert orchestrator_executor().name == "multiprocess"
+    env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "in_process")
+    assert orchestrator_executor().name == "in_process"
+    env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "celery")
+    with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_BROKER_URL must be set"):
+        orchestrator_executor()
+    for name, value in CELERY_ENV.items():
+        env.setenv(name, value)
+    assert orchestrator_executor().name == "mdame_celery"
+    env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "dask")
+    with pytest.raises(ExecutorConfigError, match="MDAME_ORCHESTRATOR_EXECUTOR must be one of"):
+        orchestrator_executor()
+
+
+def test_render_and_probe_steps_go_to_the_render_queue(env) -> None:
+    """The publishing job's plan as the executor receives it: the encode and the checks that
+    decode it are routed to `render`; voice and the publications to the default queue."""
+    from mdame_assets.orchestrator import defs
+
+    plan = create_execution_plan(defs.resolve_job_def("publishing_job"))
+    queues = {
+        step.key: dict(step.tags or {}).get("dagster-celery/queue")
+        for step in plan.get_all_steps_in_topo_order()
+    }
+    assert queues["renders"] == queues["render_quality"] == executors.RENDER_QUEUE, queues
+    assert queues["voice_tracks"] is None and queues["publications"] is None, queues
+    assert {key for key, queue in queues.items() if queue == executors.RENDER_QUEUE} == {
+        "renders",
+        "render_quality",
+    }
 
 
 def test_celery_executor_needs_broker_and_backend(env) -> None:
@@ -255,19 +298,40 @@ def test_k8s_job_spec_requests_a_gpu_for_gpu_steps_only(env, tmp_path: Path) -> 
     assert secret_refs == ["mdame-db", "mdame-s3"]
 
 
+def test_k8s_job_spec_requests_cpu_for_render_steps(env, tmp_path: Path) -> None:
+    env.setenv(executors.K8S_IMAGE_ENV, "registry.example/mdame:1")
+    env.setenv(executors.RENDER_CPU_ENV, "4")
+    processed = process_config(k8s_job_executor.config_schema.config_type, executors.k8s_config())
+    assert processed.success, processed.errors
+
+    @dg.op(tags=render_step_tags())
+    def render_step() -> int:
+        return 1
+
+    @dg.job
+    def steps() -> None:
+        render_step()
+
+    tags = dict(create_execution_plan(steps).get_step_by_key("render_step").tags)
+    job = _step_job_spec(processed.value, tags, _kubeconfig(tmp_path))
+    resources = job.spec.template.spec.containers[0].resources
+    assert dict(resources.requests) == {"cpu": "4", "memory": "2Gi"}
+    assert "nvidia.com/gpu" not in _limits(job)
+
+
 def test_io_manager_from_the_environment(env) -> None:
     from dagster_aws.s3 import S3PickleIOManager
 
-    assert isinstance(executors.gpu_io_manager(), dg.FilesystemIOManager)
+    assert isinstance(executors.step_io_manager(), dg.FilesystemIOManager)
     env.setenv(executors.IO_URL_ENV, "s3://mdame-io/runs?endpoint_url=http://127.0.0.1:9000")
-    manager = executors.gpu_io_manager()
+    manager = executors.step_io_manager()
     assert isinstance(manager, S3PickleIOManager)
     assert (manager.s3_bucket, manager.s3_prefix) == ("mdame-io", "runs")
     assert manager.s3_resource.endpoint_url == "http://127.0.0.1:9000"
     for bad in ("http://x/y", "s3:///nobucket", "s3://b/p?endpoint=http://x"):
         env.setenv(executors.IO_URL_ENV, bad)
         with pytest.raises(ExecutorConfigError, match="MDAME_DAGSTER_IO_URL"):
-            executors.gpu_io_manager()
+            executors.step_io_manager()
 
 
 def test_production_workspace_serves_both_locations_over_grpc(env) -> None:
@@ -288,3 +352,18 @@ def test_production_workspace_serves_both_locations_over_grpc(env) -> None:
     names = {e["python_module"]["location_name"] for e in dev["load_from"]}
     assert set(entries) == names == {"orchestrator", "gpu"}
     assert entries["gpu"]["port"] == {"env": "MDAME_GPU_CODE_SERVER_PORT"}
+
+
+def test_a_worker_on_an_unknown_queue_is_refused_by_name(env) -> None:
+    """A worker listening on a queue no step is routed to would wait forever, unnoticed."""
+    import subprocess
+    import sys
+
+    for name, value in CELERY_ENV.items():
+        env.setenv(name, value)
+    done = subprocess.run(
+        [sys.executable, "-m", "mdame_cli.main", "celery-worker", "--queue", "dagster,rendr"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "'rendr' is not one of gpu, render, dagster" in done.stderr

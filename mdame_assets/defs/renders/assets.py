@@ -11,6 +11,7 @@ import dagster as dg
 
 from mdame_assets.defs.media_healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
+from mdame_assets.executors import render_step_tags
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
@@ -275,6 +276,7 @@ def _render_for(
     group_name="publishing",
     deps=[voice_tracks],
     kinds={"ffmpeg"},
+    op_tags=render_step_tags(),
 )
 def renders(
     context: dg.AssetExecutionContext,

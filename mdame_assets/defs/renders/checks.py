@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import planned_scene_durations, renders
+from mdame_assets.executors import render_step_tags
 from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
 from mdame_domain import render_quality as q
@@ -156,6 +157,7 @@ def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
         )
     ],
     can_subset=False,
+    op_tags=render_step_tags(),
 )
 def render_quality(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
