@@ -16,20 +16,35 @@ from mdame_core.state import StateStore
 _clients: dict[tuple[int, str, int], StateStore] = {}
 _lock = threading.Lock()
 
+# The most connections one process's client holds at once. A setting of the process, not of the
+# definitions: each kind of process (code server, run worker, Celery worker) gets its own from
+# its environment, and docs/deployment.md sizes PostgreSQL's max_connections with it.
+POOL_MAX_ENV = "MDAME_STATE_POOL_MAX"
+DEFAULT_POOL_MAX = 4
+
+
+def pool_max_setting() -> int:
+    """MDAME_STATE_POOL_MAX (a whole number, at least 1), else 4."""
+    value = settings.count_setting(POOL_MAX_ENV, DEFAULT_POOL_MAX)
+    if value < 1:
+        raise settings.SettingsError(f"{POOL_MAX_ENV} must be at least 1, got {value}")
+    return value
+
 
 class StateStoreResource(dg.ConfigurableResource):
     """PostgreSQL state store; assets call its RPCs through `get_client()`."""
 
     database_url: str = ""  # empty: resolve from settings (MDAME_DATABASE_URL or local cluster)
-    pool_max: int = 4
+    pool_max: int | None = None  # None: this process's MDAME_STATE_POOL_MAX (default 4)
 
     def get_client(self) -> StateStore:
         url = self.database_url or settings.database_url("app")
-        key = (os.getpid(), url, self.pool_max)
+        pool_max = self.pool_max if self.pool_max is not None else pool_max_setting()
+        key = (os.getpid(), url, pool_max)
         with _lock:
             client = _clients.get(key)
             if client is None:
-                client = _clients[key] = StateStore(url, pool_max=self.pool_max)
+                client = _clients[key] = StateStore(url, pool_max=pool_max)
             return client
 
 
