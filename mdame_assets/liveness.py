@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.launcher import DefaultRunLauncher
 
 from mdame_assets.run_outcomes import record_run_outcome
 from mdame_core.state import StateError, StateStore
+from mdame_resources.state import StateStoreResource
 
 HOST_TAG, PID_TAG, STARTED_TAG = "mdame/host", "mdame/pid", "mdame/pid_started"
 # A run worker starts before its run's RUN_START event; a pid whose process started later than
@@ -123,17 +125,33 @@ def _worker_alive(pid: int, run_started: float) -> bool:
     return _boot_time() + stat[1] / ticks <= run_started + START_SLACK_S
 
 
-def run_is_dead(instance: dg.DagsterInstance, record: dg.RunRecord, *, local_workers: bool) -> bool:
+def run_location(run: dg.DagsterRun) -> str | None:
+    """The code location whose code server launched the run; None for in-process runs."""
+    origin = run.remote_job_origin
+    return origin.location_name if origin is not None else None
+
+
+def run_is_dead(
+    instance: dg.DagsterInstance,
+    record: dg.RunRecord,
+    *,
+    local_workers: bool,
+    location: str | None = None,
+) -> bool:
     """Whether the run's owning process is certainly gone. Unknown owners count as alive.
 
     `local_workers`: daemon-launched runs' workers run on this host (DefaultRunLauncher with the
-    code servers here), so their reported pid can be checked here.
+    code servers here), so their reported pid can be checked here. `location`: only the runs
+    this code location launched are (another location's code server, whose subprocesses its
+    run workers are, may be on another host); None: every location's.
     """
     run = record.dagster_run
     if PID_TAG in run.tags:
         return process_alive(run.tags) is False
     if not local_workers or run.status not in LIVE_STATUSES:
         return False
+    if location is not None and run_location(run) != location:
+        return False  # that location's own liveness sensor judges it, on its host
     reported = _worker_pid(instance, run.run_id)
     if reported is None:
         # Not started yet (STARTING): the daemon's start_timeout_seconds covers it.
@@ -192,9 +210,12 @@ def sweep(
     state: StateStore | None = None,
     *,
     local_workers: bool = True,
+    location: str | None = None,
 ) -> SweepReport:
     """Fail every run whose process died, free the pool slots of every run that is not live,
-    and finish their `mdame.pipeline_runs` rows. Safe to run at any time, from any process."""
+    and finish their `mdame.pipeline_runs` rows. Safe to run at any time, from any process.
+    `local_workers` and `location`: which daemon-launched runs' workers are this host's
+    (run_is_dead)."""
     report = SweepReport()
     records = instance.get_run_records(
         filters=dg.RunsFilter(statuses=[*LIVE_STATUSES, *NEVER_STARTING])
@@ -203,7 +224,7 @@ def sweep(
         run = record.dagster_run
         if run.status in NEVER_STARTING and PID_TAG not in run.tags:
             continue
-        if not run_is_dead(instance, record, local_workers=local_workers):
+        if not run_is_dead(instance, record, local_workers=local_workers, location=location):
             continue
         owner = run.tags.get(PID_TAG) or "its run worker"
         instance.report_run_failed(
@@ -310,3 +331,30 @@ def finish_stale_rows(instance: dg.DagsterInstance, state: StateStore) -> list[s
             if record_run_outcome(state, run.run_id, run.status, "liveness sweep"):
                 finished.append(run.run_id)
     return finished
+
+
+def make_liveness_sensor(name: str) -> dg.SensorDefinition:
+    """The sweep every minute, in a code location. With the DefaultRunLauncher a run worker is a
+    subprocess of its location's code server, so each location judges the workers of its own
+    runs, on its own host; other launchers' workers are elsewhere: only runs tagged with their
+    process are judged then."""
+
+    @dg.sensor(
+        name=name, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING
+    )
+    def _liveness(
+        context: dg.SensorEvaluationContext, state: StateStoreResource
+    ) -> dg.SensorResult:
+        local = isinstance(context.instance.run_launcher, DefaultRunLauncher)
+        origin = context.code_location_origin
+        report = sweep(
+            context.instance,
+            state.get_client(),
+            local_workers=local,
+            location=origin.location_name if origin is not None else None,
+        )
+        if report:
+            context.log.warning(f"liveness sweep: {report.summary()}")
+        return dg.SensorResult(skip_reason=report.summary())
+
+    return _liveness

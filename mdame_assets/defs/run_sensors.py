@@ -4,15 +4,15 @@
   stage starts that row with the Dagster run id as execution id), for content_job and
   publishing_job here and scene_clips_job in the gpu location.
 - The liveness sensor fails runs whose process died, frees their pool slots and locks, and
-  finishes rows a missed sensor tick left 'running' (mdame_assets.liveness.sweep).
+  finishes rows a missed sensor tick left 'running' (mdame_assets.liveness.sweep); the gpu
+  location has its own for the run workers its code server starts.
 """
 
 from __future__ import annotations
 
 import dagster as dg
-from dagster._core.launcher import DefaultRunLauncher
 
-from mdame_assets.liveness import sweep
+from mdame_assets.liveness import make_liveness_sensor
 from mdame_assets.run_outcomes import record_run_outcome
 from mdame_resources.state import StateStoreResource
 
@@ -62,18 +62,7 @@ def run_canceled_sensor(context: dg.RunStatusSensorContext, state: StateStoreRes
     return _record(context, state)
 
 
-@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
-def liveness_sensor(
-    context: dg.SensorEvaluationContext, state: StateStoreResource
-) -> dg.SensorResult:
-    # With the DefaultRunLauncher the run workers run on the code servers' host, this one (one
-    # machine: `dagster dev`, `make ui`), so a run worker's reported pid is checked here. Other
-    # launchers' workers are elsewhere: only runs tagged with their process are judged then.
-    local = isinstance(context.instance.run_launcher, DefaultRunLauncher)
-    report = sweep(context.instance, state.get_client(), local_workers=local)
-    if report:
-        context.log.warning(f"liveness sweep: {report.summary()}")
-    return dg.SensorResult(skip_reason=report.summary())
+liveness_sensor = make_liveness_sensor("liveness_sensor")
 
 
 RUN_SENSORS = [run_succeeded_sensor, run_failed_sensor, run_canceled_sensor, liveness_sensor]

@@ -140,6 +140,41 @@ def test_a_daemon_run_worker_is_judged_by_the_pid_it_reported(instance):
     assert instance.get_run_by_id(run_ids["live"]).status == dg.DagsterRunStatus.STARTED
 
 
+def test_each_location_judges_only_the_run_workers_its_code_server_launched(instance):
+    """With the DefaultRunLauncher a run worker is a subprocess of its location's code server,
+    which may be on another host: a pid reported by the gpu location's worker means nothing
+    on the orchestrator's host."""
+    from dagster._core.remote_origin import (
+        GrpcServerCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+
+    origin = RemoteJobOrigin(
+        RemoteRepositoryOrigin(
+            GrpcServerCodeLocationOrigin(host="gpu-host", port=4001, location_name="gpu"),
+            "__repository__",
+        ),
+        "scene_clips_job",
+    )
+    run_id = str(uuid.uuid4())
+    run = instance.add_run(
+        dg.DagsterRun(
+            job_name="scene_clips_job",
+            run_id=run_id,
+            status=dg.DagsterRunStatus.STARTED,
+            remote_job_origin=origin,
+        )
+    )
+    pid = dead_pid()
+    instance.report_engine_event(
+        f"Started process for run (pid: {pid}).", run, EngineEventData.in_process(pid)
+    )
+    assert sweep(instance, location="orchestrator").failed_runs == []
+    assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED
+    assert sweep(instance, location="gpu").failed_runs == [run_id]
+
+
 def test_a_live_pid_that_started_after_the_run_is_not_its_worker(instance):
     run_id = add_run(instance, dg.DagsterRunStatus.STARTED, {})
     time.sleep(START_SLACK_S + 1.0)
