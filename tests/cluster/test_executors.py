@@ -77,9 +77,9 @@ def test_unknown_executor_is_refused_by_name(env, value: str) -> None:
 
 
 def test_orchestrator_executor_from_the_environment(env) -> None:
-    assert orchestrator_executor().name == "multiprocess"
-    env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "in_process")
     assert orchestrator_executor().name == "in_process"
+    env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "multiprocess")
+    assert orchestrator_executor().name == "multiprocess"
     env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "celery")
     with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_BROKER_URL must be set"):
         orchestrator_executor()

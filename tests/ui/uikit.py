@@ -79,8 +79,6 @@ def _env(owner_url: str, app_url: str, dagster_url: str, home: Path) -> dict[str
         DAGSTER_HOME=str(home / "dagster"),
         MDAME_LOG_FILE=str(home / "logs" / "pipeline.jsonl"),
         MDAME_HOP_SENSOR_INTERVAL_S=HOP_INTERVAL_S,
-        # A process per run, not per step: the same work, minutes less on a busy machine.
-        MDAME_ORCHESTRATOR_EXECUTOR="in_process",
         PYTHONUNBUFFERED="1",
     )
     return env
