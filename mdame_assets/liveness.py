@@ -328,7 +328,9 @@ def finish_stale_rows(instance: dg.DagsterInstance, state: StateStore) -> list[s
             filters=dg.RunsFilter(run_ids=batch, statuses=FINISHED)
         ):
             run = record.dagster_run
-            if record_run_outcome(state, run.run_id, run.status, "liveness sweep"):
+            if record_run_outcome(
+                state, run.run_id, run.status, "liveness sweep", job=run.job_name
+            ):
                 finished.append(run.run_id)
     return finished
 

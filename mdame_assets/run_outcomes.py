@@ -25,17 +25,21 @@ def pipeline_status(status: dg.DagsterRunStatus) -> str | None:
 
 
 def record_run_outcome(
-    state: StateStore, run_id: str, status: dg.DagsterRunStatus, source: str
+    state: StateStore, run_id: str, status: dg.DagsterRunStatus, source: str, *, job: str
 ) -> bool:
     """Finish the run's row; False when there is nothing to finish (no stage of the run got as
-    far as starting its record, the run has not ended, or the row already has an outcome)."""
+    far as starting its record, the run has not ended, or the row already has an outcome).
+    `job` (the Dagster job's name) goes into the row's detail: a partition whose publishing_job
+    succeeded last may be finished (mdame.unfinished_partitions reads it)."""
     outcome = pipeline_status(status)
     if outcome is None:
         return False
     try:
         return bool(
             state.finish_pipeline_run(
-                run_id, outcome, {"dagster_status": status.value, "recorded_by": source}
+                run_id,
+                outcome,
+                {"dagster_status": status.value, "recorded_by": source, "job": job},
             )
         )
     except NotFound:

@@ -23,6 +23,7 @@ from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition
 from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
 from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
+from mdame_domain import timing
 from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
 from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.providers.publisher import OutboxPublisher
@@ -74,6 +75,18 @@ def _print_table(rows: list[list[str]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
+def print_time_breakdown(outcomes: Sequence[Outcome]) -> None:
+    """Where the runs' wall time went, on stderr: each category as measured where its work ran
+    (mdame_domain.timing), and what they leave, Dagster's run start-up and orchestration."""
+    spent: dict[str, float] = {}
+    for outcome in outcomes:
+        for name, seconds in outcome.spent.items():
+            spent[name] = spent.get(name, 0.0) + seconds
+    wall = sum(outcome.seconds for outcome in outcomes)
+    for line in timing.breakdown_lines(wall, spent):
+        print(f"[demo] {line}", file=sys.stderr)
+
+
 def main(
     day: date | None = None,
     only: Sequence[str] = (),
@@ -121,8 +134,16 @@ def _main(
 
     started = time.monotonic()
     outcomes = []
-    for slug in [s for s in report.active if not only or s in only]:
+    slugs = [s for s in report.active if not only or s in only]
+    # One read says which partitions a run would still find work in (the recovery pass's
+    # included); a finished one is reported from the database without its three runs.
+    unfinished = set(state.unfinished_partitions(day, slugs))
+    for slug in slugs:
         key = str(partition_key(day, slug))
+        if slug not in unfinished:
+            print(f"[demo] {key}: finished earlier, nothing to run", file=sys.stderr)
+            outcomes.append(Outcome(key, ok=True, seconds=0.0, stage_seconds={}))
+            continue
         print(f"[demo] {key}: running content -> scene clips -> publishing", file=sys.stderr)
         outcome = run_partition(instance, key, state)
         outcomes.append(outcome)
@@ -144,6 +165,7 @@ def _main(
     lines, code = summary(facts, report.errors, time.monotonic() - started, videos_at)
     print("\n" + "\n".join(lines))
     print("Inspect the runs with `make ui` (http://127.0.0.1:3000).")
+    print_time_breakdown(outcomes)
     state.close()
     return code
 

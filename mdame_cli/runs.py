@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 
@@ -16,6 +16,7 @@ from mdame_assets.liveness import process_tags
 from mdame_assets.run_outcomes import record_run_outcome
 from mdame_cli.interrupts import raise_if_stopping
 from mdame_core.state import StateStore
+from mdame_domain import timing
 from mdame_resources.state import StateStoreResource
 
 
@@ -26,6 +27,8 @@ class Outcome:
     seconds: float
     stage_seconds: dict[str, float]
     error: str = ""
+    # Where the partition's time went: seconds per category of mdame_domain.timing.
+    spent: dict[str, float] = field(default_factory=dict)
 
 
 # Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
@@ -82,7 +85,10 @@ def run_partition(
     # The same client the steps' StateStoreResource() uses (settings' URL, cached per process).
     state = state or StateStoreResource().get_client()
     runs = [(defs.resolve_job_def(job_name), None) for defs, job_name in JOBS]
-    return run_in_order(instance, key, runs, state, "run_partition")
+    before = timing.totals()
+    outcome = run_in_order(instance, key, runs, state, "run_partition")
+    outcome.spent = timing.since(before)
+    return outcome
 
 
 def run_in_order(
@@ -107,7 +113,7 @@ def run_in_order(
         )
         run = instance.get_run_by_id(result.run_id)
         if run is not None:
-            record_run_outcome(state, run.run_id, run.status, source)
+            record_run_outcome(state, run.run_id, run.status, source, job=run.job_name)
         raise_if_stopping()
         stages.update(_stage_seconds(result))
         if not result.success:

@@ -25,6 +25,7 @@ import ffmpeg
 
 from mdame_domain.media_store import sha256_file
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool
+from mdame_domain.timing import spent
 
 # --- loudness targets (streaming practice: FACTS.md, "Media") -------------------------------
 TARGET_LUFS = -14.0  # integrated loudness of the published mix
@@ -209,7 +210,8 @@ def generate_procedural_bed(seed: str, duration_s: float, out_path: str) -> Musi
         *FFMPEG_BASE, "-loglevel", "error", "-f", "lavfi", "-i", source,
         "-fflags", "+bitexact", "-flags:a", "+bitexact", "-c:a", "pcm_s16le", out_path,
     ]  # fmt: skip
-    run_tool(args, timeout=60.0 + duration_s)
+    with spent("encode"):  # the render's own ffmpeg work, like its two passes
+        run_tool(args, timeout=60.0 + duration_s)
     return MusicTrack(
         path=out_path,
         sha256=sha256_file(out_path),

@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from mdame_domain.timing import spent
+
 URI_PREFIX = "media://sha256/"
 _CHUNK_BYTES = 1 << 20
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -47,7 +49,7 @@ class StoredMedia:
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file, read in chunks so large videos do not fill memory."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with spent("hashing and copies"), open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
@@ -214,7 +216,11 @@ class LocalMediaStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, temp_name = tempfile.mkstemp(prefix=".incoming-", dir=target.parent)
         try:
-            with os.fdopen(handle, "wb") as out, open(source, "rb") as src:
+            with (
+                spent("hashing and copies"),
+                os.fdopen(handle, "wb") as out,
+                open(source, "rb") as src,
+            ):
                 shutil.copyfileobj(src, out, _CHUNK_BYTES)
                 out.flush()
                 os.fsync(out.fileno())

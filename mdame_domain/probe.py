@@ -11,8 +11,10 @@ import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from subprocess import CompletedProcess
 
 from mdame_domain.mediatools import FFMPEG_BASE, MediaToolError, run_tool
+from mdame_domain.timing import spent
 
 SIGNATURE_SIZE = 32
 _MEAN_VOLUME = re.compile(r"mean_volume:\s*(-?inf|-?\d+(?:\.\d+)?) dB")
@@ -40,13 +42,19 @@ def _rate(text: str | None) -> float:
         return 0.0
 
 
+def _probe(args: list[str], timeout: float) -> CompletedProcess[bytes]:
+    """run_tool, its time counted as a probe's (every ffprobe and decode pass here is one)."""
+    with spent("probes"):
+        return run_tool(args, timeout=timeout)
+
+
 def probe_media(path: str) -> MediaProbe:
     """Geometry, duration, codecs and frame rate of the first video and audio streams."""
     args = [
         "ffprobe", "-v", "error", "-print_format", "json",
         "-show_format", "-show_streams", path,
     ]  # fmt: skip
-    info = json.loads(run_tool(args, timeout=60.0).stdout or b"{}")
+    info = json.loads(_probe(args, timeout=60.0).stdout or b"{}")
     streams = info.get("streams", [])
     video = next((s for s in streams if s.get("codec_type") == "video"), None)
     audio = next((s for s in streams if s.get("codec_type") == "audio"), None)
@@ -68,7 +76,7 @@ def mean_volume_db(path: str) -> float:
     """Mean volume of the first audio stream in dBFS (-inf for digital silence)."""
     args = [*FFMPEG_BASE, "-loglevel", "info", "-i", path,
             "-map", "0:a:0", "-af", "volumedetect", "-f", "null", "-"]  # fmt: skip
-    stderr = run_tool(args, timeout=120.0).stderr.decode("utf-8", "replace")
+    stderr = _probe(args, timeout=120.0).stderr.decode("utf-8", "replace")
     match = _MEAN_VOLUME.search(stderr)
     if not match:
         raise MediaToolError("ffmpeg", "volumedetect " + path, stderr[-500:], reason="no reading")
@@ -80,7 +88,7 @@ def frame_signature(path: str, at_s: float) -> bytes:
     args = [*FFMPEG_BASE, "-loglevel", "error", "-ss", f"{max(0.0, at_s):.3f}", "-i", path,
             "-frames:v", "1", "-vf", f"scale={SIGNATURE_SIZE}:{SIGNATURE_SIZE},format=gray",
             "-f", "rawvideo", "pipe:1"]  # fmt: skip
-    data = run_tool(args, timeout=60.0).stdout
+    data = _probe(args, timeout=60.0).stdout
     if len(data) != SIGNATURE_SIZE * SIGNATURE_SIZE:
         raise MediaToolError(
             "ffmpeg",
@@ -310,8 +318,8 @@ def analyze_media(path: str) -> MediaAnalysis:
         "ffprobe", "-v", "error", "-print_format", "json",
         "-show_format", "-show_streams", path,
     ]  # fmt: skip
-    streams = parse_ffprobe(json.loads(run_tool(args, timeout=60.0).stdout or b"{}"), path)
+    streams = parse_ffprobe(json.loads(_probe(args, timeout=60.0).stdout or b"{}"), path)
     has_audio = streams.audio_codec is not None
-    run = run_tool(analysis_args(path, has_audio), timeout=_analysis_timeout(streams.duration_s))
+    run = _probe(analysis_args(path, has_audio), timeout=_analysis_timeout(streams.duration_s))
     stats = parse_analysis(run.stderr.decode("utf-8", "replace"), streams.duration_s, has_audio)
     return MediaAnalysis(**streams.__dict__, **stats.__dict__)

@@ -32,6 +32,7 @@ from mdame_domain.audio_mix import (
 )
 from mdame_domain.encoders import LIBX264, EncoderPreset
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool
+from mdame_domain.timing import spent
 
 __all__ = ["AUDIO_SAMPLE_RATE", "RenderInput", "RenderOutcome", "render_video", "render_media"]
 
@@ -184,8 +185,11 @@ class RenderOutcome:
 
 def render_media(inp: RenderInput) -> RenderOutcome:
     """Pass 1 measures the mix (audio only), pass 2 encodes the video with it applied."""
-    loudness = measure_mix(inp.voice_wav, inp.music_path, output_seconds(inp), inp.music_volume_db)
-    run_tool(build_render_args(inp, loudness), timeout=render_timeout_s(inp.total_s))
+    with spent("encode"):  # both passes: the loudness measurement is an encode's share
+        loudness = measure_mix(
+            inp.voice_wav, inp.music_path, output_seconds(inp), inp.music_volume_db
+        )
+        run_tool(build_render_args(inp, loudness), timeout=render_timeout_s(inp.total_s))
     return RenderOutcome(inp.out_path, loudness)
 
 

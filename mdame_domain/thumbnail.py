@@ -15,6 +15,7 @@ from pathlib import Path
 import ffmpeg
 
 from mdame_domain.mediatools import FFMPEG_BASE, MediaToolError, run_tool
+from mdame_domain.timing import spent
 
 THUMBNAIL_AT_S = 1.0
 THUMBNAIL_WIDTH = 1080
@@ -93,7 +94,8 @@ def render_thumbnail(
         line_files.append(str(line_file))
     for quality in JPEG_QUALITIES:
         args = build_thumbnail_args(video_path, line_files, out_path, at_s, quality)
-        run_tool(args, timeout=60.0)
+        with spent("encode"):
+            run_tool(args, timeout=60.0)
         if not os.path.exists(out_path) or os.path.getsize(out_path) == 0:
             raise MediaToolError("ffmpeg", f"frame at {at_s}s of {video_path}", "", "made no JPEG")
         if os.path.getsize(out_path) <= MAX_THUMBNAIL_BYTES:

@@ -23,6 +23,7 @@ from pathlib import Path
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
 from mdame_domain.media_store import MediaStore
+from mdame_domain.timing import spent
 from mdame_pipeline.scene_cache import CACHE_TTL_S, cached_clip
 from mdame_resources.media import name_stored
 from mdame_resources.providers.visuals import VisualsResource
@@ -175,14 +176,15 @@ def _process(
         return True
     out = scratch / f"{scene_hash}.{os.getpid()}.mp4"
     try:
-        visuals.generate(
-            scene_hash,
-            payload["prompt"],
-            payload["palette"],
-            float(payload["duration_s"]),
-            out,
-            engine=payload.get("engine"),
-        )
+        with spent("scene clips"):
+            visuals.generate(
+                scene_hash,
+                payload["prompt"],
+                payload["palette"],
+                float(payload["duration_s"]),
+                out,
+                engine=payload.get("engine"),
+            )
         stored = media.put_file(out, ".mp4", registry=state)
         # The clip stays on disk until recorded: housekeeping may collect the stored copy
         # put_file found, and then it is stored again from here.

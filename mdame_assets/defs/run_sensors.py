@@ -26,7 +26,9 @@ MONITORED_JOBS = [
 
 def _record(context: dg.RunStatusSensorContext, state: StateStoreResource) -> dg.SkipReason:
     run = context.dagster_run
-    done = record_run_outcome(state.get_client(), run.run_id, run.status, "run status sensor")
+    done = record_run_outcome(
+        state.get_client(), run.run_id, run.status, "run status sensor", job=run.job_name
+    )
     return dg.SkipReason(
         f"run {run.run_id} ({run.job_name}) {run.status.value}: "
         + ("recorded" if done else "nothing to record")

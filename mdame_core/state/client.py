@@ -25,6 +25,7 @@ from mdame_core.settings import (
 )
 from mdame_core.state.errors import EnvironmentMismatch, InvalidInput, _mapped
 from mdame_core.state.fence import Fence
+from mdame_domain.timing import spent
 
 JsonObject = Mapping[str, Any]
 
@@ -195,7 +196,7 @@ class ClientBase:
         query = self._query(rpc, len(args))
         self._refuse_nul(rpc, args)
         observer = _commit_observer
-        with self._pool.connection() as conn:
+        with spent("database"), self._pool.connection() as conn:
             if observer is not None:
                 observer(rpc, "before")
             try:
@@ -255,7 +256,7 @@ class ClientBase:
         """Reads: one autocommit SELECT, never a write (the role could not write anyway)."""
         if self._fence is not None:
             self._fence.check()
-        with self._pool.connection() as conn:
+        with spent("database"), self._pool.connection() as conn:
             return conn.execute(query, args).fetchall()
 
 

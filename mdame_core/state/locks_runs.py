@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import date, datetime
 from uuid import UUID
 
 from mdame_core.state.client import ClientBase, JsonObject, _obj
@@ -14,7 +15,7 @@ def _uuid(value: UUID | str | None) -> UUID | None:
 
 
 class LocksRuns(ClientBase):
-    """The lock and run RPCs, and the read of a lock."""
+    """The lock and run RPCs, and the reads of a lock and of the partitions left to run."""
 
     def acquire_pipeline_lock(
         self, lock_name: str, holder: str, ttl_seconds: int
@@ -48,6 +49,12 @@ class LocksRuns(ClientBase):
         self, execution_id: UUID | str, status: str, detail: JsonObject | None = None
     ) -> bool:
         return self._scalar("finish_pipeline_run", _uuid(execution_id), status, _obj(detail))
+
+    def unfinished_partitions(self, day: date, slugs: Sequence[str]) -> list[str]:
+        """Of `slugs`, in their order, those whose partition of `day` a run would still find
+        work in (mdame.unfinished_partitions says when a partition is finished); an unknown
+        slug is unfinished."""
+        return list(self._scalar("unfinished_partitions", day, list(slugs)))
 
     def get_lock(self, lock_name: str) -> LockInfo | None:
         rows = self._select(

@@ -214,3 +214,85 @@ AS $function$
 $function$;
 REVOKE ALL ON FUNCTION mdame.dimension_lock_name(p_slug text) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.dimension_lock_name(p_slug text) TO mdame_app;
+
+-- Of p_slugs, in their order, the dimensions whose partition of p_day a run would still find
+-- work in: `mdame demo` runs only these and reports the others from what the database holds.
+-- A partition is finished when all of these hold:
+-- - its latest run is a publishing_job that succeeded (finish_pipeline_run's detail names the
+--   job): the whole graph ran after anything earlier, and no later run failed or is running;
+-- - none of its topics and scripts, nor their publications, is in a non-terminal state, and no
+--   job of it is queued or running. A published script's scenes, voice track and render stay in
+--   non-terminal states (ready, approved) for good, so they are judged by their script;
+-- - the recovery pass at the start of its next run would do nothing: that pass looks at every
+--   day's stalled scripts of the dimension (so a non-terminal script of any day counts), settles
+--   the dimension's unsettled provider attempts (paid calls name the dimension; an upload's is
+--   keyed by its publication) and returns every expired job lease, whichever partition's;
+-- - the niche's registry row has not changed since that run, nor has it gained an account (a
+--   higher videos_per_day, a new channel: a run would make or publish more). An account's
+--   updated_at moves on every sync, so only its creation counts.
+-- An unknown slug is unfinished: its run reports the error.
+CREATE OR REPLACE FUNCTION mdame.unfinished_partitions(p_day date, p_slugs text[])
+ RETURNS text[]
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_lease_expired boolean;
+BEGIN
+  PERFORM mdame._require_not_null('day', p_day),
+          mdame._require_not_null('slugs', p_slugs);
+  IF array_position(p_slugs, NULL) IS NOT NULL THEN
+    PERFORM mdame._invalid('slugs must not contain NULL');
+  END IF;
+  v_lease_expired := EXISTS (SELECT FROM jobs WHERE state = 'running' AND lease_expires_at < now());
+  RETURN coalesce((
+    WITH asked AS (
+      SELECT s.slug, s.n, d.id AS dimension_id, d.updated_at AS registered_at,
+             to_char(p_day, 'YYYY-MM-DD') || '|' || s.slug AS partition_key
+        FROM unnest(p_slugs) WITH ORDINALITY AS s(slug, n)
+        LEFT JOIN dimensions d ON d.slug = s.slug
+    ), open_jobs AS MATERIALIZED (
+      SELECT DISTINCT partition_key FROM jobs WHERE finished_at IS NULL
+    ), unsettled AS MATERIALIZED (
+      -- The outcomes nobody knows yet (mdame_pipeline.recovery.UNSETTLED).
+      SELECT DISTINCT coalesce(a.detail ->> 'dimension', dm.slug) AS slug
+        FROM provider_attempts a
+        LEFT JOIN publications p ON p.idempotency_key = a.work_key
+        LEFT JOIN scripts sc ON sc.id = p.script_id
+        LEFT JOIN dimensions dm ON dm.id = sc.dimension_id
+       WHERE a.status IN ('submitted', 'unknown')
+    )
+    SELECT array_agg(a.slug ORDER BY a.n)
+      FROM asked a
+      LEFT JOIN LATERAL (
+        SELECT r.status, r.detail ->> 'job' AS job, r.started_at
+          FROM pipeline_runs r
+         WHERE r.dimension_id = a.dimension_id AND r.partition_key = a.partition_key
+         ORDER BY r.started_at DESC, r.id DESC LIMIT 1
+      ) last ON true
+     WHERE v_lease_expired
+        OR a.dimension_id IS NULL
+        OR last.status IS DISTINCT FROM 'succeeded'
+        OR last.job IS DISTINCT FROM 'publishing_job'
+        OR a.registered_at > last.started_at
+        OR EXISTS (SELECT FROM dimension_accounts da
+                    WHERE da.dimension_id = a.dimension_id AND da.created_at > last.started_at)
+        OR EXISTS (SELECT FROM topics t JOIN work_states w ON (w.kind, w.state) = (t.kind, t.state)
+                    WHERE t.dimension_id = a.dimension_id AND t.partition_date = p_day
+                      AND NOT w.is_terminal)
+        OR EXISTS (SELECT FROM scripts sc
+                     JOIN work_states w ON (w.kind, w.state) = (sc.kind, sc.state)
+                    WHERE sc.dimension_id = a.dimension_id AND NOT w.is_terminal)
+        OR EXISTS (SELECT FROM publications p
+                     JOIN scripts sc ON sc.id = p.script_id
+                     JOIN work_states w ON (w.kind, w.state) = (p.kind, p.state)
+                    WHERE sc.dimension_id = a.dimension_id AND sc.partition_date = p_day
+                      AND NOT w.is_terminal)
+        OR EXISTS (SELECT FROM open_jobs j WHERE j.partition_key = a.partition_key)
+        OR EXISTS (SELECT FROM unsettled u WHERE u.slug = a.slug)
+  ), '{}');
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.unfinished_partitions(p_day date, p_slugs text[]) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.unfinished_partitions(p_day date, p_slugs text[]) TO mdame_app;

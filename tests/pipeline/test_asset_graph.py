@@ -9,6 +9,7 @@ import dagster as dg
 
 from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
+from mdame_domain import timing
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import frame_signature, frames_differ, mean_volume_db, probe_media
 
@@ -56,10 +57,14 @@ def test_one_partition_end_to_end_then_rerun_is_a_no_op(pipeline, monkeypatch):
     monkeypatch.setenv("MDAME_MEDIA_PROFILE", "shorts")
     pipeline.sync()
     key = str(partition_key(DAY, "science"))
+    timing.reset()
 
     result = materialize(pipeline, key)
 
     assert result.success, [e.message for e in result.all_events if e.is_failure]
+    # The demo's time breakdown: each category measured where its work ran.
+    spent = timing.totals()
+    assert all(spent.get(name, 0.0) > 0 for name in timing.CATEGORIES), spent
     checks = result.get_asset_check_evaluations()
     assert {c.check_name for c in checks} >= {
         "topics_safety",

@@ -1,18 +1,23 @@
 """`mdame demo`'s summary counts publications in the database, not runs that succeeded: a
 niche whose every topic is rejected runs cleanly, publishes nothing, and the summary says so
-and why (the rule, read from the topics' audit), with an exit status that agrees."""
+and why (the rule, read from the topics' audit), with an exit status that agrees. Run again,
+the finished day starts no run and says the same; work left for the recovery pass runs it again."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from mdame_cli import demo
 from mdame_core.state import StateStore
+from mdame_domain import timing
 from mdame_resources.state import close_clients
+from tests.state.test_fencing import hold
 
 DAY = date(2026, 11, 29)
 # Three different stories (the default trend_volume_gate), each naming the term the niche blocks.
@@ -78,7 +83,7 @@ def test_a_niche_whose_topics_are_all_rejected_is_reported_as_unpublished(
     demo_env: Path, fresh_db, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = demo.main(DAY, dimensions=demo_env)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
 
     assert "0/1 dimensions published (0 videos)" in out, out
     assert (
@@ -90,3 +95,46 @@ def test_a_niche_whose_topics_are_all_rejected_is_reported_as_unpublished(
         topics = state.list_work_units("topic")
         assert [t.state for t in topics] == ["rejected"] * 3  # what the summary read
         assert state.list_work_units("publication") == []
+    # Where the runs' time went, a line per category, the database's measured.
+    breakdown = err[err.index("[demo] time: ") :].splitlines()
+    for name in (*timing.CATEGORIES, timing.REMAINDER):
+        assert sum(name in line for line in breakdown) == 1, (name, err)
+    assert timing.totals()["database"] > 0
+
+    # The day is finished: a second demo runs no Dagster run and reports the same from the
+    # database, with the same exit status.
+    runs = _dagster_runs()
+    assert demo.main(DAY, dimensions=demo_env) == 0
+    again, err = capsys.readouterr()
+    assert "[demo] 2026-11-29|airships: finished earlier, nothing to run" in err, err
+    assert "running content" not in err, err
+    assert _dagster_runs() == runs
+    assert _summary(again) == _summary(out), again
+
+    # A run killed mid paid call left it unsettled: the recovery pass at the start of the next
+    # run settles it, so the partition is not finished until it has run again.
+    with StateStore(fresh_db.app, env="dev") as state:
+        killed = hold(state, "airships", ttl=1, holder="killed")
+        start = killed.begin_paid_call("airships", "voice:tts", "gemini:tts", "h", 40, None, 3, 0)
+        assert start.action == "submit"
+        time.sleep(1.2)  # the killed holder's lock and its call's lease run out
+        assert demo.main(DAY, dimensions=demo_env) == 0
+        again, err = capsys.readouterr()
+        assert "2026-11-29|airships: running content" in err, err
+        assert _dagster_runs() == runs + 3
+        assert _summary(again) == _summary(out), again
+        (status,) = state._select(
+            "SELECT status FROM mdame.provider_attempts WHERE id = %s", [start.attempt_id]
+        )[0]
+        assert status == "failed"  # settled at its estimate by the recovery pass
+        assert state.unfinished_partitions(DAY, ["airships"]) == []
+
+
+def _dagster_runs() -> int:
+    with dg.DagsterInstance.get() as instance:  # the demo's own (DAGSTER_HOME)
+        return instance.get_runs_count()
+
+
+def _summary(out: str) -> list[str]:
+    """The demo's table and summary, less the line with the time it took."""
+    return [line for line in out.splitlines() if " dimensions published " not in line]

@@ -73,7 +73,9 @@ def test_a_gemini_outage_of_several_runs_heals_on_the_first_run_after_it(
             # recorded on its pipeline_runs row.
             run = pipeline.instance.get_run_by_id(result.run_id)
             assert run is not None
-            record_run_outcome(pipeline.state, run.run_id, run.status, "test_provider_outage")
+            record_run_outcome(
+                pipeline.state, run.run_id, run.status, "test_provider_outage", job=run.job_name
+            )
             return result
 
         services.model.outage = 503

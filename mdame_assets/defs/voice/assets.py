@@ -13,6 +13,7 @@ from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
+from mdame_domain.timing import spent
 from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
@@ -100,13 +101,14 @@ def _voice_for(
     wav = media.scratch_dir("voice") / f"{key}.wav"
     step.checkpoint()
     try:
-        track = voice.synthesize(
-            script.payload["script"]["text"],
-            step.dimension.voice,
-            wav,
-            step.dimension.tts,
-            step.paid_context(),
-        )
+        with spent("voice"):
+            track = voice.synthesize(
+                script.payload["script"]["text"],
+                step.dimension.voice,
+                wav,
+                step.dimension.tts,
+                step.paid_context(),
+            )
     except VoiceSynthesisError as exc:
         wav.unlink(missing_ok=True)  # a partial file is scratch, not evidence
         # Quality over availability: nothing degraded is published.
