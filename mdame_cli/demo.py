@@ -21,7 +21,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from mdame_assets.liveness import sweep
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
 from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
-from mdame_cli.runs import Outcome, run_partition
+from mdame_cli.runs import Outcome, hold_storage_connections, run_partition
 from mdame_core.state import StateStore
 from mdame_domain import timing
 from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
@@ -102,6 +102,7 @@ def main(
             # Entered, so that definitions loaded during the runs see this instance's state
             # storage (Dagster keeps it in a context variable), and it is disposed at the end.
             with dg.DagsterInstance.get() as instance:
+                hold_storage_connections(instance)
                 folder = videos_at or str(OutboxPublisher().folder())
                 return _main(instance, day, only, folder, dimensions)
         except (Interrupted, DagsterExecutionInterruptedError):

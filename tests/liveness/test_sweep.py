@@ -235,3 +235,33 @@ def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instanc
         assert state.get_job(jobs["liveness-other"]).state == "running"
     finally:
         state.close()
+
+
+def _sessions(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_process_running_partitions_holds_its_storage_connections(world: World, held: bool):
+    """dagster_postgres opens a connection per storage call; `mdame demo` keeps them open."""
+    from mdame_cli.runs import hold_storage_connections
+
+    with world.instance() as instance:
+        if held:
+            hold_storage_connections(instance)
+        run_id = add_run(instance, dg.DagsterRunStatus.STARTED, {})
+        time.sleep(1.0)  # the server counts a session once it has ended or is reported
+        before = _sessions(world.dagster_url)
+        for _ in range(20):
+            instance.get_run_by_id(run_id)
+            instance.get_run_records(dg.RunsFilter(run_ids=[run_id]))
+        time.sleep(1.0)
+        opened = _sessions(world.dagster_url) - before
+    # Our own probe's connection is one of them.
+    assert (opened <= 3) if held else (opened >= 40), opened
