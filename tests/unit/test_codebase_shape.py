@@ -4,6 +4,7 @@ comments that say why, never which issue or slice a line came from (that is git'
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -48,3 +49,21 @@ def test_the_checks_find_a_long_module_and_an_issue_reference(tmp_path) -> None:
     assert big.end_lineno is not None and big.end_lineno - big.lineno + 1 > MAX_CLASS_LINES
     assert HISTORY.search("# added for issue 12") and HISTORY.search("# Slice 3 of the plan")
     assert not HISTORY.search("# a str slice cuts between code points")
+
+
+def test_loading_the_definitions_does_not_import_the_gemini_sdk() -> None:
+    """Every code server, run worker and Celery step loads the definitions; google-genai costs
+    most of a second to import, and only a step that makes a Gemini client needs it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, mdame_assets.orchestrator, mdame_assets.gpu; "
+        "print(sorted(m for m in sys.modules if m.startswith('google.genai')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "ENV": "dev"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

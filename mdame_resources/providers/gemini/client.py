@@ -11,10 +11,12 @@ import contextlib
 import importlib
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import httpx
-from google import genai
-from google.genai import types
+
+if TYPE_CHECKING:  # the SDK costs most of a second to import: loaded when a client is made
+    from google import genai
 
 BASE_URL_ENV = "MDAME_GEMINI_BASE_URL"
 API_VERSION = "v1beta"  # the SDK's default is v1, which lacks some generation fields
@@ -48,6 +50,9 @@ def make_client(
     has none by default, so a hung server would block forever)."""
     if not api_key:
         raise ValueError("GEMINI_API_KEY is empty: set it (the key is required even locally)")
+    from google import genai
+    from google.genai import types
+
     options = types.HttpOptions(
         base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
         api_version=API_VERSION,

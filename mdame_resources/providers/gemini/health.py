@@ -9,8 +9,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from google.genai import errors
-
 from mdame_domain.dimensions import DimensionConfig
 from mdame_domain.doctor import Redactor, Status, display_url, first_line
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
@@ -55,6 +53,8 @@ def gemini_health(
     base = base_url or os.environ.get(BASE_URL_ENV) or GOOGLE_BASE_URL
     where = display_url(base)
     client = make_client(api_key, base_url, timeout_s=timeout)
+    from google.genai import errors
+
     for model, users in sorted(configured_models(dimensions).items()):
         try:
             client.models.get(model=model)

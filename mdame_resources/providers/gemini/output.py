@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from google.genai import types
+from typing import TYPE_CHECKING, Any
 
 from mdame_domain.model_output import InvalidModelOutput
+
+if TYPE_CHECKING:  # the SDK is imported with the first client (client.make_client)
+    from google.genai import types
 
 BLOCK_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
 
@@ -50,6 +51,8 @@ def json_config(
     system: str, schema: dict[str, Any], max_output_tokens: int, temperature: float
 ) -> types.GenerateContentConfig:
     """A structured-output request: the JSON schema travels in the request."""
+    from google.genai import types
+
     return types.GenerateContentConfig(
         system_instruction=system,
         response_mime_type="application/json",

@@ -38,11 +38,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from google import genai
-from google.genai import errors, types
 
 from mdame_core.settings import seconds_setting
 from mdame_domain.model_output import InvalidModelOutput
@@ -62,6 +60,10 @@ from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
 from mdame_resources.providers.gemini.client import NO_ANSWER, NOT_SENT
 from mdame_resources.providers.gemini.output import block_reason, short
+
+if TYPE_CHECKING:  # the SDK is imported with the first client (client.make_client)
+    from google import genai
+    from google.genai import types
 
 DEFAULT_MAX_ATTEMPTS = 4
 # A paid call's lease outlives its lock by the longest single request (a setting, so a crash
@@ -337,6 +339,8 @@ class PaidCaller:
         parse: Callable[[types.GenerateContentResponse], Any],
     ) -> tuple[Any, _Outcome]:
         """The request and how its outcome is recorded (status, detail, billed micros)."""
+        from google.genai import errors
+
         try:
             response = self.client.models.generate_content(
                 model=model, contents=contents, config=config

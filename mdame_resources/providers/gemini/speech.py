@@ -6,10 +6,7 @@ import io
 import wave
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from google import genai
-from google.genai import types
+from typing import TYPE_CHECKING, Any
 
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import InvalidModelOutput
@@ -18,6 +15,10 @@ from mdame_resources.providers.budget import CallContext
 from mdame_resources.providers.gemini.client import make_client
 from mdame_resources.providers.gemini.output import short
 from mdame_resources.providers.gemini.paid import PaidCaller
+
+if TYPE_CHECKING:  # the SDK is imported with the first client (client.make_client)
+    from google import genai
+    from google.genai import types
 
 
 def pcm_to_wav(pcm: bytes, rate: int = 24_000) -> bytes:
@@ -92,6 +93,8 @@ def synthesize_speech(
     if not text.strip():
         raise ValueError("synthesize_speech needs text")
     model = model or ctx.dimension.gemini_tts_model or DEFAULT_TTS_MODEL
+    from google.genai import types
+
     speech = types.SpeechConfig(
         voice_config=types.VoiceConfig(
             prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=voice_name)
