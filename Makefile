@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-render bench-scale lint clean
+.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-render bench-scale bench-ui lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
 	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
 	@echo "make bench-scale   the schedule's and sensors' ticks with 1,000 dimensions (BENCH_ARGS=\"--dims 100\")"
+	@echo "make bench-ui      the UI's partitions view of renders, 1,000 dimensions x 365 days, in chromium"
 	@echo "make clean     remove caches and scratch files (keeps .venv, the database and media)"
 
 install:
@@ -94,6 +95,10 @@ bench-render: install
 # The control plane with many dimensions, on scratch databases of the local cluster.
 bench-scale: db
 	@PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.scale $(BENCH_ARGS)
+
+# The UI's partitions view in chromium over many dimensions x days, on scratch databases.
+bench-ui: db
+	@PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.ui_partitions $(BENCH_ARGS)
 
 # `dg check defs` loads each code location as Dagster's tools do, on a scratch instance. The GPU
 # location's project (mdame_assets/gpu_defs/dg.toml) is a folder that links this package.

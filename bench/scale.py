@@ -31,17 +31,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psycopg
 
+from bench.scratch import scratch_databases
 from mdame_core import settings
-from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
 
 TARGET_P95_S = 5.0  # the issue's target for every sensor and the schedule at 1,000 dimensions
@@ -61,34 +59,6 @@ class Ticks:
             f"{self.name:<28} {p50:8.3f} {p95:8.3f} {max(self.seconds):8.3f} {self.requests:9d}"
             f" {p95 / TARGET_P95_S:8.2f}x"
         )
-
-
-def _url(superuser: str, user: str, dbname: str) -> str:
-    parts = urlsplit(superuser)
-    return f"postgresql://{user}@{parts.hostname}:{parts.port}/{dbname}"
-
-
-@contextmanager
-def scratch_databases() -> Iterator[tuple[str, str, str]]:
-    """(owner URL, app URL) of a migrated state database, and a Dagster database's URL."""
-    superuser = settings.superuser_url()  # before the bench points MDAME_HOME elsewhere
-    tag = f"{os.getpid()}_{int(time.time())}"
-    state_db, dagster_db = f"mdame_bench_scale_{tag}", f"mdame_bench_scale_dagster_{tag}"
-    with psycopg.connect(superuser, autocommit=True) as su:
-        su.execute(f'CREATE DATABASE "{state_db}" OWNER {settings.OWNER_ROLE}')
-        su.execute(f'CREATE DATABASE "{dagster_db}" OWNER {settings.OWNER_ROLE}')
-    try:
-        owner = _url(superuser, settings.OWNER_ROLE, state_db)
-        migrate(owner, "dev")
-        yield (
-            owner,
-            _url(superuser, settings.APP_ROLE, state_db),
-            _url(superuser, settings.OWNER_ROLE, dagster_db),
-        )
-    finally:
-        with psycopg.connect(superuser, autocommit=True) as su:
-            for name in (state_db, dagster_db):
-                su.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def write_dimensions(folder: Path, count: int) -> list[str]:
@@ -181,6 +151,7 @@ def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> Non
 
     write_dimensions(niches, dims)
     before = _transactions(owner)
+    sessions_before = _sessions(dagster_url)
     cpu_before = _cpu_seconds(resource)
     started = time.perf_counter()
     code = demo_main()
@@ -188,6 +159,7 @@ def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> Non
     cpu = _cpu_seconds(resource) - cpu_before
     time.sleep(1.0)  # the server reports a closed backend's counters within a second
     transactions = _transactions(owner) - before
+    sessions = _sessions(dagster_url) - sessions_before
     with psycopg.connect(dagster_url) as conn:
         (events,) = conn.execute("SELECT count(*) FROM event_logs").fetchone() or (0,)
         (dagster_runs,) = conn.execute("SELECT count(*) FROM runs").fetchone() or (0,)
@@ -200,6 +172,7 @@ def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> Non
     print(f"  Dagster runs: {dagster_runs}, {dagster_runs / wall * 60:.1f} per minute")
     print(f"  PostgreSQL transactions per partition (state database): {transactions / dims:.0f}")
     print(f"  Dagster event-log rows per partition: {events / dims:.0f}")
+    print(f"  connections opened to Dagster's storage per partition: {sessions / dims:.0f}")
 
 
 def _transactions(url: str) -> int:
@@ -207,6 +180,15 @@ def _transactions(url: str) -> int:
         row = conn.execute(
             "SELECT xact_commit + xact_rollback FROM pg_stat_database"
             " WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _sessions(url: str) -> int:
+    """Connections the server has opened to the database so far (PostgreSQL 14+)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
     return int(row[0]) if row else 0
 

@@ -8,23 +8,60 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import dagster as dg
 
+from mdame_core.settings import SettingsError, date_setting
+
 DIMENSION_PARTITION = "dimension"
 dimension_partitions = dg.DynamicPartitionsDefinition(name=DIMENSION_PARTITION)
-# end_offset=1: today is a partition (the schedule publishes today's videos, not yesterday's).
-daily_partitions = dg.DailyPartitionsDefinition(
-    start_date="2026-11-01", timezone="UTC", end_offset=1
-)
+
+# The first day partition: a deployment that starts later shows no days before its own start.
+FIRST_DAY_ENV = "MDAME_FIRST_DAY"
+DEFAULT_FIRST_DAY = date(2026, 11, 1)
+
+
+def first_monday(day: date) -> date:
+    """The first Monday on or after `day`: the first week whose seven days are all partitions."""
+    return day + timedelta(days=-day.weekday() % 7)
+
+
+def daily_partitions_from(first_day: date) -> dg.DailyPartitionsDefinition:
+    # end_offset=1: today is a partition (the schedule publishes today's videos, not yesterday's).
+    return dg.DailyPartitionsDefinition(
+        start_date=first_day.isoformat(), timezone="UTC", end_offset=1
+    )
+
+
+def weekly_partitions_from(first_day: date) -> dg.WeeklyPartitionsDefinition:
+    """Weeks run Monday 00:00 to Sunday 24:00 UTC and are keyed by their Monday; end_offset=1
+    makes the running week a partition, so the Sunday schedule can report it before it ends.
+    The first week starts on the first Monday on or after the first day, so a week never reads
+    day partitions that do not exist."""
+    return dg.WeeklyPartitionsDefinition(
+        start_date=first_monday(first_day).isoformat(), day_offset=1, timezone="UTC", end_offset=1
+    )
+
+
+def first_day_setting(today: date | None = None) -> date:
+    """MDAME_FIRST_DAY, never after today (UTC): a later first day leaves no partition for the
+    schedule to run."""
+    first = date_setting(FIRST_DAY_ENV, DEFAULT_FIRST_DAY)
+    today = today or datetime.now(UTC).date()
+    if first > today:
+        raise SettingsError(
+            f"{FIRST_DAY_ENV} must not be after today ({today.isoformat()}), got "
+            f"{first.isoformat()}: no day would be a partition yet"
+        )
+    return first
+
+
+FIRST_DAY = first_day_setting()
+daily_partitions = daily_partitions_from(FIRST_DAY)
 content_partitions = dg.MultiPartitionsDefinition(
     {"date": daily_partitions, DIMENSION_PARTITION: dimension_partitions}
 )
 
 # The weekly operations assets (Strategic Auditor, Adaptive Engine).
-# Weeks run Monday 00:00 to Sunday 24:00 UTC and are keyed by their Monday; end_offset=1 makes
-# the running week a partition, so the Sunday schedule can report it before it ends.
 WEEK_PARTITION = "week"
-weekly_partitions = dg.WeeklyPartitionsDefinition(
-    start_date="2026-11-02", day_offset=1, timezone="UTC", end_offset=1
-)
+weekly_partitions = weekly_partitions_from(FIRST_DAY)
 weekly_dimension_partitions = dg.MultiPartitionsDefinition(
     {WEEK_PARTITION: weekly_partitions, DIMENSION_PARTITION: dimension_partitions}
 )

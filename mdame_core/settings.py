@@ -8,6 +8,7 @@ $MDAME_HOME/pg.env.
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -172,4 +173,20 @@ def count_setting(name: str, default: int) -> int:
         raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
     if value < 0:
         raise SettingsError(f"{name} must be zero or more, got {raw!r}")
+    return value
+
+
+def date_setting(name: str, default: date) -> date:
+    """A calendar day, YYYY-MM-DD, from the environment (the first partition day), else the
+    default."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = date.fromisoformat(raw)
+    except ValueError:
+        value = None
+    # fromisoformat also takes 20261101 and week dates (2026-W44-7); one spelling is simpler.
+    if value is None or value.isoformat() != raw:
+        raise SettingsError(f"{name} must be a date YYYY-MM-DD, got {raw!r}")
     return value
