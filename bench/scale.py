@@ -120,7 +120,7 @@ def timed(name: str, ticks: int, evaluate: Callable[[], int]) -> Ticks:
     return Ticks(name, seconds, requests)
 
 
-def run(dims: int, ticks: int, runs: bool) -> None:
+def run(dims: int, ticks: int, runs: bool, as_processes: int = 0) -> None:
     with scratch_databases() as (owner, app_url, dagster_url), tempfile.TemporaryDirectory() as t:
         niches = Path(t) / "dimensions"
         niches.mkdir()
@@ -138,23 +138,26 @@ def run(dims: int, ticks: int, runs: bool) -> None:
 
         apply_dagster_environment()
         if runs:
-            run_partitions(dims, niches, owner, dagster_url)
+            run_partitions(dims, niches, owner, dagster_url, as_processes)
         else:
             measure(dims, ticks, niches, owner, app_url)
 
 
-def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> None:
-    """Today's partition of every dimension through the demo's own loop, measured."""
+def run_partitions(
+    dims: int, niches: Path, owner: str, dagster_url: str, as_processes: int = 0
+) -> None:
+    """Today's partition of `dims` dimensions through the demo's own loop, then of
+    `as_processes` more as run workers in processes of their own, measured."""
     import resource
 
     from mdame_cli.demo import main as demo_main
 
-    write_dimensions(niches, dims)
+    slugs = write_dimensions(niches, dims + as_processes)
     before = _transactions(owner)
     sessions_before = _sessions(dagster_url)
     cpu_before = _cpu_seconds(resource)
     started = time.perf_counter()
-    code = demo_main()
+    code = demo_main(only=slugs[:dims])
     wall = time.perf_counter() - started
     own_after, media_after = _cpu_seconds(resource)
     own, media = own_after - cpu_before[0], media_after - cpu_before[1]
@@ -179,6 +182,48 @@ def run_partitions(dims: int, niches: Path, owner: str, dagster_url: str) -> Non
     print(f"  PostgreSQL transactions per partition (state database): {transactions / dims:.0f}")
     print(f"  Dagster event-log rows per partition: {events / dims:.0f}")
     print(f"  connections opened to Dagster's storage per partition: {sessions / dims:.0f}")
+    if as_processes:
+        run_workers(slugs[dims:], cpu / dims)
+
+
+def run_workers(slugs: list[str], in_process_cpu: float) -> None:
+    """Each partition's three runs as the daemon launches them: a run worker process per run
+    (`dagster asset materialize`, loading the definitions, executing in process, Dagster's
+    storage without a pool), one after another."""
+    import resource
+    import subprocess
+
+    from mdame_assets import gpu
+    from mdame_cli.runs import JOBS
+
+    today = datetime.now(UTC).date().isoformat()
+    stages = []
+    for defs, job_name in JOBS:
+        job = defs.resolve_job_def(job_name)
+        keys = sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys)
+        module = "mdame_assets.gpu" if defs is gpu.defs else "mdame_assets.orchestrator"
+        stages.append((module, ",".join(keys)))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    for slug in slugs:
+        for module, select in stages:
+            done = subprocess.run(
+                [sys.executable, "-m", "dagster", "asset", "materialize", "-m", module,
+                 "--select", select, "--partition", f"{today}|{slug}"],
+                cwd=settings.REPO_ROOT, capture_output=True, text=True,
+            )  # fmt: skip
+            if done.returncode != 0:
+                print(f"  {module} {select} {today}|{slug} failed:\n{done.stderr[-2000:]}")
+                return
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    n = len(slugs)
+    print(
+        f"\n{n} partitions as run worker processes (3 each): {wall / n:.2f} s wall, "
+        f"{cpu / n:.2f} s CPU per partition (media included); in the demo's loop "
+        f"{in_process_cpu:.2f} s: a process per run adds {cpu / n - in_process_cpu:.2f} s"
+    )
 
 
 def _transactions(url: str) -> int:
@@ -290,10 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, default=1000, help="dimensions (default 1000)")
     parser.add_argument("--ticks", type=int, default=15, help="evaluations of each (default 15)")
     parser.add_argument("--runs", action="store_true", help="run the partitions end to end")
+    parser.add_argument(
+        "--as-processes",
+        type=int,
+        default=0,
+        help="with --runs: this many more partitions as run worker processes (default 0)",
+    )
     args = parser.parse_args(argv)
     if args.dims < 1 or args.ticks < 1:
         parser.error("--dims and --ticks must be at least 1")
-    run(args.dims, args.ticks, args.runs)
+    run(args.dims, args.ticks, args.runs, args.as_processes)
     return 0
 
 

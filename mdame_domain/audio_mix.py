@@ -54,12 +54,13 @@ DUCK_ATTACK_MS = 10.0
 DUCK_RELEASE_MS = 400.0
 MIN_DUCKING_DB = 6.0  # what the tests demand between the bed in gaps and under speech
 AUDIO_SAMPLE_RATE = 48000
+BED_SYNTHESIS_RATE = 8000
 AUDIO_BITRATE = "128k"
 
 LICENSE_SUFFIX = ".license.json"
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")
 REQUIRED_LICENSE_FIELDS = ("license", "source")
-PROCEDURAL_RECIPE = "procedural-bed-v1"
+PROCEDURAL_RECIPE = "procedural-bed-v2"
 
 
 class MusicLibraryError(ValueError):
@@ -205,9 +206,13 @@ def generate_procedural_bed(seed: str, duration_s: float, out_path: str) -> Musi
     if not math.isfinite(duration_s) or duration_s <= 0:
         raise ValueError(f"bed duration must be positive, got {duration_s}")
     left, right = procedural_bed_expression(seed)
-    source = f"aevalsrc=exprs='{left}|{right}':s={AUDIO_SAMPLE_RATE}:d={duration_s:.3f}"
+    # The pad's tones are pure sines under 700 Hz: 8 kHz samples them exactly, and evaluating
+    # the expression six times less often makes the bed a fraction of a second, not seconds;
+    # the WAV is resampled to the mix's rate.
+    source = f"aevalsrc=exprs='{left}|{right}':s={BED_SYNTHESIS_RATE}:d={duration_s:.3f}"
     args = [
         *FFMPEG_BASE, "-loglevel", "error", "-f", "lavfi", "-i", source,
+        "-af", f"aresample={AUDIO_SAMPLE_RATE}",
         "-fflags", "+bitexact", "-flags:a", "+bitexact", "-c:a", "pcm_s16le", out_path,
     ]  # fmt: skip
     with spent("encode"):  # the render's own ffmpeg work, like its two passes

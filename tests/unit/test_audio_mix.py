@@ -257,3 +257,18 @@ def test_dimension_music_block_rejects_bad_values(music: object, field: str) -> 
     with pytest.raises(DimensionConfigError) as caught:
         parse_dimension({**BASE_DIMENSION, "music": music}, "science.yaml")
     assert caught.value.field_name == field
+
+
+def test_the_bed_is_synthesised_above_twice_its_highest_tone() -> None:
+    """The pad is evaluated at BED_SYNTHESIS_RATE and resampled: every tone it can pick must be
+    under that rate's Nyquist frequency, or it would fold back as a wrong note."""
+    import re
+
+    from mdame_domain.audio_mix import BED_SYNTHESIS_RATE
+
+    highest = 0.0
+    for n in range(400):  # every progression, tonic and bar length a seed can pick
+        left, right = procedural_bed_expression(f"seed:{n}")
+        numbers = [float(x) for x in re.findall(r"\d+\.\d{3}", left + right)]
+        highest = max(highest, *numbers)
+    assert 600 < highest < BED_SYNTHESIS_RATE / 2, highest
