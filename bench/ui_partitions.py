@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.browser import CHROMIUM_ARGS, chromium_path, free_port
 from bench.scratch import scratch_databases
 from mdame_core import settings
 
@@ -50,7 +50,6 @@ ASSET = "renders"
 BATCH = 500  # materializations per event-log write
 REPO = settings.REPO_ROOT
 ARTIFACTS = Path(os.environ.get("MDAME_TEST_ARTIFACTS") or REPO / "test-artifacts") / "bench"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 LOAD_TIMEOUT_S = 300.0  # one page load on a busy two-core machine, generously
 
 
@@ -70,18 +69,6 @@ class Load:
 
     def before_shown(self) -> list[Request]:
         return [r for r in self.requests if r.start_s <= self.seconds]
-
-
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def dimension_keys(count: int) -> list[str]:

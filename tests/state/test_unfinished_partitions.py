@@ -19,17 +19,6 @@ from tests.state.test_fencing import hold
 
 DAY = date(2026, 11, 29)
 KEY = "2026-11-29|tech"
-PUBLISHED = (
-    "approved",
-    "planned",
-    "visuals_ready",
-    "voice_queued",
-    "voiced",
-    "render_queued",
-    "rendered",
-    "publishing",
-    "published",
-)
 
 
 @dataclass
@@ -83,7 +72,8 @@ def partition(state: StateStore, owner: psycopg.Connection) -> Partition:
         {"script_id": p.script, "render_id": p.render, "account_id": account_id},
     )
     p.walk("publication", p.publication, "uploading", "published")
-    p.walk("script", p.script, *PUBLISHED)
+    # The stages' own path, from the database: drafted (where it starts) .. published.
+    p.walk("script", p.script, *state.work_flow("script", "published")[1:])
     p.run("content_job")
     p.run("scene_clips_job")
     p.run("publishing_job")

@@ -11,8 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from uikit import ARTIFACTS, CHROMIUM_ARGS, DagsterUI, chromium_path, dagster_dev  # noqa: E402
+from uikit import ARTIFACTS, DagsterUI, dagster_dev  # noqa: E402
 
+from bench.browser import CHROMIUM_ARGS, chromium_path  # noqa: E402
 from tests.scratch_db import create_database, drop_database  # noqa: E402
 
 

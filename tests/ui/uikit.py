@@ -10,8 +10,6 @@ way `mdame ui` stops it.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ import dagster as dg
 import httpx
 import psycopg
 
+from bench.browser import free_port
 from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_cli.ui import dagster_dev_command, stop_group
 from mdame_core.state import StateStore
@@ -33,21 +32,8 @@ from tests.childenv import child_environ
 REPO = Path(__file__).resolve().parents[2]
 # Screenshots and the `dagster dev` log land here (gitignored); CI may keep the folder.
 ARTIFACTS = Path(os.environ.get("MDAME_TEST_ARTIFACTS") or REPO / "test-artifacts") / "ui"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 # The hop sensors look for work this often in the test (30 s in a deployment).
 HOP_INTERVAL_S = "2"
-
-
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
