@@ -14,7 +14,9 @@ the lease runs out, the fence is lost and the step makes no further call or side
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,12 +107,31 @@ def _dimension(
     return config, row.id, config.tuned(current.params, current.version)
 
 
+_holding: weakref.WeakSet[dg.DagsterInstance] = weakref.WeakSet()
+_holding_lock = threading.Lock()
+
+
+def hold_storage_connections(instance: dg.DagsterInstance) -> None:
+    """Keep this process's connections to Dagster's storage open, once per instance.
+    dagster_postgres opens a connection per storage call (SQLAlchemy's NullPool): about 600 for
+    one partition's three runs, each a new PostgreSQL backend and its authentication. The
+    webserver holds one per storage instead (`optimize_for_webserver`, which `dagster-webserver`
+    calls); so do the run workers, Celery workers and step pods that run our steps, and
+    `mdame demo`. No statement timeout is added; SQLite storage ignores it."""
+    with _holding_lock:
+        if instance in _holding:
+            return
+        _holding.add(instance)
+    instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=4)
+
+
 @contextmanager
 def pipeline_step(
     context: dg.AssetExecutionContext | dg.OpExecutionContext, state: StateStore, stage: str
 ) -> Iterator[Step]:
     """A stage's step under the dimension's lock: an asset's, or an op's of a graph-backed
     asset (scene_clips) in a partitioned run; both know the run and its partition."""
+    hold_storage_connections(context.instance)
     partition = PartitionRef.of(context)
     execution_id = context.run.run_id
     dimension, dimension_id, params = _dimension(state, partition)
@@ -137,6 +158,7 @@ def read_step(
     context: dg.AssetCheckExecutionContext | dg.AssetExecutionContext, state: StateStore, stage: str
 ) -> Step:
     """A Step for read-only work (asset checks): no lock, no run record."""
+    hold_storage_connections(context.instance)
     partition = PartitionRef.of(context)
     dimension, dimension_id, params = _dimension(state, partition)
     run_id = context.op_execution_context.run_id

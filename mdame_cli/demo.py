@@ -20,8 +20,9 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 
 from mdame_assets.liveness import sweep
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
+from mdame_assets.runtime import hold_storage_connections
 from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
-from mdame_cli.runs import Outcome, hold_storage_connections, run_partition
+from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
 from mdame_domain import timing
 from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason

@@ -59,15 +59,6 @@ def _first_error(result: dg.ExecuteInProcessResult) -> str:
     return "run failed"
 
 
-def hold_storage_connections(instance: dg.DagsterInstance) -> None:
-    """Keep connections to Dagster's storage open across this process's runs. dagster_postgres
-    opens a connection per storage call (SQLAlchemy's NullPool): about 600 for one partition's
-    three runs, each a new PostgreSQL backend and its authentication. The webserver holds one
-    per storage instead (`optimize_for_webserver`, as `dagster-webserver` does); so does a
-    process that runs partitions one after another. No statement timeout is added."""
-    instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=4)
-
-
 def whole_graph(*, without: tuple[str, ...] = ()) -> list:
     """Every asset and asset check of both code locations (minus the named assets), for
     materializing a partition in one in-process run, as tests and tools do."""

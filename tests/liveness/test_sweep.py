@@ -24,7 +24,10 @@ from mdame_assets.liveness import (
     process_tags,
     sweep,
 )
+from mdame_assets.partitions import DIMENSION_PARTITION, content_partitions
+from mdame_assets.runtime import read_step
 from mdame_core.state import StateStore
+from mdame_resources.state import StateStoreResource
 from tests.adminkit import as_admin
 
 
@@ -249,8 +252,9 @@ def _sessions(url: str) -> int:
 
 @pytest.mark.parametrize("held", [False, True])
 def test_a_process_running_partitions_holds_its_storage_connections(world: World, held: bool):
-    """dagster_postgres opens a connection per storage call; `mdame demo` keeps them open."""
-    from mdame_cli.runs import hold_storage_connections
+    """dagster_postgres opens a connection per storage call; every process that runs our steps
+    keeps them open (the first step holds them), as `mdame demo` does."""
+    from mdame_assets.runtime import hold_storage_connections
 
     with world.instance() as instance:
         if held:
@@ -265,3 +269,30 @@ def test_a_process_running_partitions_holds_its_storage_connections(world: World
         opened = _sessions(world.dagster_url) - before
     # Our own probe's connection is one of them.
     assert (opened <= 3) if held else (opened >= 40), opened
+
+
+def test_a_run_worker_holds_its_storage_connections_from_its_first_step(world: World):
+    """Run workers are Dagster's processes: the first of our steps to run in one makes its
+    later storage calls reuse connections. Two runs of a step in one process: the second opens
+    a few connections, not one per storage call."""
+
+    @dg.asset(partitions_def=content_partitions)
+    def probe(context, state: StateStoreResource) -> None:  # noqa: ANN001
+        read_step(context, state.get_client(), "probe")  # "news" is registered in no registry
+
+    def run_once(instance: dg.DagsterInstance) -> int:
+        before = _sessions(world.dagster_url)
+        dg.materialize(
+            [probe],
+            partition_key="2026-11-29|news",
+            instance=instance,
+            resources={"state": StateStoreResource(database_url=world.app_url)},
+            raise_on_error=False,
+        )
+        time.sleep(1.0)
+        return _sessions(world.dagster_url) - before
+
+    with world.instance() as instance:
+        instance.add_dynamic_partitions(DIMENSION_PARTITION, ["news"])
+        first, second = run_once(instance), run_once(instance)
+    assert first >= 20 and second <= 5, (first, second)
