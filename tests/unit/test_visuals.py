@@ -124,3 +124,28 @@ def test_different_scenes_look_different(tmp_path) -> None:
     for i, first in enumerate(signatures):
         for second in signatures[i + 1 :]:
             assert frames_differ(first, second)
+
+
+@pytest.mark.parametrize("style", ["bands", "rings", "plasma"])
+def test_a_sine_field_on_a_quarter_grid_draws_the_whole_fields_picture(style, tmp_path) -> None:
+    """geq draws the sine styles on half the field's width and height, X and Y scaled up: the
+    picture must be the one the whole field draws (rebuilt here as the reference)."""
+    import re
+    import subprocess
+
+    graph = procedural_clip_filter(_hash_per_style()[style], PALETTE, 1.0)
+    size = re.search(r"color=c=black:s=(\d+)x(\d+)", graph)
+    assert size is not None, graph
+    w, h = int(size.group(1)), int(size.group(2))
+    whole = graph.replace(f"s={w}x{h}", f"s={w * 2}x{h * 2}", 1)
+    whole = re.sub(r"\(([XY])\*2\)", r"\1", whole)
+    assert whole != graph and "X*2" not in whole
+    done = subprocess.run(
+        ["ffmpeg", "-hide_banner", "-f", "lavfi", "-i", graph, "-f", "lavfi", "-i", whole,
+         "-t", "1", "-lavfi", "[0][1]psnr", "-f", "null", "-"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    average = re.search(r"PSNR .* average:([0-9.inf]+)", done.stderr)
+    assert average is not None, done.stderr[-2000:]
+    assert float(average.group(1)) > 35.0, average.group(0)
