@@ -304,10 +304,12 @@ def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> No
 
         def schedule() -> int:
             at = datetime.combine(today, datetime.min.time(), UTC) + timedelta(hours=10)
-            context = dg.build_schedule_context(
+            # Closed each tick: the context opens an instance of its own from the ref, as the
+            # daemon's does.
+            with dg.build_schedule_context(
                 instance=instance, scheduled_execution_time=at, resources=resources
-            )
-            out = daily_content_schedule(context)
+            ) as context:
+                out = daily_content_schedule(context)
             return len(out) if isinstance(out, list) else 0
 
         rows = [

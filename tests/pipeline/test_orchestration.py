@@ -109,12 +109,14 @@ def test_removed_or_deactivated_dimension_stops_being_scheduled(pipeline, tmp_pa
     (folder / "tech.yaml").write_text(text)
     sync_registry(as_admin(pipeline.state), folder)
 
-    context = dg.build_schedule_context(
+    # Closed here: the context enters an instance of its own, whose exit would otherwise run
+    # at garbage collection and restore a dead instance's state storage into Dagster's context.
+    with dg.build_schedule_context(
         instance=pipeline.instance,
         resources={"state": pipeline.resources["state"]},
         scheduled_execution_time=datetime(2026, 11, 29, 10, tzinfo=UTC),
-    )
-    requests = daily_content_schedule(context)
+    ) as context:
+        requests = daily_content_schedule(context)
 
     assert [r.partition_key for r in requests] == ["2026-11-29|science"]
     assert requests[0].tags["mdame/partition"] == "2026-11-29_science"
