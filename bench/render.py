@@ -14,7 +14,8 @@ Then, --repeats times and alternating which goes first:
 Wall time and CPU time (children's rusage: user + system) of each; medians and the ratios
 render/floor are printed (target: at most 1.1x). Then the thumbnail's cost, and the probe
 pass as a fraction of the render's wall time: the render gate's work on the finished file,
-mdame_domain.probe.analyze_media (one ffprobe, one analysis decode) judged by
+mdame_domain.probe.analyze_media (one ffprobe, and a decode of the sound: the render measured
+its picture as it encoded) judged by
 mdame_domain.render_quality.technical_problems (under rules_for the dimension's
 duration_range_s), with the problems it finds.
 
@@ -49,6 +50,7 @@ from mdame_domain.mediatools import FFMPEG_BASE, run_tool  # noqa: E402
 from mdame_domain.probe import analyze_media  # noqa: E402
 from mdame_domain.render import (  # noqa: E402
     RenderInput,
+    RenderOutcome,
     output_seconds,
     render_media,
     scene_durations,
@@ -182,13 +184,14 @@ def main() -> None:
         )
         floor: list[tuple[float, float]] = []
         render: list[tuple[float, float]] = []
+        outcomes: list[RenderOutcome] = []
         for i in range(args.repeats):
             steps = [("floor", floor), ("render", render)]
             for name, results in steps if i % 2 == 0 else steps[::-1]:
                 if name == "floor":
                     results.append(_timed(lambda: run_tool(floor_args, timeout=1200)))
                 else:
-                    results.append(_timed(lambda: render_media(inp)))
+                    results.append(_timed(lambda: outcomes.append(render_media(inp))))
                 print(f"  round {i + 1} {name:6s} wall {results[-1][0]:6.2f}s cpu "
                       f"{results[-1][1]:6.2f}s")  # fmt: skip
         measure_wall, measure_cpu = _timed(
@@ -204,7 +207,7 @@ def main() -> None:
         def gate() -> None:
             # What the renders asset does with its stored file; the bench has no scene plan, so
             # the planned durations are the rendered ones.
-            analysis = analyze_media(inp.out_path)
+            analysis = analyze_media(inp.out_path, outcomes[-1].picture)
             durations = inp.scene_durations_s
             found = technical_problems(analysis, rules, durations, durations)
             problems.extend(f"{name}: {p}" for name, ps in found.items() for p in ps)

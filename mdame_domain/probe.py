@@ -1,8 +1,10 @@
 """Measurements of media with ffprobe and ffmpeg's analysis filters.
 
 analyze_media is what the render gate reads (one ffprobe and one decode; render_quality judges
-it). mean_volume_db is the voice check's reading; probe_media and the frame signatures are
-single-purpose probes (the tests read renders with them)."""
+it). The render measures its own picture as it encodes (PICTURE_ANALYSIS, parse_picture), so
+a file just rendered is decoded for its sound only. mean_volume_db is the voice check's
+reading; probe_media and the frame signatures are single-purpose probes (the tests read renders
+with them)."""
 
 from __future__ import annotations
 
@@ -150,6 +152,14 @@ class StreamInfo:
 
 
 @dataclass(frozen=True)
+class PictureStats:
+    """The picture's measurements: the longest black and frozen stretches."""
+
+    longest_black_s: float
+    longest_freeze_s: float
+
+
+@dataclass(frozen=True)
 class SignalStats:
     """What the one analysis decode measured."""
 
@@ -262,14 +272,24 @@ def _number(text: str) -> float:
     return float(text)  # "-inf" parses as -inf
 
 
-def parse_analysis(stderr: str, duration_s: float, has_audio: bool) -> SignalStats:
-    """The measurements in one analysis decode's stderr (see analysis_args)."""
+def parse_picture(stderr: str, duration_s: float) -> PictureStats:
+    """The picture's stretches in the stderr of a graph that ran picture_analysis_filter."""
     blacks = [_number(e) - _number(s) for s, e in _BLACK.findall(stderr)]
     freeze = _longest(
         [_number(x) for x in _FREEZE_START.findall(stderr)],
         [_number(x) for x in _FREEZE_END.findall(stderr)],
         duration_s,
     )
+    return PictureStats(longest_black_s=max(blacks, default=0.0), longest_freeze_s=freeze)
+
+
+def parse_analysis(
+    stderr: str, duration_s: float, has_audio: bool, picture: PictureStats | None = None
+) -> SignalStats:
+    """The measurements in one analysis decode's stderr (see analysis_args); `picture`: the
+    picture's, measured elsewhere (the decode then measured the sound only)."""
+    if picture is None:
+        picture = parse_picture(stderr, duration_s)
     silence = _longest(
         [_number(x) for x in _SILENCE_START.findall(stderr)],
         [_number(x) for x in _SILENCE_END.findall(stderr)],
@@ -287,39 +307,68 @@ def parse_analysis(stderr: str, duration_s: float, has_audio: bool) -> SignalSta
     return SignalStats(
         integrated_lufs=lufs,
         true_peak_dbtp=peak,
-        longest_black_s=max(blacks, default=0.0),
-        longest_freeze_s=freeze,
+        longest_black_s=picture.longest_black_s,
+        longest_freeze_s=picture.longest_freeze_s,
         longest_silence_s=silence,
     )
 
 
-def analysis_args(path: str, has_audio: bool) -> list[str]:
-    """One decode: the picture through blackdetect and freezedetect, the sound through ebur128
-    (integrated loudness, true peak) and silencedetect, both discarded by the null muxer."""
-    video = (
-        f"[0:v:0]scale={ANALYSIS_WIDTH}:-2,"
-        f"blackdetect=d={BLACK_MIN_S}:pix_th={BLACK_PIXEL_THRESHOLD},"
-        f"freezedetect=n={FREEZE_NOISE_DB}dB:d={FREEZE_MIN_S}[v]"
+# The filter chains the measurements come from; they log at info level, which parse_picture and
+# parse_analysis read.
+# (filter, positional args, named args): blackdetect and freezedetect on a copy ANALYSIS_WIDTH
+# wide. The render applies the same chain to the frames it encodes (ffmpeg-python filters).
+PICTURE_ANALYSIS: tuple[tuple[str, tuple[object, ...], dict[str, object]], ...] = (
+    ("scale", (ANALYSIS_WIDTH, -2), {}),
+    ("blackdetect", (), {"d": BLACK_MIN_S, "pix_th": BLACK_PIXEL_THRESHOLD}),
+    ("freezedetect", (), {"n": f"{FREEZE_NOISE_DB}dB", "d": FREEZE_MIN_S}),
+)
+
+
+def picture_analysis_filter() -> str:
+    """PICTURE_ANALYSIS as a filtergraph chain (it logs at level info)."""
+    return ",".join(
+        name + "=" + ":".join([*(str(a) for a in args), *(f"{k}={v}" for k, v in named.items())])
+        for name, args, named in PICTURE_ANALYSIS
     )
-    graph, maps = video, ["-map", "[v]"]
+
+
+def sound_analysis_filter() -> str:
+    """ebur128 (integrated loudness, true peak) and silencedetect (log level info)."""
+    return (
+        f"ebur128=peak=true:framelog=verbose,silencedetect=n={SILENCE_NOISE_DB}dB:d={SILENCE_MIN_S}"
+    )
+
+
+def analysis_args(path: str, has_audio: bool, picture: bool = True) -> list[str]:
+    """One decode: the picture (unless `picture` is False) through picture_analysis_filter, the
+    sound through sound_analysis_filter, both discarded by the null muxer."""
+    chains, maps = [], []
+    if picture:
+        chains.append(f"[0:v:0]{picture_analysis_filter()}[v]")
+        maps += ["-map", "[v]"]
     if has_audio:
-        graph += (
-            ";[0:a:0]ebur128=peak=true:framelog=verbose,"
-            f"silencedetect=n={SILENCE_NOISE_DB}dB:d={SILENCE_MIN_S}[a]"
-        )
+        chains.append(f"[0:a:0]{sound_analysis_filter()}[a]")
         maps += ["-map", "[a]"]
-    return [*FFMPEG_BASE, "-loglevel", "info", "-i", path, "-filter_complex", graph,
+    if not chains:
+        raise ValueError("an analysis decode needs the picture or the sound")
+    return [*FFMPEG_BASE, "-loglevel", "info", "-i", path, "-filter_complex", ";".join(chains),
             *maps, "-f", "null", "-"]  # fmt: skip
 
 
-def analyze_media(path: str) -> MediaAnalysis:
-    """ffprobe for the streams, then one ffmpeg decode for every signal measurement."""
+def analyze_media(path: str, picture: PictureStats | None = None) -> MediaAnalysis:
+    """ffprobe for the streams, then one ffmpeg decode for every signal measurement. `picture`:
+    the picture's measurements taken as these bytes were encoded (the render's own, see
+    mdame_domain.render); the decode then reads the sound only, and none is needed without one."""
     args = [
         "ffprobe", "-v", "error", "-print_format", "json",
         "-show_format", "-show_streams", path,
     ]  # fmt: skip
     streams = parse_ffprobe(json.loads(_probe(args, timeout=60.0).stdout or b"{}"), path)
     has_audio = streams.audio_codec is not None
-    run = _probe(analysis_args(path, has_audio), timeout=_analysis_timeout(streams.duration_s))
-    stats = parse_analysis(run.stderr.decode("utf-8", "replace"), streams.duration_s, has_audio)
+    stderr = ""
+    if picture is None or has_audio:
+        decode = analysis_args(path, has_audio, picture=picture is None)
+        run = _probe(decode, timeout=_analysis_timeout(streams.duration_s))
+        stderr = run.stderr.decode("utf-8", "replace")
+    stats = parse_analysis(stderr, streams.duration_s, has_audio, picture)
     return MediaAnalysis(**streams.__dict__, **stats.__dict__)

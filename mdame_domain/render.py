@@ -32,9 +32,10 @@ from mdame_domain.audio_mix import (
 )
 from mdame_domain.encoders import LIBX264, EncoderPreset
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool
+from mdame_domain.probe import PICTURE_ANALYSIS, PictureStats, parse_picture
 from mdame_domain.timing import spent
 
-__all__ = ["AUDIO_SAMPLE_RATE", "RenderInput", "RenderOutcome", "render_video", "render_media"]
+__all__ = ["AUDIO_SAMPLE_RATE", "RenderInput", "RenderOutcome", "render_media"]
 
 
 @dataclass(frozen=True)
@@ -135,19 +136,29 @@ def output_seconds(inp: RenderInput) -> float:
     return sum(scene_frame_counts(inp.scene_durations_s, inp.fps)) / inp.fps
 
 
+def _measured(frames):  # ffmpeg Stream -> the null muxer's OutputStream
+    """The render gate's picture measurements, taken of the frames handed to the encoder: the
+    same filters the analysis decode runs (mdame_domain.probe), without decoding the file."""
+    for name, args, named in PICTURE_ANALYSIS:
+        frames = frames.filter(name, *args, **named)
+    return ffmpeg.output(frames, "-", f="null")
+
+
 def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg OutputStream
     total_s = output_seconds(inp)
-    video = (
+    frames = (
         ffmpeg.concat(*_scene_streams(inp), v=1, a=0)
         .filter("subtitles", filename=inp.subtitles_ass)
         .filter("fps", fps=inp.fps)
         .filter("format", "yuv420p")
+        .split()
     )
+    video = frames[0]
     voice, music = audio_inputs(inp.voice_wav, inp.music_path)
     mix = mixed_audio(voice, music, total_s, inp.music_volume_db, loudness.sources)
     audio = final_loudnorm(mix, loudness.mix)
     audio = audio.filter("atrim", end=f"{total_s:.6f}").filter("asetpts", "PTS-STARTPTS")
-    return ffmpeg.output(
+    encoded = ffmpeg.output(
         video,
         audio,
         inp.out_path,
@@ -158,6 +169,7 @@ def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg Out
         t=f"{total_s:.6f}",
         movflags="+faststart",
     )
+    return ffmpeg.merge_outputs(encoded, _measured(frames[1]))
 
 
 def build_filtergraph(inp: RenderInput, loudness: MixMeasurement) -> str:
@@ -168,8 +180,9 @@ def build_filtergraph(inp: RenderInput, loudness: MixMeasurement) -> str:
 
 def build_render_args(inp: RenderInput, loudness: MixMeasurement) -> list[str]:
     """ffmpeg arguments for the whole render, one invocation; `loudness` is pass 1's reading
-    of the same mix (audio_mix.measure_mix)."""
-    return [*FFMPEG_BASE, "-loglevel", "error", *_render_output(inp, loudness).get_args()]
+    of the same mix (audio_mix.measure_mix). Log level info: the picture measurements are
+    logged there (parse_picture)."""
+    return [*FFMPEG_BASE, "-loglevel", "info", *_render_output(inp, loudness).get_args()]
 
 
 def render_timeout_s(total_s: float) -> float:
@@ -181,21 +194,18 @@ def render_timeout_s(total_s: float) -> float:
 class RenderOutcome:
     path: str
     loudness: MixMeasurement  # pass 1: the sources' and the mix's loudness
+    picture: PictureStats  # pass 2: black and frozen stretches of the encoded frames
 
 
 def render_media(inp: RenderInput) -> RenderOutcome:
-    """Pass 1 measures the mix (audio only), pass 2 encodes the video with it applied."""
+    """Pass 1 measures the mix (audio only), pass 2 encodes the video with it applied and
+    measures the picture it encodes."""
     with spent("encode"):  # both passes: the loudness measurement is an encode's share
-        loudness = measure_mix(
-            inp.voice_wav, inp.music_path, output_seconds(inp), inp.music_volume_db
-        )
-        run_tool(build_render_args(inp, loudness), timeout=render_timeout_s(inp.total_s))
-    return RenderOutcome(inp.out_path, loudness)
-
-
-def render_video(inp: RenderInput) -> str:
-    """Render the final video to inp.out_path and return that path."""
-    return render_media(inp).path
+        total_s = output_seconds(inp)
+        loudness = measure_mix(inp.voice_wav, inp.music_path, total_s, inp.music_volume_db)
+        done = run_tool(build_render_args(inp, loudness), timeout=render_timeout_s(inp.total_s))
+    picture = parse_picture(done.stderr.decode("utf-8", "replace"), total_s)
+    return RenderOutcome(inp.out_path, loudness, picture)
 
 
 # Bump when build_render_args changes what it makes from the same inputs.

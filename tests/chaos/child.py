@@ -39,7 +39,7 @@ import mdame_domain.visuals
 from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
 from mdame_cli.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
-from mdame_domain.probe import MediaAnalysis
+from mdame_domain.probe import MediaAnalysis, PictureStats
 from mdame_resources.media import media_root
 from mdame_resources.providers.publisher import YouTubePublisher
 from mdame_resources.providers.visuals import ProceduralVisuals
@@ -229,13 +229,14 @@ def _memoize_analyze_media() -> None:
     original = mdame_domain.probe.analyze_media
     source = _source_digest(mdame_domain.probe)
 
-    def analyze_media(path: str) -> MediaAnalysis:
+    def analyze_media(path: str, picture: PictureStats | None = None) -> MediaAnalysis:
         root = media_root() / "derived" / "chaos-analysis"
-        marker = root / _digest("analysis", source, sha256_file(path))
+        given = None if picture is None else asdict(picture)
+        marker = root / _digest("analysis", source, sha256_file(path), given)
         if not marker.exists():
             root.mkdir(parents=True, exist_ok=True)
             temp = marker.with_name(f".{marker.name}.{os.getpid()}")
-            temp.write_text(json.dumps(original(path).to_json()), encoding="utf-8")
+            temp.write_text(json.dumps(original(path, picture).to_json()), encoding="utf-8")
             os.replace(temp, marker)
         # Always the stored (rounded) form, so the first case judges what later ones read.
         return MediaAnalysis.from_json(json.loads(marker.read_text(encoding="utf-8")))

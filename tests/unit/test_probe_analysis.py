@@ -13,7 +13,14 @@ import pytest
 
 from mdame_domain import render_quality as q
 from mdame_domain.mediatools import MediaToolError
-from mdame_domain.probe import MediaAnalysis, analyze_media, parse_analysis, parse_ffprobe
+from mdame_domain.probe import (
+    MediaAnalysis,
+    PictureStats,
+    analysis_args,
+    analyze_media,
+    parse_analysis,
+    parse_ffprobe,
+)
 
 # Captured: ffmpeg 5.1 on a 4 s file with 1 s black (also frozen) at the start and audio that
 # falls silent at 2 s. Note the first, empty ebur128 summary and a freeze_start logged at t=0.
@@ -203,3 +210,18 @@ def test_acceptance_context_names_policy_checks_and_thresholds() -> None:
     assert context["policy"] == q.POLICY_VERSION
     assert context["checks"] == list(q.QUALITY_CHECKS)
     assert context["rules"]["target_lufs"] == -14.0  # type: ignore[index]
+
+
+def test_picture_measured_at_the_encode_leaves_the_decode_to_the_sound(files) -> None:
+    sound_only = " ".join(analysis_args("x.mp4", has_audio=True, picture=False))
+    assert "0:v" not in sound_only and "blackdetect" not in sound_only
+    assert "ebur128" in sound_only and "silencedetect" in sound_only
+    with pytest.raises(ValueError):
+        analysis_args("x.mp4", has_audio=False, picture=False)
+    # The file's own picture passes; the measurements handed in are what is judged.
+    given = PictureStats(longest_black_s=0.9, longest_freeze_s=2.5)
+    a = analyze_media(str(files["good"]), given)
+    assert (a.longest_black_s, a.longest_freeze_s) == (0.9, 2.5)
+    assert a.integrated_lufs == pytest.approx(-14.0, abs=1.0)
+    failing = q.media_problems(a, RULES)
+    assert failing[q.BLACK] and failing[q.FREEZE]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,12 @@ def test_render_args_are_one_ffmpeg_call() -> None:
         "-t 5.000000",
     ):
         assert expected in joined
-    assert joined.count("-map [") == 2
-    assert args[-1] == "/tmp/out.mp4"
+    # The video and the mix into the file; a copy of the video into the picture measurements.
+    assert joined.count("-map [") == 3
+    out = args.index("/tmp/out.mp4")
+    assert args[out + 1 :] == ["-map", args[out + 2], "-f", "null", "-"]
+    assert "blackdetect=d=0.1:pix_th=0.1" in joined and "freezedetect=d=0.5:n=-60dB" in joined
+    assert args[args.index("-loglevel") + 1] == "info"  # where the measurements are logged
 
 
 def test_render_args_follow_the_encoder_preset() -> None:
@@ -195,8 +200,11 @@ def test_end_to_end_render(tmp_path: Path) -> None:
     )
     assert outcome.loudness.mix.linear_possible()
 
-    # The render gate: one analysis, every rule passed (the video is 16-20 s long).
-    analysis = analyze_media(out)
+    # The render gate: every rule passed (the video is 16-20 s long), read with the picture
+    # measured as it was encoded; a decode of the file measures the same picture.
+    analysis = analyze_media(out, outcome.picture)
+    decoded = analyze_media(out)
+    assert analysis == decoded
     assert (analysis.width, analysis.height) == (1080, 1920)
     assert (analysis.video_codec, analysis.audio_codec) == ("h264", "aac")
     assert analysis.fps == pytest.approx(24.0)
@@ -241,3 +249,43 @@ def test_render_inputs_digest_names_content_not_paths():
     assert with_bed not in (base, render_inputs_digest(*args, music_sha256="f" * 64))
     assert with_bed != render_inputs_digest(*args, music_sha256="e" * 64, music_volume_db=-12.0)
     assert with_bed != render_inputs_digest(*args, music_sha256="e" * 64, encoder=H264_NVENC)
+
+
+def _still_or_moving_clip(path: Path, source: str) -> str:
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", source, "-t", "1",
+         "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(path)],
+        check=True, timeout=60,
+    )  # fmt: skip
+    return str(path)
+
+
+def test_the_render_measures_black_and_frozen_scenes_as_it_encodes(tmp_path: Path) -> None:
+    """A black scene and a still scene between moving ones: the render's own measurements
+    find both, and the render gate judges the file by them without decoding its picture."""
+    moving = "testsrc2=s=108x192:r=24"
+    clips = [
+        _still_or_moving_clip(tmp_path / "a.mp4", moving),
+        _still_or_moving_clip(tmp_path / "black.mp4", "color=c=black:s=108x192:r=24"),
+        _still_or_moving_clip(tmp_path / "b.mp4", moving),
+        _still_or_moving_clip(tmp_path / "still.mp4", "color=c=0x3355aa:s=108x192:r=24"),
+        _still_or_moving_clip(tmp_path / "c.mp4", moving),
+    ]
+    durations = [2.0, 1.5, 2.0, 3.0, 2.0]
+    voice = synthesize_espeak("One two three four five six.", "en-us", str(tmp_path / "v.wav"))
+    (tmp_path / "none.ass").write_text(build_captions([]).ass, encoding="utf-8")
+    out = str(tmp_path / "out.mp4")
+    inp = RenderInput(
+        clips, durations, voice.path, str(tmp_path / "none.ass"), out, width=216, height=384
+    )
+
+    picture = render_media(inp).picture
+
+    assert picture.longest_black_s == pytest.approx(1.5, abs=0.1)
+    assert picture.longest_freeze_s == pytest.approx(3.0, abs=0.1)
+    rules = q.QualityRules(width=216, height=384, min_duration_s=5.0, max_duration_s=20.0)
+    failing = {
+        name for name, found in q.media_problems(analyze_media(out, picture), rules).items()
+        if found
+    }  # fmt: skip
+    assert {q.BLACK, q.FREEZE} <= failing

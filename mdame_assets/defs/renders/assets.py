@@ -21,11 +21,11 @@ from mdame_domain.captions import Cue, build_captions
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_profile import CAPTION_FRAME, media_profile
 from mdame_domain.media_store import StoredMedia, parse_media_uri
-from mdame_domain.probe import analyze_media
+from mdame_domain.probe import PictureStats, analyze_media
 from mdame_domain.render import (
     RenderInput,
     render_inputs_digest,
-    render_video,
+    render_media,
     scene_durations,
 )
 from mdame_domain.render_quality import rules_for, technical_problems
@@ -119,6 +119,8 @@ class RenderedFile:
     inputs_digest: str
     bed: MusicTrack
     caption_boxes: list[dict]
+    # The picture measured as it was encoded; None for a render of the same inputs reused.
+    picture: PictureStats | None
 
 
 def _rendered_file(
@@ -132,9 +134,12 @@ def _rendered_file(
         inputs, digest, bed, boxes = _render_inputs(step, script, media, work)
         store = media.store()
         stored = store.find_derived("render", digest)
+        picture = None
         if stored is None:
-            stored = store.put_file(render_video(inputs), ".mp4", registry=step.state)
+            outcome = render_media(inputs)
+            stored = store.put_file(outcome.path, ".mp4", registry=step.state)
             store.remember_derived("render", digest, stored)
+            picture = outcome.picture
         title = script.payload["script"]["hook"]
         thumb_digest = hashlib.sha256(
             json.dumps([THUMBNAIL_RECIPE_VERSION, stored.sha256, title]).encode()
@@ -148,7 +153,7 @@ def _rendered_file(
             jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
             thumbnail = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("thumbnail", thumb_digest, thumbnail)
-    return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes)
+    return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes, picture)
 
 
 def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
@@ -212,7 +217,7 @@ def _render_for(
     rendered = _rendered_file(step, script, media, key)
     stored, digest, inputs = rendered.video, rendered.inputs_digest, rendered.inputs
     used = list(inputs.scene_durations_s)
-    analysis = analyze_media(str(stored.path))
+    analysis = analyze_media(str(stored.path), rendered.picture)
     rules = rules_for(step.dimension.duration_range_s, media_profile())
     planned = planned_scene_durations(step.state, script)
     by_check = technical_problems(analysis, rules, planned, used)
