@@ -1,0 +1,229 @@
+"""TikTok's Content Posting API (Direct Post, FILE_UPLOAD) and video list, on httpx.
+
+Each method is exactly one HTTP request (httpx sends it once: no client retries), so the
+publisher decides what is sent again, as it does for YouTube. Requests, and the token refresh
+before them, end by `deadline` (a time.time() value the publisher sets from its lease): one that
+cannot start before it is not started (NotSent).
+
+The access token goes only to the API's origin. An upload_url is TikTok's own (another host in
+production, open-upload.tiktokapis.com) and carries its upload token in its query: the chunks go
+there without the access token, and only to an https URL (or http on a loopback address, the
+local protocol server).
+
+Refresh tokens rotate: a refresh answers a new one and the one sent may stop working, so the
+new one is handed to `on_rotate` (which seals and stores it) before the access token is used.
+
+Failures, as the publisher reads them: ChannelError (TikTok answered; `permanent` for 400, 401,
+403 and 404 that are not quota), GrantRevoked (the refresh token was refused: reconnect),
+NotSent (nothing left this host), TransferInterrupted (no answer: ask the post's status next).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from mdame_core.settings import SettingsError
+from mdame_domain.channel import ChannelError, GrantRevoked, NotSent, TransferInterrupted
+from mdame_domain.tiktok import ChunkPlan
+
+BASE_URL_VAR = "MDAME_TIKTOK_BASE_URL"
+TIKTOK_BASE_URL = "https://open.tiktokapis.com"
+# Quota reasons TikTok answers: the per-minute limits, and the creator's daily post cap.
+RATE_LIMITED, DAILY_CAP = "rate_limit_exceeded", "spam_risk_too_many_posts"
+# An access token is refreshed this long before TikTok says it expires.
+TOKEN_EARLY_S = 60.0
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+
+
+def _trusted(url: str, what: str) -> str:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))):
+        raise SettingsError(
+            f"the TikTok {what} {url[:80]!r} must be an https URL, or http on a loopback address"
+        )
+    return url
+
+
+def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
+    """TikTok's {"error": {"code", "message"}} as a ChannelError with its HTTP status."""
+    try:
+        error = response.json().get("error") or {}
+    except ValueError:
+        error = {}
+    code = str(error.get("code") or f"http_{response.status_code}")
+    message = " ".join(str(error.get("message") or "").split())[:300]
+    return ChannelError(what, response.status_code, code, message)
+
+
+class TikTokApi:
+    """One creator's Content Posting API, opened with the account's refresh token."""
+
+    def __init__(
+        self,
+        refresh_token: str,
+        client_key: str,
+        client_secret: str,
+        base_url: str | None = None,
+        timeout_s: float = 60.0,
+        on_rotate: Callable[[str], None] | None = None,
+    ) -> None:
+        root = base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL
+        self.base_url = _trusted(root, f"API base URL ({BASE_URL_VAR})").rstrip("/")
+        self._refresh_token = refresh_token
+        self._client = (client_key, client_secret)
+        self._access: tuple[str, float] | None = None  # token, when to refresh it
+        self.timeout_s = timeout_s
+        self.on_rotate = on_rotate
+        self.deadline: float | None = None
+        self.open_id: str | None = None
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _timeout(self) -> float:
+        left = self.timeout_s
+        if self.deadline is not None:
+            left = min(left, self.deadline - time.time())
+        if left <= 0:
+            raise NotSent("the request could not start before its deadline")
+        return left
+
+    def _send(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+        """One request, sent once. A connection never made is NotSent; a request cut short,
+        or one whose answer was lost, is TransferInterrupted."""
+        try:
+            with httpx.Client(timeout=self._timeout()) as client:
+                return client.request(method, url, **kwargs)
+        except httpx.ConnectError as exc:
+            raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            raise TransferInterrupted(f"{what}: no answer ({type(exc).__name__})") from None
+
+    def _access_token(self) -> str:
+        if self._access is not None and time.time() < self._access[1]:
+            return self._access[0]
+        form = {
+            "client_key": self._client[0],
+            "client_secret": self._client[1],
+            "grant_type": "refresh_token",
+            "refresh_token": self._refresh_token,
+        }
+        try:
+            response = self._send("POST", f"{self.base_url}/v2/oauth/token/", "token", data=form)
+        except TransferInterrupted as exc:
+            # The API request it was for never left: to the publisher, nothing was sent.
+            raise NotSent(str(exc)) from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if response.status_code != 200 or "access_token" not in body:
+            error = str(body.get("error") or f"http_{response.status_code}")
+            if error == "invalid_grant":
+                raise GrantRevoked(f"TikTok refused the refresh token: {error}")
+            # A refresh that failed otherwise (5xx, a bad client key): nothing was posted.
+            raise NotSent(
+                f"token refresh: HTTP {response.status_code} {error}: "
+                f"{str(body.get('error_description') or '')[:200]}"
+            )
+        rotated = str(body.get("refresh_token") or "")
+        if rotated and rotated != self._refresh_token:
+            if self.on_rotate is not None:
+                self.on_rotate(rotated)  # stored before anything uses the new grant
+            self._refresh_token = rotated
+        self.open_id = str(body.get("open_id") or "") or None
+        expires = float(body.get("expires_in") or 0)
+        self._access = (str(body["access_token"]), time.time() + max(0.0, expires - TOKEN_EARLY_S))
+        return self._access[0]
+
+    def _api(self, path: str, what: str, payload: dict[str, Any], **params: str) -> Any:
+        """A JSON call to the API: its `data`, or ChannelError with TikTok's error code."""
+        token = self._access_token()
+        response = self._send(
+            "POST",
+            f"{self.base_url}{path}",
+            what,
+            json=payload,
+            params=params or None,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json; charset=UTF-8",
+            },
+        )
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        error = (body or {}).get("error") or {}
+        if response.status_code != 200 or error.get("code", "ok") != "ok":
+            raise _envelope_error(response, what)
+        return (body or {}).get("data") or {}
+
+    # -- the Content Posting API -----------------------------------------------------------
+    def creator_info(self) -> dict[str, Any]:
+        """privacy_level_options, max_video_post_duration_sec and the interaction settings."""
+        info: dict[str, Any] = self._api(
+            "/v2/post/publish/creator_info/query/", "creator_info/query", {}
+        )
+        return info
+
+    def init_post(self, post_info: dict[str, Any], plan: ChunkPlan) -> tuple[str, str]:
+        """Direct Post, FILE_UPLOAD: (publish_id, upload_url)."""
+        data = self._api(
+            "/v2/post/publish/video/init/",
+            "video/init",
+            {"post_info": post_info, "source_info": plan.source_info()},
+        )
+        publish_id, upload_url = (
+            str(data.get("publish_id") or ""),
+            str(data.get("upload_url") or ""),
+        )
+        if not publish_id or not upload_url:
+            raise ChannelError("video/init", 200, "malformed", "no publish_id or upload_url")
+        return publish_id, _trusted(upload_url, "upload_url")
+
+    def put_chunk(self, upload_url: str, data: bytes, start: int, size: int, mime: str) -> int:
+        """One chunk to the upload_url; the HTTP status (206: more to come, 201: the file is
+        whole). 403 (expired), 404 (no such upload) and 416 (out of step) are ChannelErrors."""
+        response = self._send(
+            "PUT",
+            _trusted(upload_url, "upload_url"),
+            "upload chunk",
+            content=data,
+            headers={
+                "Content-Type": mime,
+                "Content-Length": str(len(data)),
+                "Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}",
+            },
+        )
+        if response.status_code not in (201, 206):
+            raise _envelope_error(response, "upload chunk")
+        return response.status_code
+
+    def fetch_status(self, publish_id: str) -> dict[str, Any]:
+        """status, fail_reason, uploaded_bytes and, once public, publicaly_available_post_id."""
+        status: dict[str, Any] = self._api(
+            "/v2/post/publish/status/fetch/", "status/fetch", {"publish_id": publish_id}
+        )
+        return status
+
+    def list_videos(self, cursor: int | None = None, max_count: int = 20) -> dict[str, Any]:
+        """One page of the creator's public videos, newest first: videos, cursor, has_more."""
+        payload: dict[str, Any] = {"max_count": max_count}
+        if cursor is not None:
+            payload["cursor"] = cursor
+        page: dict[str, Any] = self._api(
+            "/v2/video/list/",
+            "video/list",
+            payload,
+            fields="id,title,video_description,create_time,share_url",
+        )
+        return page
