@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-QUOTA_REASONS = ("quotaExceeded", "uploadLimitExceeded")
+# Refusals that end when the channel's quota window does: YouTube's, and TikTok's daily post cap.
+QUOTA_REASONS = ("quotaExceeded", "uploadLimitExceeded", "spam_risk_too_many_posts")
 
 
 class ChannelError(Exception):

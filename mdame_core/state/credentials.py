@@ -20,6 +20,29 @@ class Credentials(ClientBase):
     ) -> int:
         return self._scalar("store_account_credential", account_id, key_id, wrapped_key, ciphertext)
 
+    def replace_rotated_credential(
+        self,
+        account_id: int,
+        key_id: str,
+        wrapped_key: bytes,
+        ciphertext: bytes,
+        expected_ciphertext: bytes,
+    ) -> bool:
+        """Replaces the account's grant with the one a rotating provider answered a refresh
+        with, while the stored grant is still `expected_ciphertext` (fenced). False: the stored
+        grant changed meanwhile and stays."""
+        return bool(
+            self._scalar(
+                "replace_rotated_credential",
+                account_id,
+                key_id,
+                wrapped_key,
+                ciphertext,
+                expected_ciphertext,
+                self._token(),
+            )
+        )
+
     def rewrap_account_credentials(
         self, old_key_id: str, new_key_id: str, items: Sequence[JsonObject]
     ) -> list[tuple[int, str]]:

@@ -170,3 +170,53 @@ BEGIN
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id text, p_what text) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- A provider that rotates refresh tokens (TikTok) answers a new grant with every refresh, and
+-- the old one may stop working: the publisher seals the new grant and replaces the one it
+-- refreshed with, under the pipeline lock. Compare-and-swap: replaced only while the stored
+-- ciphertext is still p_expected_ciphertext (the grant it read) and only under the current
+-- master key; returns false when the stored grant changed meanwhile (an operator's reconnect
+-- wins). needs_reauth is left as it is: only `mdame accounts connect` clears it.
+CREATE OR REPLACE FUNCTION mdame.replace_rotated_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea, p_expected_ciphertext bytea, p_lock_token bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_account dimension_accounts;
+  v_keys master_keys;
+BEGIN
+  PERFORM mdame._require_match('key_id', p_key_id, '^[0-9a-f]{16}$'),
+          mdame._require_not_null('wrapped_key', p_wrapped_key),
+          mdame._require_not_null('ciphertext', p_ciphertext),
+          mdame._require_not_null('expected_ciphertext', p_expected_ciphertext);
+  IF length(p_wrapped_key) NOT BETWEEN 40 AND 200 OR length(p_ciphertext) NOT BETWEEN 29 AND 20000
+  THEN
+    PERFORM mdame._invalid('wrapped_key/ciphertext do not look like AES-GCM envelopes');
+  END IF;
+  SELECT * INTO v_account FROM dimension_accounts
+   WHERE id = mdame._require_not_null('account_id', p_account_id) FOR NO KEY UPDATE;
+  IF v_account.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: account %s does not exist', p_account_id);
+  END IF;
+  PERFORM mdame._fence(v_account.dimension_id, p_lock_token);
+  v_keys := mdame._master_keys();
+  IF v_keys.current_key_id IS DISTINCT FROM p_key_id THEN
+    PERFORM mdame._not_current_key(v_keys, p_key_id, 'the rotated grant is sealed under');
+  END IF;
+  UPDATE account_credentials
+     SET key_id = p_key_id, wrapped_key = p_wrapped_key, ciphertext = p_ciphertext,
+         previous_key_id = NULL, previous_wrapped_key = NULL, updated_at = now()
+   WHERE account_id = p_account_id AND ciphertext = p_expected_ciphertext;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('account', p_account_id, 'credential_rotated', jsonb_build_object('key_id', p_key_id));
+  RETURN true;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.replace_rotated_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea, p_expected_ciphertext bytea, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.replace_rotated_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea, p_expected_ciphertext bytea, p_lock_token bigint) TO mdame_app;

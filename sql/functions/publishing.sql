@@ -200,8 +200,10 @@ DECLARE
   v_account dimension_accounts;
   v_until timestamptz;
 BEGIN
+  -- YouTube's daily quota and 24-hour upload limit; TikTok's daily post cap (a 24-hour window).
   PERFORM mdame._require_one_of('reason', p_reason,
-                                ARRAY['quotaExceeded', 'uploadLimitExceeded']);
+                                ARRAY['quotaExceeded', 'uploadLimitExceeded',
+                                      'spam_risk_too_many_posts']);
   SELECT * INTO v_account FROM dimension_accounts
    WHERE id = mdame._require_not_null('account_id', p_account_id);
   IF v_account.id IS NULL THEN

@@ -335,6 +335,26 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("store_account_credential", (account, "xyz", b"1" * 60, b"2" * 40), InvalidInput),
         ("store_account_credential", (account, "0" * 16, b"1" * 3, b"2" * 40), InvalidInput),
         ("store_account_credential", (999_999, "0" * 16, b"1" * 60, b"2" * 40), NotFound),
+        (
+            "replace_rotated_credential",
+            (account, "xyz", b"1" * 60, b"2" * 40, b"c" * 40, token),
+            InvalidInput,
+        ),
+        (
+            "replace_rotated_credential",
+            (account, "0" * 16, b"1" * 3, b"2" * 40, b"c" * 40, token),
+            InvalidInput,
+        ),
+        (
+            "replace_rotated_credential",
+            (999_999, "0" * 16, b"1" * 60, b"2" * 40, b"c" * 40, token),
+            NotFound,
+        ),
+        (
+            "replace_rotated_credential",
+            (account, "1" * 16, b"1" * 60, b"2" * 40, b"c" * 40, token),
+            StateConflict,
+        ),
         ("rewrap_account_credentials", ("0" * 16, "1" * 16, E), InvalidInput),
         ("rewrap_account_credentials", ("bad", "1" * 16, Jsonb([])), InvalidInput),
         (

@@ -10,7 +10,8 @@ pipeline tests and the crash matrix run the publishing code production runs.
 
 By concern: the upload job and what a publisher raises (job.py), the channel's metered list
 calls and the reconciliation of a gone session (listing.py), resumable sessions (sessions.py),
-the resource itself (resource.py), and its two channels (outbox.py, youtube.py). What callers
+the resource itself (resource.py), account grants (grants.py), and its channels (outbox.py,
+youtube.py, tiktok.py). What callers
 use is exported here.
 """
 
@@ -22,12 +23,14 @@ from mdame_resources.providers.publisher.job import (
 )
 from mdame_resources.providers.publisher.outbox import OutboxPublisher
 from mdame_resources.providers.publisher.resource import PublisherResource
+from mdame_resources.providers.publisher.tiktok import TikTokPublisher
 from mdame_resources.providers.publisher.youtube import YouTubePublisher
 
 __all__ = [
     "AccountUnavailable",
     "OutboxPublisher",
     "PublisherResource",
+    "TikTokPublisher",
     "StatisticsUnavailable",
     "UploadJob",
     "UploadUnsettled",

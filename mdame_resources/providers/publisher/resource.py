@@ -82,7 +82,7 @@ class PublisherResource(UploadSessions):
                     job.state,
                     job.dimension_slug,
                     "quota_exhausted",
-                    f"account {job.account.handle}: YouTube answered {exc.reason}; "
+                    f"account {job.account.handle}: {job.account.platform} answered {exc.reason}; "
                     f"paused until {until.isoformat()}",
                 )
                 self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", exc.reason)
@@ -106,7 +106,7 @@ class PublisherResource(UploadSessions):
             fix = f"run `mdame accounts connect {slug} --account {handle}` once it may upload"
             cause = "reauth_needed"
         else:
-            fix = f"fix the video's metadata in dimensions/{slug}.yaml (youtube: block)"
+            fix = f"fix the video's metadata in dimensions/{slug}.yaml ({job.account.platform})"
             cause = "provider_refused"
         job.log("channel_refused", account_id=job.account.id, reason=exc.reason)
         raise_environment_alert(job.state, slug, cause, f"account {handle}: {exc}; {fix}")

@@ -65,6 +65,11 @@ class UploadSessions(ChannelListing):
         """Makes the channel's client end its session requests by `deadline` (time.time()).
         The local outbox's requests are file operations: nothing to bound."""
 
+    def chunk_length(self, session_uri: str, offset: int, size: int) -> int:
+        """How many bytes the chunk at `offset` carries: chunk_size, unless the channel cuts
+        the file its own way (TikTok's chunks are declared when the upload is initialized)."""
+        return self.chunk_size
+
     def _abandon(self, job: UploadJob, attempt_id: int | None, status: str, why: str) -> None:
         """Leaves this holder's attempt settled enough for the next run: 'failed' when nothing
         can be out (refused before a session), 'unknown' otherwise (resume from the session)."""
@@ -177,7 +182,7 @@ class UploadSessions(ChannelListing):
             while True:
                 job.checkpoint()
                 f.seek(offset)
-                data = f.read(self.chunk_size)
+                data = f.read(self.chunk_length(uri, offset, size))
                 asked_at = self._bound(job, api, attempt_id)
                 answer = api.send_chunk(uri, data, offset, size)
                 if answer.gone:

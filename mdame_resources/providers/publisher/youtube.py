@@ -11,20 +11,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mdame_core.settings import mdame_env, mdame_home
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters, batches, parse_statistics
 from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, TransferInterrupted
-from mdame_domain.credentials import (
-    CredentialError,
-    associated_data,
-    key_grace_s,
-    load_master_keys,
-    open_stored_grant,
-)
+from mdame_domain.credentials import CredentialError
 from mdame_domain.doctor import Redactor, Status, display_url, first_line
 from mdame_resources.health import Health, HealthScope, resolved, setting
-from mdame_resources.providers.publisher.job import AccountUnavailable, StatisticsUnavailable
+from mdame_resources.providers.publisher.grants import account_grant, open_account_grant
+from mdame_resources.providers.publisher.job import StatisticsUnavailable
 from mdame_resources.providers.publisher.listing import metered_call
 from mdame_resources.providers.publisher.resource import PublisherResource
 
@@ -49,42 +43,15 @@ class YouTubePublisher(PublisherResource):
         """The account's API client; its refresh token is decrypted here, in memory only."""
         from mdame_resources.providers.youtube_api import YouTubeApi
 
-        stored = state.account_grant(account.id)
-        if stored is None:
-            raise AccountUnavailable(
-                f"account {account.handle} has no stored grant: run "
-                f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
-            )
-        try:
-            grant = self._open_grant(stored, account)
-        except CredentialError as exc:
-            raise AccountUnavailable(
-                f"account {account.handle}: its stored grant cannot be opened ({exc}); check "
-                "MDAME_MASTER_KEY / MDAME_MASTER_KEY_FILE, or run `mdame accounts connect "
-                f"{dimension_slug} --account {account.handle}` again"
-            ) from None
+        grant = account_grant(state, account, dimension_slug, self.master_key_file)
         client_id, client_secret = self._client()
         return YouTubeApi(
-            str(grant["refresh_token"]),
+            grant.refresh_token,
             client_id,
             client_secret,
             root_url=self.root_url or None,
             token_uri=self.token_uri or None,
             timeout_s=self.timeout_s,
-        )
-
-    def _open_grant(self, stored: Any, account: Account) -> dict[str, Any]:
-        """The account's stored grant, decrypted in memory."""
-        # The current key and the one a rotation replaced: a reader not yet redeployed after
-        # a rotation keeps working for the grace period.
-        keys = load_master_keys(
-            Path(self.master_key_file) if self.master_key_file else mdame_home() / "master.key"
-        )
-        return open_stored_grant(
-            keys,
-            associated_data(mdame_env(), account.platform, account.handle),
-            stored.grant(),
-            key_grace_s(),
         )
 
     def set_deadline(self, api: Any, deadline: float) -> None:
@@ -176,7 +143,7 @@ class YouTubePublisher(PublisherResource):
         redact.add(client_secret)
         try:
             # As channel() opens it: a key a rotation replaced works for the grace period.
-            grant = self._open_grant(stored, account)
+            grant = open_account_grant(stored, account, self.master_key_file)
         except (CredentialError, OSError) as exc:
             return Status.FAIL, f"the stored grant cannot be opened: {first_line(str(exc))}"
         refresh_token = str(grant.get("refresh_token", ""))

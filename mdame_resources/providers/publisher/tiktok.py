@@ -1,0 +1,228 @@
+"""TikTok through the publisher's resumable protocol: Direct Post with FILE_UPLOAD.
+
+The session is the post's upload: `initiate` asks creator_info (the privacy the creator may post
+with) and initializes the post, and its upload_url, publish_id and chunk size are what the
+publisher commits before the first byte. Chunks go in TikTok's declared sizes; after the last,
+the post's status is polled until it is published (PUBLISH_COMPLETE), or left to the next run
+to ask again. A failed post, an expired upload_url or an unknown upload is a gone session: it
+is settled through the creator's video list, which holds public posts only.
+
+A post has no thumbnail call: TikTok takes its cover from the video (video_cover_timestamp_ms).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from functools import partial
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from mdame_core.state import Account, StateStore
+from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
+from mdame_domain.tiktok import (
+    FAILED,
+    MIB,
+    PUBLISHED,
+    TikTokRuleError,
+    caption,
+    chunk_plan,
+    posted_id,
+    privacy_level,
+)
+from mdame_domain.video_metadata import MARKER_PREFIX
+from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
+from mdame_resources.providers.publisher.job import UploadJob
+from mdame_resources.providers.publisher.resource import PublisherResource
+from mdame_resources.providers.tiktok_api import TikTokApi
+
+_MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
+# Where in the video TikTok takes the cover from.
+COVER_AT_MS = 1000
+
+
+def _session(session_uri: str) -> tuple[str, str, int]:
+    """(upload_url, publish_id, chunk_size) of a committed session URI."""
+    parts = urlsplit(session_uri)
+    found = parse_qs(parts.fragment)
+    upload_url = session_uri.split("#", 1)[0]
+    try:
+        return upload_url, found["publish_id"][0], int(found["chunk_size"][0])
+    except (KeyError, IndexError, ValueError):
+        raise ValueError(f"not a TikTok session URI: {upload_url[:80]}") from None
+
+
+class TikTokChannel:
+    """One creator's TikTok, spoken through the publisher's channel protocol."""
+
+    def __init__(
+        self, api: TikTokApi, preferred_chunk: int, status_polls: int, status_poll_s: float
+    ) -> None:
+        self.api = api
+        self.preferred_chunk = preferred_chunk
+        self.status_polls, self.status_poll_s = status_polls, status_poll_s
+        self._listed: dict[str, dict[str, Any]] = {}
+
+    # -- the upload -------------------------------------------------------------------------
+    def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
+        marker = _MARKER.search(str(body.get("snippet", {}).get("description", "")))
+        allowed = list(self.api.creator_info().get("privacy_level_options") or [])
+        try:
+            post_info = {
+                "title": caption(body, marker.group(1) if marker else ""),
+                "privacy_level": privacy_level(body, allowed),
+                "disable_duet": False,
+                "disable_comment": False,
+                "disable_stitch": False,
+                "video_cover_timestamp_ms": COVER_AT_MS,
+                # TikTok's AI-generated content label.
+                "is_aigc": bool(body.get("status", {}).get("containsSyntheticMedia", True)),
+            }
+        except TikTokRuleError as exc:
+            # Refused here, as TikTok would refuse it: the same post is refused every time.
+            refused = ChannelError("video/init", 400, "privacy_level_option_mismatch", str(exc))
+            raise refused from None
+        plan = chunk_plan(size, self.preferred_chunk)
+        publish_id, upload_url = self.api.init_post(post_info, plan)
+        return f"{upload_url}#publish_id={quote(publish_id)}&chunk_size={plan.chunk_size}"
+
+    def query(self, session_uri: str, size: int) -> SessionState:
+        _, publish_id, _ = _session(session_uri)
+        return self._settled(publish_id, size)
+
+    def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState:
+        upload_url, publish_id, _ = _session(session_uri)
+        try:
+            answered = self.api.put_chunk(upload_url, data, start, size, "video/mp4")
+        except ChannelError as exc:
+            if exc.status in (403, 404):
+                return SessionState(gone=True)  # the upload_url expired, or is unknown
+            if exc.status == 416:
+                return self._settled(publish_id, size)  # out of step: where does it stand?
+            raise
+        if answered == 206:
+            return SessionState(next_byte=start + len(data))
+        return self._settled(publish_id, size)
+
+    def _settled(self, publish_id: str, size: int) -> SessionState:
+        """Where the post stands; once the file is whole, its status polled until it is
+        published or failed. Still processing after the polls: TransferInterrupted, and the
+        next run asks again (the post is committed, nothing is sent twice)."""
+        for poll in range(max(1, self.status_polls)):
+            status = self.api.fetch_status(publish_id)
+            state = str(status.get("status") or "")
+            if state == PUBLISHED:
+                return SessionState(next_byte=size, video={"id": posted_id(status, publish_id)})
+            if state == FAILED:
+                return SessionState(gone=True)
+            uploaded = int(status.get("uploaded_bytes") or 0)
+            if uploaded < size:
+                return SessionState(next_byte=uploaded)
+            if poll + 1 < self.status_polls:
+                time.sleep(self.status_poll_s)
+        raise TransferInterrupted(f"TikTok is still processing post {publish_id}")
+
+    # -- the list, for a gone session ------------------------------------------------------
+    def uploads_playlist(self) -> str:
+        return "public-videos"  # the creator's public videos: /v2/video/list/ has no id
+
+    def playlist_page(self, playlist_id: str, page_token: str | None) -> dict[str, Any]:
+        page = self.api.list_videos(int(page_token) if page_token else None)
+        items = []
+        for video in page.get("videos") or []:
+            vid = str(video.get("id"))
+            self._listed[vid] = video
+            items.append(
+                {
+                    "contentDetails": {"videoId": vid},
+                    "snippet": {"description": str(video.get("video_description") or "")},
+                }
+            )
+        more = page.get("has_more") and page.get("cursor") is not None
+        return {"items": items, "nextPageToken": str(page["cursor"]) if more else None}
+
+    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]:
+        """The listed videos among `video_ids` (the list already holds what is asked)."""
+        return [
+            {
+                "id": vid,
+                "snippet": {"description": str(self._listed[vid].get("video_description") or "")},
+                "processingDetails": {"processingStatus": "succeeded"},
+            }
+            for vid in video_ids
+            if vid in self._listed
+        ]
+
+    def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
+        raise ChannelError("thumbnail", 403, "forbidden", "TikTok takes the cover from the video")
+
+
+class TikTokPublisher(PublisherResource):
+    """TikTok's Content Posting API: each creator opened with its sealed, rotating grant."""
+
+    client_key: str = ""  # the app's client key (MDAME_TIKTOK_CLIENT_KEY)
+    client_secret: str = ""  # its secret (MDAME_TIKTOK_CLIENT_SECRET)
+    base_url: str = ""  # empty: MDAME_TIKTOK_BASE_URL, else open.tiktokapis.com
+    master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
+    timeout_s: float = 60.0
+    chunk_size: int = 10 * MIB  # the preferred chunk; chunk_plan keeps it within TikTok's rules
+    # An initialized post counts against the creator's daily cap, whatever becomes of it.
+    initiation_counted: bool = True
+    processing_polls: int = 6  # status polls after the last chunk (30 a minute at most)
+    processing_poll_s: float = 5.0
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> TikTokChannel:
+        if not self.client_key or not self.client_secret:
+            raise RuntimeError("TikTokPublisher needs client_key and client_secret")
+        grant = account_grant(state, account, dimension_slug, self.master_key_file)
+
+        def rotated(refresh_token: str) -> None:
+            store_rotated_grant(state, account, grant, refresh_token, self.master_key_file)
+
+        api = TikTokApi(
+            grant.refresh_token,
+            self.client_key,
+            self.client_secret,
+            base_url=self.base_url or None,
+            timeout_s=self.timeout_s,
+            on_rotate=rotated,
+        )
+        return TikTokChannel(api, self.chunk_size, self.processing_polls, self.processing_poll_s)
+
+    def set_deadline(self, api: Any, deadline: float) -> None:
+        api.api.deadline = deadline
+
+    def chunk_length(self, session_uri: str, offset: int, size: int) -> int:
+        _, _, chunk = _session(session_uri)
+        plan = chunk_plan(size, chunk)
+        start, end = plan.chunk_at(offset)
+        return end - start
+
+    def _search(self, job: UploadJob, api: Any) -> str | None:
+        """The creator's public videos, page by page (each call metered), for the marker: a
+        private post is never listed, and a failed or expired one never became a post."""
+        token: str | None = None
+        for _ in range(self.search_pages):
+            page: dict[str, Any] = self._metered(
+                job, partial(api.playlist_page, "public-videos", token)
+            )
+            for item in page.get("items", []):
+                if job.marker in item.get("snippet", {}).get("description", ""):
+                    return str(item["contentDetails"]["videoId"])
+            token = page.get("nextPageToken")
+            if not token:
+                return None
+        raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
+
+    def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
+        # PUBLISH_COMPLETE (how the post was found published) is TikTok's last processing step.
+        job.state.record_video_processing(job.publication_id, "succeeded", {"polls": 0})
+
+    def _set_thumbnail(self, job: UploadJob, api: Any, video_id: str) -> None:
+        if job.thumbnail is None:
+            return
+        pub = job.state.get_work_unit("publication", job.publication_id)
+        if pub is not None and "thumbnail" not in pub.result:
+            job.state.record_thumbnail(
+                job.publication_id, "refused", {"reason": "TikTok takes the cover from the video"}
+            )
