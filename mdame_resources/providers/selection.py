@@ -9,7 +9,11 @@ import dagster as dg
 
 from mdame_core.settings import SettingsError, mdame_env, seconds_setting
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
-from mdame_resources.providers.publisher import OutboxPublisher, YouTubePublisher
+from mdame_resources.providers.publisher import (
+    OutboxPublisher,
+    TikTokPublisher,
+    YouTubePublisher,
+)
 from mdame_resources.providers.safety import GeminiSafetyClassifier, RuleSafetyClassifier
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
 from mdame_resources.providers.visuals import DiffusersVisuals, ProceduralVisuals
@@ -25,6 +29,7 @@ def offline_providers() -> dict[str, Any]:
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
         "publisher": OutboxPublisher(),
+        "tiktok_publisher": OutboxPublisher(),  # offline, every platform's videos go out here
         "notifier": OutboxNotifier(),  # alerts to the outbox
     }
 
@@ -52,6 +57,11 @@ def production_providers() -> dict[str, Any]:
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS"),
             # How long a killed holder's upload request may still be in flight (a setting, so
             # a crash test need not wait it out).
+            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+        ),
+        # The app's key and secret are read when a TikTok account is opened (see
+        # TikTokPublisher); the API at MDAME_TIKTOK_BASE_URL, else open.tiktokapis.com.
+        "tiktok_publisher": TikTokPublisher(
             upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
         ),
         # The Bot API at MDAME_TELEGRAM_API_URL (default

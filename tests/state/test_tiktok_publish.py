@@ -182,3 +182,20 @@ def test_a_revoked_grant_asks_for_a_reconnect(state, tmp_path, server, master) -
     assert state.account_status(s.account.id).needs_reauth
     assert server.publishes() == []
     assert os.environ.get("MDAME_MASTER_KEY") == master.encoded()
+
+
+def test_without_the_apps_key_the_account_waits_and_says_which_variable(
+    state, tmp_path, server, master, monkeypatch
+) -> None:
+    monkeypatch.delenv("MDAME_TIKTOK_CLIENT_KEY", raising=False)
+    monkeypatch.setenv("MDAME_TIKTOK_CLIENT_SECRET", "cs-not-secret")
+    a, s = _granted(state, tmp_path, master, size=2000)
+    logs: list[Any] = []
+    pub = _publisher(server, client_key="", client_secret="")
+    assert publish_once(a, pub, s, logs) is None
+    [(_, unavailable)] = [entry for entry in logs if entry[0] == "account_unavailable"]
+    assert "MDAME_TIKTOK_CLIENT_KEY is not set" in unavailable["reason"]
+    assert "cs-not-secret" not in repr(logs)
+    assert server.publishes() == []
+    monkeypatch.setenv("MDAME_TIKTOK_CLIENT_KEY", "ck")  # set: the next run posts
+    assert publish_once(a, pub, s, logs) is not None

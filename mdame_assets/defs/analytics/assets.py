@@ -19,6 +19,7 @@ from mdame_resources.providers.publisher import (
     AccountUnavailable,
     PublisherResource,
     StatisticsUnavailable,
+    publisher_for,
 )
 from mdame_resources.state import StateStoreResource
 
@@ -37,6 +38,7 @@ def video_stats(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
     publisher: PublisherResource,
+    tiktok_publisher: PublisherResource,
 ) -> dg.MaterializeResult:
     partition = PartitionRef.of(context)
     client = state.get_client()
@@ -59,8 +61,9 @@ def video_stats(
         for account_id, account_videos in by_account.items():
             account: Account = accounts[account_id]
             wanted = {v.video_id: v.partition_date for v in account_videos}
+            channel = publisher_for(account.platform, publisher, tiktok_publisher)
             try:
-                counters = publisher.video_statistics(
+                counters = channel.video_statistics(
                     held, account, partition.dimension, wanted, partition.day
                 )
             except (AccountUnavailable, StatisticsUnavailable) as exc:
@@ -68,7 +71,7 @@ def video_stats(
                 # next read; the other accounts' still count.
                 skipped[account.handle] = str(exc)[:300]
                 continue
-            if not publisher.offline:
+            if not channel.offline:
                 units += quota_units(len(wanted))
             items += [
                 counters.get(v.video_id, VideoCounters(0, 0, 0)).as_item(v.publication_id)

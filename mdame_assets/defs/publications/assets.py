@@ -28,7 +28,12 @@ from mdame_pipeline.recovery import in_flight
 from mdame_pipeline.work import advance
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.media import MediaStoreResource
-from mdame_resources.providers.publisher import AccountUnavailable, PublisherResource, UploadJob
+from mdame_resources.providers.publisher import (
+    AccountUnavailable,
+    PublisherResource,
+    UploadJob,
+    publisher_for,
+)
 from mdame_resources.state import StateStoreResource
 
 
@@ -209,10 +214,11 @@ def retire_publication(
 def _publish_script(
     step: Step,
     script: WorkUnit,
-    publisher: PublisherResource,
+    publishers: tuple[PublisherResource, PublisherResource],
     media: MediaStoreResource,
     uploads: dict[str, dict[str, int]] | None = None,
 ) -> list[str]:
+    """`publishers`: the deployment's publisher and TikTok's (see publisher_for)."""
     render = step.state.get_work_unit("render", script.result["render_id"])
     if render is None:
         raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
@@ -232,7 +238,7 @@ def _publish_script(
             publish = partial(
                 publish_resumable,
                 step.state,
-                publisher,
+                publisher_for(account.platform, *publishers),
                 key,
                 payload,
                 account,
@@ -267,13 +273,17 @@ def publications(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
     publisher: PublisherResource,
+    tiktok_publisher: PublisherResource,
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
-    """Published videos: exactly one per script and active account, whatever crashes between."""
+    """Published videos: exactly one per script and active account, whatever crashes between.
+    A TikTok account's go through `tiktok_publisher`, every other account's through
+    `publisher`; one platform failing never holds the others back."""
     uploads: dict[str, dict[str, int]] = {}
+    publishers = (publisher, tiktok_publisher)
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
-            str(script.id): _publish_script(step, script, publisher, media, uploads)
+            str(script.id): _publish_script(step, script, publishers, media, uploads)
             for script in scripts_entering(step, "rendered", "publishing")
         }
     metadata: dict[str, Any] = {"published_now": published}

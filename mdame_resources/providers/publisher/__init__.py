@@ -26,6 +26,15 @@ from mdame_resources.providers.publisher.resource import PublisherResource
 from mdame_resources.providers.publisher.tiktok import TikTokPublisher
 from mdame_resources.providers.publisher.youtube import YouTubePublisher
 
+
+def publisher_for(
+    platform: str, publisher: PublisherResource, tiktok_publisher: PublisherResource
+) -> PublisherResource:
+    """The publisher an account of `platform` is published through: TikTok's own, or the
+    deployment's publisher (YouTube, or the outbox offline) for every other platform."""
+    return tiktok_publisher if platform == "tiktok" else publisher
+
+
 __all__ = [
     "AccountUnavailable",
     "OutboxPublisher",
@@ -35,4 +44,5 @@ __all__ = [
     "UploadJob",
     "UploadUnsettled",
     "YouTubePublisher",
+    "publisher_for",
 ]

@@ -12,13 +12,17 @@ A post has no thumbnail call: TikTok takes its cover from the video (video_cover
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from collections.abc import Mapping
+from datetime import date
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from mdame_core.state import Account, StateStore
+from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
 from mdame_domain.tiktok import (
     FAILED,
@@ -32,10 +36,15 @@ from mdame_domain.tiktok import (
 )
 from mdame_domain.video_metadata import MARKER_PREFIX
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
-from mdame_resources.providers.publisher.job import UploadJob
+from mdame_resources.providers.publisher.job import (
+    AccountUnavailable,
+    StatisticsUnavailable,
+    UploadJob,
+)
 from mdame_resources.providers.publisher.resource import PublisherResource
 from mdame_resources.providers.tiktok_api import TikTokApi
 
+CLIENT_KEY_VAR, CLIENT_SECRET_VAR = "MDAME_TIKTOK_CLIENT_KEY", "MDAME_TIKTOK_CLIENT_SECRET"
 _MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
 # Where in the video TikTok takes the cover from.
 COVER_AT_MS = 1000
@@ -160,8 +169,11 @@ class TikTokChannel:
 class TikTokPublisher(PublisherResource):
     """TikTok's Content Posting API: each creator opened with its sealed, rotating grant."""
 
-    client_key: str = ""  # the app's client key (MDAME_TIKTOK_CLIENT_KEY)
-    client_secret: str = ""  # its secret (MDAME_TIKTOK_CLIENT_SECRET)
+    # The app's client key and secret. Empty: MDAME_TIKTOK_CLIENT_KEY and
+    # MDAME_TIKTOK_CLIENT_SECRET, read when a TikTok account is opened, so that a deployment
+    # without TikTok accounts needs neither (a dg.EnvVar would fail every publications run).
+    client_key: str = ""
+    client_secret: str = ""
     base_url: str = ""  # empty: MDAME_TIKTOK_BASE_URL, else open.tiktokapis.com
     master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
     timeout_s: float = 60.0
@@ -171,9 +183,19 @@ class TikTokPublisher(PublisherResource):
     processing_polls: int = 6  # status polls after the last chunk (30 a minute at most)
     processing_poll_s: float = 5.0
 
+    def _app(self, account: Account) -> tuple[str, str]:
+        key = self.client_key or os.environ.get(CLIENT_KEY_VAR, "")
+        secret = self.client_secret or os.environ.get(CLIENT_SECRET_VAR, "")
+        if not key or not secret:
+            missing = [n for n, v in ((CLIENT_KEY_VAR, key), (CLIENT_SECRET_VAR, secret)) if not v]
+            raise AccountUnavailable(
+                f"account {account.handle} is a TikTok account and {', '.join(missing)} "
+                "is not set: the TikTok app's client key and secret (developers.tiktok.com)"
+            )
+        return key, secret
+
     def channel(self, state: StateStore, account: Account, dimension_slug: str) -> TikTokChannel:
-        if not self.client_key or not self.client_secret:
-            raise RuntimeError("TikTokPublisher needs client_key and client_secret")
+        client_key, client_secret = self._app(account)
         grant = account_grant(state, account, dimension_slug, self.master_key_file)
 
         def rotated(refresh_token: str) -> None:
@@ -181,8 +203,8 @@ class TikTokPublisher(PublisherResource):
 
         api = TikTokApi(
             grant.refresh_token,
-            self.client_key,
-            self.client_secret,
+            client_key,
+            client_secret,
             base_url=self.base_url or None,
             timeout_s=self.timeout_s,
             on_rotate=rotated,
@@ -191,6 +213,18 @@ class TikTokPublisher(PublisherResource):
 
     def set_deadline(self, api: Any, deadline: float) -> None:
         api.api.deadline = deadline
+
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        raise StatisticsUnavailable(
+            f"account {account.handle}: TikTok's view and like counts are not read yet"
+        )
 
     def chunk_length(self, session_uri: str, offset: int, size: int) -> int:
         _, _, chunk = _session(session_uri)
