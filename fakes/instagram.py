@@ -69,7 +69,6 @@ import base64
 import contextlib
 import hashlib
 import json
-import os
 import re
 import secrets
 import socket
@@ -77,12 +76,13 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from fakes.common import FaultQueue, JsonState
 
 DEFAULT_VERSION = "v24.0"
 TOKEN_LIFETIME = 60 * 86400  # long-lived Instagram User tokens: 60 days
@@ -171,63 +171,32 @@ FAULTS: dict[str, str] = {
 GRAPH_KINDS = {"create", "status", "publish", "list", "media", "insights", "limit", "account"}
 
 
-class FaultQueue:
-    """Faults in the order pushed; `take(kind)` pops the first one a request of `kind` fires."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
-
-    def push(self, fault: str, **options: Any) -> None:
-        if fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        with self._lock:
-            self._items.append({"fault": fault, **options})
+class Faults(FaultQueue):
+    """Instagram's requests are named by kind; graph and auth faults fire on any graph call."""
 
     def take(self, request: str, *names: str) -> dict[str, Any] | None:
         """The first fault among `names` (all when none given) that applies to `request`."""
-        with self._lock:
-            for i, item in enumerate(self._items):
-                name = item["fault"]
-                if names and name not in names:
-                    continue
-                applies, on = FAULTS[name], item.get("on")
-                if on is not None and on != request:
-                    continue
-                if (
-                    applies == request
-                    or applies == "any"
-                    or (applies in ("graph", "auth") and request in GRAPH_KINDS | {"refresh"})
-                ):
-                    return self._items.pop(i)
-        return None
 
-    def pending(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(i) for i in self._items]
+        def fires(item: dict[str, Any]) -> bool:
+            name = item["fault"]
+            if names and name not in names:
+                return False
+            applies, on = FAULTS[name], item.get("on")
+            if on is not None and on != request:
+                return False
+            return (
+                applies == request
+                or applies == "any"
+                or (applies in ("graph", "auth") and request in GRAPH_KINDS | {"refresh"})
+            )
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        return self.pop_first(fires)
 
 
-@dataclass
-class State:
-    """Everything the fake remembers, saved as one JSON file (bytes in files beside it)."""
+class State(JsonState):
+    """Accounts, tokens, containers, media, publishes and insights (bytes in files beside them)."""
 
-    folder: Path
-    data: dict[str, Any] = field(default_factory=dict)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-    @property
-    def file(self) -> Path:
-        return self.folder / "state.json"
-
-    def load(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "bytes").mkdir(exist_ok=True)
-        if self.file.exists():
-            self.data = json.loads(self.file.read_text())
+    def defaults(self) -> None:
         for key in ("accounts", "tokens", "containers", "media", "publishes", "insights"):
             self.data.setdefault(key, {})
         self.data.setdefault("requests", [])
@@ -238,11 +207,6 @@ class State:
         settings.setdefault("publish_limit", PUBLISH_LIMIT)
         settings.setdefault("publish_window", PUBLISH_WINDOW)
         settings.setdefault("call_budget", None)
-
-    def save(self) -> None:
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
-        os.replace(tmp, self.file)
 
     def blob(self, container_id: str) -> Path:
         return self.folder / "bytes" / f"{container_id}.bin"
@@ -420,7 +384,7 @@ class FakeInstagram:
     def __init__(self, state_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = State(Path(state_dir))
         self.state.load()
-        self.faults = FaultQueue()
+        self.faults = Faults(FAULTS)
         self._host, self._port = host, port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -46,18 +46,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import secrets
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
+
+from fakes.common import JsonState, NamedFaults
 
 MiB = 1024 * 1024
 PUBLIC_OPTIONS = ["PUBLIC_TO_EVERYONE", "MUTUAL_FOLLOW_FRIENDS", "SELF_ONLY"]
@@ -131,64 +131,15 @@ _ERROR_STATUS = {
 }
 
 
-class FaultQueue:
-    """Faults in the order pushed; `take(...)` pops the first one a request fires."""
+class State(JsonState):
+    """Creators, tokens, publishes, videos and rate windows (upload bytes in files beside them)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
-
-    def push(self, fault: str, **options: Any) -> None:
-        if fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        with self._lock:
-            self._items.append({"fault": fault, **options})
-
-    def take(self, *faults: str, request: str = "") -> dict[str, Any] | None:
-        with self._lock:
-            for i, item in enumerate(self._items):
-                if FAULTS[item["fault"]] == "any" and item.get("on") in (None, request):
-                    return self._items.pop(i)
-                if item["fault"] in faults:
-                    return self._items.pop(i)
-        return None
-
-    def pending(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(i) for i in self._items]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-@dataclass
-class State:
-    """Everything the fake remembers, saved as one JSON file (upload bytes in files beside it)."""
-
-    folder: Path
-    data: dict[str, Any] = field(default_factory=dict)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-    @property
-    def file(self) -> Path:
-        return self.folder / "state.json"
-
-    def load(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "bytes").mkdir(exist_ok=True)
-        if self.file.exists():
-            self.data = json.loads(self.file.read_text())
+    def defaults(self) -> None:
         for key in ("creators", "tokens", "codes", "publishes", "videos", "rate"):
             self.data.setdefault(key, {})
         self.data["limits"] = {**DEFAULT_LIMITS, **self.data.get("limits", {})}
         self.data.setdefault("requests", [])
         self.data.setdefault("throttled", {})
-
-    def save(self) -> None:
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
-        os.replace(tmp, self.file)
 
     def blob(self, publish_id: str) -> Path:
         return self.folder / "bytes" / f"{publish_id.replace('~', '_')}.bin"
@@ -254,7 +205,7 @@ class FakeTikTok:
     ) -> None:
         self.state = State(Path(state_dir))
         self.state.load()
-        self.faults = FaultQueue()
+        self.faults = NamedFaults(FAULTS)
         self.clock: Callable[[], float] = time.time
         # None accepts any non-empty client credentials.
         self.client_key, self.client_secret = client_key, client_secret

@@ -44,13 +44,14 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
+
+from fakes.common import JsonState, NamedFaults
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
@@ -92,66 +93,15 @@ def quota_day(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).astimezone(PACIFIC).date().isoformat()
 
 
-class FaultQueue:
-    """Faults in the order pushed; `take(kind)` pops the first one a request of `kind` fires."""
+class State(JsonState):
+    """Channels, tokens, sessions, videos and quota counters (bytes in files beside them)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
-
-    def push(self, fault: str, **options: Any) -> None:
-        if fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        with self._lock:
-            self._items.append({"fault": fault, **options})
-
-    def take(self, *kinds: str, request: str = "") -> dict[str, Any] | None:
-        with self._lock:
-            for i, item in enumerate(self._items):
-                applies = FAULTS[item["fault"]]
-                on = item.get("on")
-                if applies == "any" and on in (None, request):
-                    return self._items.pop(i)
-                if item["fault"] in kinds:
-                    return self._items.pop(i)
-        return None
-
-    def pending(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(i) for i in self._items]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-@dataclass
-class State:
-    """Everything the fake remembers, saved as one JSON file (bytes in files beside it)."""
-
-    folder: Path
-    data: dict[str, Any] = field(default_factory=dict)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-    @property
-    def file(self) -> Path:
-        return self.folder / "state.json"
-
-    def load(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "bytes").mkdir(exist_ok=True)
-        if self.file.exists():
-            self.data = json.loads(self.file.read_text())
+    def defaults(self) -> None:
         for key in ("channels", "tokens", "sessions", "videos", "counters"):
             self.data.setdefault(key, {})
         self.data.setdefault("limits", dict(DEFAULT_LIMITS))
         self.data.setdefault("requests", [])
         self.data.setdefault("initiations", [])
-
-    def save(self) -> None:
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
-        os.replace(tmp, self.file)
 
     def blob(self, upload_id: str) -> Path:
         return self.folder / "bytes" / f"{upload_id}.bin"
@@ -195,7 +145,7 @@ class FakeYouTube:
     def __init__(self, state_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = State(Path(state_dir))
         self.state.load()
-        self.faults = FaultQueue()
+        self.faults = NamedFaults(FAULTS)
         self._host, self._port = host, port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 from test_fencing import hold
-from youtube_kit import META, REFRESH_TOKEN, Setup, publish_once, ready_to_publish, store_grant
+from youtube_kit import (
+    META,
+    REFRESH_TOKEN,
+    Setup,
+    publish_once,
+    ready_to_publish,
+    store_grant,
+    until_published,
+)
 
 from fakes import tiktok
 from fakes.tiktok import FakeTikTok
@@ -57,18 +65,6 @@ def _granted(state: StateStore, tmp_path: Path, master: MasterKey, size: int) ->
     store_grant(a, account, master)
     s = Setup(account, {**youtube.payload, "account_id": account.id}, youtube.video, youtube.sha256)
     return a, s
-
-
-def _until_published(a: StateStore, pub: TikTokPublisher, s: Setup, logs: list) -> str:
-    for _ in range(6):
-        try:
-            video_id = publish_once(a, pub, s, logs)
-        except Exception as exc:  # an interrupted run: the next one resumes
-            logs.append(("run_failed", {"error": type(exc).__name__}))
-            continue
-        if video_id is not None:
-            return video_id
-    raise AssertionError(f"never published: {logs}")
 
 
 def _assert_posted_once(state: StateStore, server: FakeTikTok, s: Setup, video_id: str) -> None:
@@ -120,7 +116,7 @@ def test_every_fault_ends_in_exactly_one_post(
     a, s = _granted(state, tmp_path, master, size=12 * MIB)
     server.faults.push(fault, **options)
     logs: list[Any] = []
-    video_id = _until_published(a, _publisher(server), s, logs)
+    video_id = until_published(a, _publisher(server), s, logs)
     assert not server.faults.pending(), "the fault never fired"
     _assert_posted_once(state, server, s, video_id)
     assert len(server.publishes()) == 1  # resumed, never initialized again
@@ -137,7 +133,7 @@ def test_an_expired_upload_is_settled_and_posted_again_once(
         publish_once(a, pub, s, logs)
     [first] = server.publishes()
     server.expire_publish(first["publish_id"])
-    video_id = _until_published(a, pub, s, logs)
+    video_id = until_published(a, pub, s, logs)
     assert video_id != first["publish_id"]
     _assert_posted_once(state, server, s, video_id)
 

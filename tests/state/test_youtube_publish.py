@@ -26,6 +26,7 @@ from youtube_kit import (
     publisher,
     ready_to_publish,
     store_grant,
+    until_published,
 )
 
 from fakes.youtube import FakeYouTube
@@ -40,19 +41,6 @@ from tests.adminkit import as_admin
 
 def _publish(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str | None:
     return publish_once(a, pub, s, logs)
-
-
-def _until_published(a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any]) -> str:
-    """Runs the publication as successive runs would, until it is published."""
-    for _ in range(6):
-        try:
-            video_id = _publish(a, pub, s, logs)
-        except Exception as exc:  # an interrupted run: the next one resumes
-            logs.append(("run_failed", {"error": type(exc).__name__}))
-            continue
-        if video_id is not None:
-            return video_id
-    raise AssertionError(f"never published: {logs}")
 
 
 def _assert_exactly_once(
@@ -122,7 +110,7 @@ def test_every_fault_ends_in_exactly_one_video(
     options = {"seconds": 0.5} if fault == "slow" else {}
     fake.faults.push(fault, **options)
     logs: list[Any] = []
-    video_id = _until_published(a, publisher(fake, tmp_path), s, logs)
+    video_id = until_published(a, publisher(fake, tmp_path), s, logs)
     assert not fake.faults.pending(), "the fault never fired"
     _assert_exactly_once(state, fake, s, video_id, inserts)
 
@@ -137,7 +125,7 @@ def test_a_lost_answer_with_the_session_gone_is_found_in_the_uploads_playlist(
     with pytest.raises(Exception):  # noqa: B017 - the answer never came
         _publish(a, pub, s, logs)
     fake.expire_sessions(410)
-    video_id = _until_published(a, pub, s, logs)
+    video_id = until_published(a, pub, s, logs)
     assert ("session_gone", {"found": video_id}) in logs
     _assert_exactly_once(state, fake, s, video_id)
 
@@ -202,7 +190,7 @@ def test_the_fake_keeps_its_state_across_a_restart(state, tmp_path, fake, master
     with pytest.raises(Exception):  # noqa: B017 - the connection was reset
         _publish(a, pub, s, [])
     fake.restart()
-    video_id = _until_published(a, pub, s, [])
+    video_id = until_published(a, pub, s, [])
     _assert_exactly_once(state, fake, s, video_id)
 
 
@@ -302,7 +290,7 @@ def test_a_kill_at_every_commit_point_ends_in_one_video(
         "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second'"
     )
     b = hold(state, "tech", holder="next")
-    video_id = _until_published(b, pub, s, [])
+    video_id = until_published(b, pub, s, [])
     _assert_exactly_once(state, fake, s, video_id, inserts, unsent)
     assert state.get_work_unit("publication", "pu").result["processing"] == "succeeded"
 

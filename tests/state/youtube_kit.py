@@ -127,3 +127,17 @@ def publish_once(
         dimension_slug="tech",
         **options,
     )
+
+
+def until_published(a: StateStore, pub: Any, s: Setup, logs: list[Any], runs: int = 6) -> str:
+    """Runs the publication as successive runs would (an interrupted run: the next one
+    resumes), until it is published."""
+    for _ in range(runs):
+        try:
+            video_id = publish_once(a, pub, s, logs)
+        except Exception as exc:
+            logs.append(("run_failed", {"error": type(exc).__name__}))
+            continue
+        if video_id is not None:
+            return video_id
+    raise AssertionError(f"never published: {logs}")

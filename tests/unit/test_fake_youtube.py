@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fakes.youtube import FaultQueue
+from fakes.common import NamedFaults
+from fakes.youtube import FAULTS
 from mdame_core.settings import REPO_ROOT
 
 
@@ -66,7 +67,7 @@ def test_standalone_server_with_control_endpoint_and_persistent_state(tmp_path: 
 
 
 def test_faults_are_first_in_first_out_per_kind() -> None:
-    q = FaultQueue()
+    q = NamedFaults(FAULTS)
     q.push("short_range")
     q.push("initiate_5xx")
     q.push("short_range", note=2)

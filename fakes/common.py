@@ -1,0 +1,88 @@
+"""What the local protocol servers share: a queue of faults pushed by tests, and a state kept
+as one JSON file (request bodies in files beside it) that survives a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class FaultQueue:
+    """Faults in the order pushed. `known` maps each fault to the kind of request it fires on
+    ("any": every request, or the one named by the fault's `on` option)."""
+
+    def __init__(self, known: Mapping[str, str]) -> None:
+        self.known = known
+        self._lock = threading.Lock()
+        self._items: list[dict[str, Any]] = []
+
+    def push(self, fault: str, **options: Any) -> None:
+        if fault not in self.known:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(self.known)}")
+        with self._lock:
+            self._items.append({"fault": fault, **options})
+
+    def pop_first(self, fires: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """Removes and returns the first queued fault that `fires` accepts."""
+        with self._lock:
+            for i, item in enumerate(self._items):
+                if fires(item):
+                    return self._items.pop(i)
+        return None
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(i) for i in self._items]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class NamedFaults(FaultQueue):
+    """A queue whose requests name the faults they can fire."""
+
+    def take(self, *faults: str, request: str = "") -> dict[str, Any] | None:
+        """The first fault among `faults`, or one for any request (its `on` option, when set,
+        naming `request`)."""
+
+        def fires(item: dict[str, Any]) -> bool:
+            if self.known[item["fault"]] == "any" and item.get("on") in (None, request):
+                return True
+            return item["fault"] in faults
+
+        return self.pop_first(fires)
+
+
+@dataclass
+class JsonState:
+    """Everything a fake remembers, saved as one JSON file; bytes in `bytes/` beside it.
+    Subclasses fill in their keys in `defaults`."""
+
+    folder: Path
+    data: dict[str, Any] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def file(self) -> Path:
+        return self.folder / "state.json"
+
+    def load(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "bytes").mkdir(exist_ok=True)
+        if self.file.exists():
+            self.data = json.loads(self.file.read_text())
+        self.defaults()
+
+    def defaults(self) -> None:
+        """Sets what a fresh (or older) state lacks."""
+
+    def save(self) -> None:
+        tmp = self.file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.file)
