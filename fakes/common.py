@@ -1,15 +1,18 @@
-"""What the local protocol servers share: a queue of faults pushed by tests, and a state kept
-as one JSON file (request bodies in files beside it) that survives a restart."""
+"""What the local protocol servers share: a queue of faults pushed by tests, a state kept as
+one JSON file (request bodies in files beside it) that survives a restart, and the HTTP
+lifecycle on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 class FaultQueue:
@@ -86,3 +89,56 @@ class JsonState:
         tmp = self.file.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
         os.replace(tmp, self.file)
+
+
+class LocalServer:
+    """A fake's HTTP lifecycle on its host and port: its handler class gets the fake as
+    `fake`; a restart reloads the state from its folder and listens on the same port."""
+
+    state: JsonState
+    # How often the serving thread looks for stop(): every test's teardown waits this long.
+    POLL_S = 0.02
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
+        self._httpd: ThreadingHTTPServer | None = None
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler class (defined after the fake in its module)."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        handler = type("Handler", (self.handler(),), {"fake": self})
+        self._httpd = httpd = ThreadingHTTPServer((self._host, self._port), handler)
+        httpd.daemon_threads = True
+        self._port = httpd.server_address[1]  # keep the port across a restart
+        serve = httpd.serve_forever
+        threading.Thread(target=serve, kwargs={"poll_interval": self.POLL_S}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def restart(self) -> None:
+        """Stops, reloads the state from its folder and listens on the same port again."""
+        self.stop()
+        self.state = type(self.state)(self.state.folder)
+        self.state.load()
+        self.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self._port}/"
+
+
+@contextlib.contextmanager
+def serving(fake: LocalServer) -> Iterator[Any]:
+    """`fake` started for the duration of the block."""
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.stop()

@@ -73,16 +73,14 @@ import re
 import secrets
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from fakes.common import FaultQueue, JsonState
+from fakes.common import FaultQueue, JsonState, LocalServer, serving
 
 DEFAULT_VERSION = "v24.0"
 TOKEN_LIFETIME = 60 * 86400  # long-lived Instagram User tokens: 60 days
@@ -378,46 +376,19 @@ def _uncursor(cursor: str) -> str | None:
         return None
 
 
-class FakeInstagram:
+class FakeInstagram(LocalServer):
     """The server. Start with `running(...)` in tests, or `main()` standalone."""
+
+    state: State
 
     def __init__(self, state_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = State(Path(state_dir))
         self.state.load()
         self.faults = Faults(FAULTS)
-        self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(host, port)
 
-    # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> FakeInstagram:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        httpd.daemon_threads = True
-        self._port = httpd.server_address[1]  # keep the port across a restart
-        # A short poll: stop() (and so every test's teardown) waits at most this long.
-        serve = lambda: httpd.serve_forever(poll_interval=0.02)  # noqa: E731
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def restart(self) -> None:
-        """Stops, reloads the state from its folder and listens on the same port again."""
-        self.stop()
-        self.state = State(self.state.folder)
-        self.state.load()
-        self.start()
-
-    @property
-    def base_url(self) -> str:
-        """Both hosts: graph.instagram.com and rupload.facebook.com map here."""
-        return f"http://{self._host}:{self._port}/"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _Handler
 
     def graph_url(self, version: str = DEFAULT_VERSION) -> str:
         return f"{self.base_url}{version}/"
@@ -1331,14 +1302,11 @@ def _revoked_message(subcode: int) -> str:
     }.get(subcode, "Error validating access token: The session is invalid.")
 
 
-@contextlib.contextmanager
-def running(state_dir: str | Path, port: int = 0) -> Iterator[FakeInstagram]:
+def running(
+    state_dir: str | Path, port: int = 0
+) -> contextlib.AbstractContextManager[FakeInstagram]:
     """The fake on 127.0.0.1 (an ephemeral port by default) for the duration of the block."""
-    fake = FakeInstagram(state_dir, port).start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    return serving(FakeInstagram(state_dir, port))
 
 
 def main(argv: list[str] | None = None) -> None:

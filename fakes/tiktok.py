@@ -48,16 +48,15 @@ import contextlib
 import json
 import secrets
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from fakes.common import JsonState, NamedFaults
+from fakes.common import JsonState, LocalServer, NamedFaults, serving
 
 MiB = 1024 * 1024
 PUBLIC_OPTIONS = ["PUBLIC_TO_EVERYONE", "MUTUAL_FOLLOW_FRIENDS", "SELF_ONLY"]
@@ -175,8 +174,10 @@ def open_id_for(username: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tiktok:{username}"))
 
 
-class FakeTikTok:
+class FakeTikTok(LocalServer):
     """The server. Start with `running(...)` in tests, or `main()` standalone."""
+
+    state: State
 
     min_chunk = _Knob()
     max_chunk = _Knob()
@@ -209,36 +210,10 @@ class FakeTikTok:
         self.clock: Callable[[], float] = time.time
         # None accepts any non-empty client credentials.
         self.client_key, self.client_secret = client_key, client_secret
-        self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
+        super().__init__(host, port)
 
-    # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> FakeTikTok:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        self._httpd.daemon_threads = True
-        self._port = self._httpd.server_address[1]  # keep the port across a restart
-        # A short poll keeps stop() quick (tests start and stop a server each).
-        serve = self._httpd.serve_forever
-        threading.Thread(target=serve, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def restart(self) -> None:
-        """Stops, reloads the state from its folder and listens on the same port again."""
-        self.stop()
-        self.state = State(self.state.folder)
-        self.state.load()
-        self.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._host}:{self._port}/"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _Handler
 
     # -- set-up (tests) ------------------------------------------------------------------
     def add_creator(
@@ -1048,14 +1023,9 @@ _ROUTES: dict[tuple[str, str], tuple[Callable[[Any, dict[str, str]], None], str]
 }
 
 
-@contextlib.contextmanager
-def running(state_dir: str | Path, port: int = 0) -> Iterator[FakeTikTok]:
+def running(state_dir: str | Path, port: int = 0) -> contextlib.AbstractContextManager[FakeTikTok]:
     """The fake on 127.0.0.1 (an ephemeral port by default) for the duration of the block."""
-    fake = FakeTikTok(state_dir, port).start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    return serving(FakeTikTok(state_dir, port))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,17 +41,15 @@ import os
 import secrets
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
-from fakes.common import JsonState, NamedFaults
+from fakes.common import JsonState, LocalServer, NamedFaults, serving
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
@@ -139,43 +137,19 @@ def _error(status: int, reason: str, message: str, domain: str = "youtube.video"
     }
 
 
-class FakeYouTube:
-    """The server. Start with `running(...)` in tests, or `serve_forever()` standalone."""
+class FakeYouTube(LocalServer):
+    """The server. Start with `running(...)` in tests, or `main()` standalone."""
+
+    state: State
 
     def __init__(self, state_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = State(Path(state_dir))
         self.state.load()
         self.faults = NamedFaults(FAULTS)
-        self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(host, port)
 
-    # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> FakeYouTube:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        self._httpd.daemon_threads = True
-        self._port = self._httpd.server_address[1]  # keep the port across a restart
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def restart(self) -> None:
-        """Stops, reloads the state from its folder and listens on the same port again."""
-        self.stop()
-        self.state = State(self.state.folder)
-        self.state.load()
-        self.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._host}:{self._port}/"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _Handler
 
     @property
     def token_uri(self) -> str:
@@ -938,14 +912,9 @@ def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any
         )
 
 
-@contextlib.contextmanager
-def running(state_dir: str | Path, port: int = 0) -> Iterator[FakeYouTube]:
+def running(state_dir: str | Path, port: int = 0) -> contextlib.AbstractContextManager[FakeYouTube]:
     """The fake on 127.0.0.1 (an ephemeral port by default) for the duration of the block."""
-    fake = FakeYouTube(state_dir, port).start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    return serving(FakeYouTube(state_dir, port))
 
 
 def main(argv: list[str] | None = None) -> None:
