@@ -122,6 +122,10 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("retire_publication", (ids["publication"], "why", token)),
         ("pause_account", (ids["account"], "quotaExceeded", token)),
         ("mark_needs_reauth", (ids["account"], "why", token)),
+        (
+            "replace_rotated_credential",
+            (ids["account"], "0" * 16, b"w" * 60, b"c" * 40, b"e" * 40, token),
+        ),
         ("halt_voice", (ids["script"], "why", False, 900, 3600, LATER, token)),
         ("retry_halted_voice", (ids["script"], token)),
         ("begin_paid_call", ("tech", "paid2", "gemini:m", "h", 10, 1_000, 3, 0, Jsonb({}), token)),
