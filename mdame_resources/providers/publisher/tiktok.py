@@ -96,24 +96,24 @@ class TikTokChannel:
         return f"{upload_url}#publish_id={quote(publish_id)}&chunk_size={plan.chunk_size}"
 
     def query(self, session_uri: str, size: int) -> SessionState:
-        _, publish_id, _ = _session(session_uri)
-        return self._settled(publish_id, size)
+        _, publish_id, chunk = _session(session_uri)
+        return self._settled(publish_id, size, chunk)
 
     def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState:
-        upload_url, publish_id, _ = _session(session_uri)
+        upload_url, publish_id, chunk = _session(session_uri)
         try:
             answered = self.api.put_chunk(upload_url, data, start, size, "video/mp4")
         except ChannelError as exc:
             if exc.status in (403, 404):
                 return SessionState(gone=True)  # the upload_url expired, or is unknown
             if exc.status == 416:
-                return self._settled(publish_id, size)  # out of step: where does it stand?
+                return self._settled(publish_id, size, chunk)  # out of step: where is it?
             raise
         if answered == 206:
             return SessionState(next_byte=start + len(data))
-        return self._settled(publish_id, size)
+        return self._settled(publish_id, size, chunk)
 
-    def _settled(self, publish_id: str, size: int) -> SessionState:
+    def _settled(self, publish_id: str, size: int, chunk: int) -> SessionState:
         """Where the post stands; once the file is whole, its status polled until it is
         published or failed. Still processing after the polls: TransferInterrupted, and the
         next run asks again (the post is committed, nothing is sent twice)."""
@@ -126,7 +126,9 @@ class TikTokChannel:
                 return SessionState(gone=True)
             uploaded = int(status.get("uploaded_bytes") or 0)
             if uploaded < size:
-                return SessionState(next_byte=uploaded)
+                # TikTok takes whole chunks: resume from the start of the one it holds part of.
+                last = (chunk_plan(size, chunk).count - 1) * chunk
+                return SessionState(next_byte=min(uploaded - uploaded % chunk, last))
             if poll + 1 < self.status_polls:
                 time.sleep(self.status_poll_s)
         raise TransferInterrupted(f"TikTok is still processing post {publish_id}")
