@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -133,6 +136,16 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://{self._host}:{self._port}/"
 
+    def serve_until_interrupted(self, banner: str) -> None:
+        """Standalone (`python -m fakes.<name>`): serves, says `banner`, stops on Ctrl-C."""
+        self.start()
+        print(banner.format(base_url=self.base_url), flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            self.stop()
+
 
 @contextlib.contextmanager
 def serving(fake: LocalServer) -> Iterator[Any]:
@@ -142,3 +155,59 @@ def serving(fake: LocalServer) -> Iterator[Any]:
         yield fake
     finally:
         fake.stop()
+
+
+class Drop(Exception):
+    """Close the connection without an answer (a reset when `reset`)."""
+
+    def __init__(self, reset: bool = False) -> None:
+        super().__init__("drop")
+        self.reset = reset
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """The request plumbing the fakes share: keep-alive HTTP/1.1, JSON answers, dropped
+    connections, and every method handed to `_dispatch`."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without this, Nagle's algorithm and the client's
+    # delayed ACK hold each keep-alive answer back ~40 ms (a TikTok fake test file went from
+    # 25 s to 7 s with it).
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # quiet: tests read the state, not stderr
+
+    def _dispatch(self, method: str) -> None:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("DELETE")
+
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        raw = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if body is not None:
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _drop(self, reset: bool = False) -> None:
+        if reset:  # RST instead of FIN: the client sees a connection reset
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        self.connection.close()

@@ -71,8 +71,6 @@ import hashlib
 import json
 import re
 import secrets
-import socket
-import struct
 import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -80,7 +78,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from fakes.common import FaultQueue, JsonState, LocalServer, serving
+from fakes.common import Drop, FaultQueue, JsonHandler, JsonState, LocalServer, serving
 
 DEFAULT_VERSION = "v24.0"
 TOKEN_LIFETIME = 60 * 86400  # long-lived Instagram User tokens: 60 days
@@ -219,14 +217,6 @@ class State(JsonState):
 
     def publishes_since(self, ig_user_id: str, since: float) -> int:
         return sum(1 for t in self.data["publishes"].get(ig_user_id, []) if t > since)
-
-
-class _Drop(Exception):
-    """Close the connection without an answer (a reset when `reset`)."""
-
-    def __init__(self, reset: bool) -> None:
-        super().__init__("drop")
-        self.reset = reset
 
 
 class _Answered(Exception):
@@ -559,38 +549,13 @@ _STATUS_TEXT = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeInstagram
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: without this, Nagle and the client's delayed
-    # ACK hold every answer back some 40 ms.
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return  # quiet: tests read the state, not stderr
 
     # -- plumbing ------------------------------------------------------------------------
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
     def _fail(self, status: int, body: Any, headers: dict[str, str] | None = None) -> NoReturn:
         self._send(status, body, headers)
         raise _Answered
-
-    def _drop(self, reset: bool) -> None:
-        if reset:  # RST instead of FIN: the client sees a connection reset
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-        self.connection.close()
 
     def _body(self, limit: int | None = None) -> bytes:
         """The request body (chunked or sized); what arrived when the client went away."""
@@ -648,20 +613,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._graph(method, url.query, parts)
         except _Answered:
             return
-        except _Drop as drop:
+        except Drop as drop:
             self._drop(drop.reset)
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("DELETE")
 
     def _slow(self, kind: str) -> None:
         fault = self.fake.faults.take(kind, "slow")
@@ -1004,7 +957,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault["fault"] == "interrupt_upload":
             half = self._body(max(1, length // 2))
             self._store(cid, offset, total, half)
-            raise _Drop(reset=True)
+            raise Drop(reset=True)
         data = self._body()
         if offset + len(data) > total:
             self._fail(
@@ -1017,10 +970,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:  # drop_upload: stored or not, the answer never comes
             if fault.get("stored", True):
                 self._store(cid, offset, total, data)
-            raise _Drop(reset=bool(fault.get("reset", False)))
+            raise Drop(reset=bool(fault.get("reset", False)))
         self._store(cid, offset, total, data)
         if len(data) < length:  # the client went away mid-body; it gets nothing
-            raise _Drop(reset=False)
+            raise Drop(reset=False)
         self._send(200, {"success": True, "message": "Upload successful."})
 
     def _store(self, cid: str, offset: int, total: int, data: bytes) -> None:
@@ -1087,7 +1040,7 @@ class _Handler(BaseHTTPRequestHandler):
             st.data["publishes"].setdefault(account, []).append(now)
             st.save()
         if fault is not None and fault["fault"] == "lost_publish":
-            raise _Drop(reset=bool(fault.get("reset", False)))
+            raise Drop(reset=bool(fault.get("reset", False)))
         if fault is not None:  # publish_5xx after publishing: the caller cannot tell
             self._fail(int(fault.get("status", 500)), _server_error())
         self._send(200, {"id": media_id})
@@ -1327,13 +1280,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"account {username}: {fake.add_account(username, token)}", flush=True)
     if args.processing_delay is not None:
         fake.set_processing_delay(args.processing_delay)
-    fake.start()
-    print(f"fake Instagram on {fake.base_url} (graph and rupload)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    fake.serve_until_interrupted("fake Instagram on {base_url} (graph and rupload)")
 
 
 if __name__ == "__main__":

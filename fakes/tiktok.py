@@ -47,7 +47,6 @@ import argparse
 import contextlib
 import json
 import secrets
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -56,7 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from fakes.common import JsonState, LocalServer, NamedFaults, serving
+from fakes.common import Drop, JsonHandler, JsonState, LocalServer, NamedFaults, serving
 
 MiB = 1024 * 1024
 PUBLIC_OPTIONS = ["PUBLIC_TO_EVERYONE", "MUTUAL_FOLLOW_FRIENDS", "SELF_ONLY"]
@@ -155,10 +154,6 @@ class _Knob:
 
     def __set__(self, obj: Any, value: Any) -> None:
         obj.set_limits(**{self.name: value})
-
-
-class _Drop(Exception):
-    """Close the connection without an answer."""
 
 
 def _log_id() -> str:
@@ -425,36 +420,12 @@ def _envelope(code: str, message: str = "", data: dict[str, Any] | None = None) 
     return {"data": data or {}, "error": {"code": code, "message": message, "log_id": _log_id()}}
 
 
-class _Plumbing(BaseHTTPRequestHandler):
+class _Plumbing(JsonHandler):
     fake: FakeTikTok
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes: without this, Nagle's algorithm and the
-    # client's delayed ACK hold each keep-alive answer back ~40 ms.
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return  # quiet: tests read the state, not stderr
-
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        raw = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if body is not None:
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
 
     def _api(self, code: str, message: str = "", data: dict[str, Any] | None = None) -> None:
         """An API answer in TikTok's envelope, with the HTTP status its error code has."""
         self._send(_ERROR_STATUS[code], _envelope(code, message, data))
-
-    def _drop(self) -> None:
-        self.close_connection = True
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-        self.connection.close()
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -486,17 +457,8 @@ class _Plumbing(BaseHTTPRequestHandler):
                 self._api("not_found", f"no route {method} {url.path}")
                 return
             route[0](self, query)
-        except _Drop:
+        except Drop:
             self._drop()
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("PUT")
 
     # -- auth and limits -----------------------------------------------------------------
     def _caller(self, *scopes: str) -> tuple[str, str] | None:
@@ -788,9 +750,9 @@ class _Handler(_Plumbing):
         dropped = fake.faults.take("drop_final_chunk") if final else None
         data = self.rfile.read(length)
         if len(data) != length:
-            raise _Drop()
+            raise Drop()
         if dropped is not None and not dropped.get("stored", True):
-            raise _Drop()
+            raise Drop()
         with st.lock:
             with st.blob(pub["publish_id"]).open("r+b") as f:
                 f.seek(first)
@@ -800,7 +762,7 @@ class _Handler(_Plumbing):
                 fake.complete(pub)
             st.save()
         if dropped is not None:
-            raise _Drop()
+            raise Drop()
         self._send(201 if received == total else 206, None, {
             "Content-Range": f"bytes 0-{received}/{total}"
         })  # fmt: skip
@@ -1044,13 +1006,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.creator:
         username, _, token = spec.partition("=")
         fake.add_creator(username, token, audited=args.audited)
-    fake.start()
-    print(f"fake TikTok on {fake.base_url}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    fake.serve_until_interrupted("fake TikTok on {base_url}")
 
 
 if __name__ == "__main__":

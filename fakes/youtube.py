@@ -39,8 +39,6 @@ import hashlib
 import json
 import os
 import secrets
-import socket
-import struct
 import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -49,7 +47,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
-from fakes.common import JsonState, LocalServer, NamedFaults, serving
+from fakes.common import Drop, JsonHandler, JsonState, LocalServer, NamedFaults, serving
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
@@ -117,14 +115,6 @@ class State(JsonState):
         day = self.data["counters"].get(quota_day(), {})
         used = day.get(channel, {}).get(bucket, 0)
         return int(self.data["limits"][bucket] - used)
-
-
-class _Drop(Exception):
-    """Close the connection without an answer (a reset when `reset`)."""
-
-    def __init__(self, reset: bool) -> None:
-        super().__init__("drop")
-        self.reset = reset
 
 
 def _error(status: int, reason: str, message: str, domain: str = "youtube.video") -> dict:
@@ -273,33 +263,10 @@ class FakeYouTube(LocalServer):
             return json.loads(json.dumps(self.state.data))
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeYouTube
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return  # quiet: tests read the state, not stderr
 
     # -- plumbing ------------------------------------------------------------------------
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        raw = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if body is not None:
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def _drop(self, reset: bool) -> None:
-        if reset:  # RST instead of FIN: the client sees a connection reset
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-        self.connection.close()
-
     def _body(self, limit: int | None = None) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
         if limit is not None:
@@ -322,17 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, _error(404, "notFound", f"no route {method} {url.path}", "global"))
                 return
             route(self, query)
-        except _Drop as drop:
+        except Drop as drop:
             self._drop(drop.reset)
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("PUT")
 
     # -- auth ----------------------------------------------------------------------------
     def _channel(self) -> str | None:
@@ -536,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
             base = str(fault.get("to") or "http://127.0.0.2:9/") if fault else base
         location = f"{base}upload/youtube/v3/videos?uploadType=resumable&upload_id={upload_id}"
         if kind == "initiate_then_drop" and fault is not None and not fault.get("answered", True):
-            raise _Drop(reset=False)
+            raise Drop(reset=False)
         self._send(200, None, {"Location": location, "X-GUploader-UploadID": upload_id})
 
     def put(self, query: dict[str, str]) -> None:
@@ -578,7 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
             half = self._body(length // 2)
             self._store(upload_id, session, start, half)
             if fault["fault"] == "reset_mid_chunk":
-                raise _Drop(reset=True)
+                raise Drop(reset=True)
             self.rfile.read(length - len(half))  # read and ignore the rest
             self._answer(upload_id, session)
             return
@@ -597,7 +555,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             data = b""
         if len(data) < length:
-            raise _Drop(reset=False)
+            raise Drop(reset=False)
         self._store(upload_id, session, start, data)
         with contextlib.suppress(OSError):
             self._answer(upload_id, session)
@@ -658,7 +616,7 @@ class _Handler(BaseHTTPRequestHandler):
         if session["video_id"] is not None:
             if session.pop("lost", False):
                 self.fake.state.save()
-                raise _Drop(reset=False)  # the video exists; its answer never arrives
+                raise Drop(reset=False)  # the video exists; its answer never arrives
             self._send(
                 200,
                 _video_resource(
@@ -932,13 +890,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.channel:
         handle, _, token = spec.partition("=")
         fake.add_channel(handle, token)
-    fake.start()
-    print(f"fake YouTube on {fake.base_url} (token endpoint {fake.token_uri})", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    fake.serve_until_interrupted("fake YouTube on {base_url} (token endpoint {base_url}token)")
 
 
 if __name__ == "__main__":
