@@ -283,8 +283,12 @@ def test_render_steps_run_on_render_workers(celery_cluster: Cluster, render_run:
         )
         assert set(nodes) <= allowed, (step, nodes)
     # The render step started on the first render worker and, once it was killed, moved to
-    # the second; the probes ran on the second.
-    assert placements["renders"] == [f"{RENDER_A}@{host}", f"{RENDER_B}@{host}"], placements
+    # the second; the probes ran on the second. On a slow host the second encode can outlast
+    # the test's 20 s visibility timeout, and Redis hands the step to the second worker once
+    # more (the documented trade-off): a repeat there is allowed, a return to the dead one not.
+    first, *after = placements["renders"]
+    assert first == f"{RENDER_A}@{host}" and after, placements
+    assert set(after) == {f"{RENDER_B}@{host}"}, placements
     assert set(placements["render_quality"]) == {f"{RENDER_B}@{host}"}, placements
     assert "publications" in placements and "voice_tracks" in placements, placements
 
