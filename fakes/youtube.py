@@ -78,6 +78,7 @@ FAULTS: dict[str, str] = {
     "slow_body": "chunk",
     "expire_session": "session",  # the session is gone: 404 (or status=410) from now on
     "invalid_grant": "token",  # the refresh token is revoked
+    "invalid_client": "token",  # 401 invalid_client: the OAuth client's id or secret is wrong
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
     "processing_failed": "complete",  # the video's processing fails
     "list_quota_exceeded": "list",  # 403 quotaExceeded on a list call
@@ -310,6 +311,9 @@ class _Handler(JsonHandler):
             return
         if form.get("grant_type") != "refresh_token":
             self._send(400, {"error": "unsupported_grant_type"})
+            return
+        if self.fake.faults.take("invalid_client") is not None:
+            self._send(401, {"error": "invalid_client", "error_description": "Unauthorized"})
             return
         with st.lock:
             found = [

@@ -38,6 +38,12 @@ class GrantRevoked(Exception):
     """The refresh token was revoked or expired (invalid_grant): the account needs re-auth."""
 
 
+class AppRefused(GrantRevoked):
+    """The platform refused the app's own client credentials (invalid_client), or they are not
+    set: no account's grant is at fault, so none is marked for a reconnect; every account of
+    the platform waits until the deployment's key or secret is fixed. Nothing was sent."""
+
+
 class TransferInterrupted(Exception):
     """A chunk or status query got no answer: the outcome is unknown, ask the session next."""
 

@@ -29,10 +29,19 @@ from urllib.parse import urlsplit
 import httpx
 
 from mdame_core.settings import SettingsError
-from mdame_domain.channel import ChannelError, GrantRevoked, NotSent, TransferInterrupted
+from mdame_domain.channel import (
+    AppRefused,
+    ChannelError,
+    GrantRevoked,
+    NotSent,
+    TransferInterrupted,
+)
 from mdame_domain.tiktok import ChunkPlan
 
 BASE_URL_VAR = "MDAME_TIKTOK_BASE_URL"
+CLIENT_KEY_VAR, CLIENT_SECRET_VAR = "MDAME_TIKTOK_CLIENT_KEY", "MDAME_TIKTOK_CLIENT_SECRET"
+# The token endpoint's answers that fault the app's own credentials, not the creator's grant.
+APP_ERRORS = ("invalid_client", "unauthorized_client")
 TIKTOK_BASE_URL = "https://open.tiktokapis.com"
 # Quota reasons TikTok answers: the per-minute limits, and the creator's daily post cap.
 RATE_LIMITED, DAILY_CAP = "rate_limit_exceeded", "spam_risk_too_many_posts"
@@ -127,8 +136,20 @@ class TikTokApi:
             body = {}
         if response.status_code != 200 or "access_token" not in body:
             error = str(body.get("error") or f"http_{response.status_code}")
+            said = str(body.get("error_description") or "")[:200]
             if error == "invalid_grant":
-                raise GrantRevoked(f"TikTok refused the refresh token: {error}")
+                raise GrantRevoked(
+                    f"TikTok refused the stored refresh token (invalid_grant: {said}): the creator "
+                    "removed the app, the token passed its 180 days, or a refresh was cut off "
+                    "after TikTok answered and before its new token was saved (TikTok retires a "
+                    "refresh token once it issues the next)"
+                )
+            if error in APP_ERRORS:
+                raise AppRefused(
+                    f"TikTok refused the app's client key or secret ({error}: {said}): check "
+                    f"{CLIENT_KEY_VAR} and {CLIENT_SECRET_VAR} against the app's credentials "
+                    "on developers.tiktok.com"
+                )
             # A refresh that failed otherwise (5xx, a bad client key): nothing was posted.
             raise NotSent(
                 f"token refresh: HTTP {response.status_code} {error}: "

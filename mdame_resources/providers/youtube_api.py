@@ -48,6 +48,7 @@ from googleapiclient.http import build_http  # type: ignore[import-untyped]
 
 from mdame_core.settings import SettingsError
 from mdame_domain.channel import (
+    AppRefused,
     ChannelError,
     GrantRevoked,
     NotSent,
@@ -427,4 +428,9 @@ class YouTubeApi:
 def _refresh_error(exc: RefreshError) -> Exception:
     if "invalid_grant" in str(exc):
         return GrantRevoked("the channel's grant was revoked or expired (invalid_grant)")
+    if "invalid_client" in str(exc) or "unauthorized_client" in str(exc):
+        return AppRefused(
+            f"Google refused the OAuth client ({exc}): check the client id and secret in the "
+            "file MDAME_YOUTUBE_CLIENT_SECRETS names"
+        )
     return NotSent(f"token refresh failed: {type(exc).__name__}")

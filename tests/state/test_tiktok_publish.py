@@ -193,5 +193,33 @@ def test_without_the_apps_key_the_account_waits_and_says_which_variable(
     assert "MDAME_TIKTOK_CLIENT_KEY is not set" in unavailable["reason"]
     assert "cs-not-secret" not in repr(logs)
     assert server.publishes() == []
+    # The deployment's setting is at fault, not the creator's grant: nobody must reconnect.
+    assert not state.account_status(s.account.id).needs_reauth
+    assert any("MDAME_TIKTOK_CLIENT_KEY" in text for text in _alerts(state, "provider_refused"))
     monkeypatch.setenv("MDAME_TIKTOK_CLIENT_KEY", "ck")  # set: the next run posts
     assert publish_once(a, pub, s, logs) is not None
+
+
+def _alerts(state: StateStore, cause: str) -> list[str]:
+    rows = state._select("SELECT text FROM mdame.alerts WHERE cause = %s", [cause])
+    return [str(text) for (text,) in rows]
+
+
+def test_a_refused_app_secret_names_the_variables_and_asks_no_reconnect(
+    state, tmp_path, server, master
+) -> None:
+    server.client_secret = "the-right-secret"
+    a, s = _granted(state, tmp_path, master, size=2000)
+    logs: list[Any] = []
+    assert publish_once(a, _publisher(server), s, logs) is None  # sent cs-not-secret
+    [(_, unavailable)] = [entry for entry in logs if entry[0] == "account_unavailable"]
+    assert "invalid_client" in unavailable["reason"]
+    [alert] = _alerts(state, "provider_refused")
+    assert "MDAME_TIKTOK_CLIENT_SECRET" in alert and "invalid_client" in alert
+    assert not state.account_status(s.account.id).needs_reauth
+    assert server.publishes() == []
+    assert state.get_work_unit("publication", "pu").state == "pending"
+    # Fixed: the next run posts, with the grant it had all along.
+    video_id = publish_once(a, _publisher(server, client_secret="the-right-secret"), s, logs)
+    assert video_id is not None
+    _assert_posted_once(state, server, s, video_id)

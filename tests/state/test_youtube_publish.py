@@ -173,6 +173,22 @@ def test_invalid_grant_marks_the_account_and_alerts(state, tmp_path, fake, maste
     assert REFRESH_TOKEN not in text and master.encoded() not in text
 
 
+def test_a_refused_oauth_client_names_the_secrets_file_and_asks_no_reconnect(
+    state, tmp_path, fake, master
+) -> None:
+    a, s = _granted(state, tmp_path, master)
+    fake.faults.push("invalid_client")
+    logs: list[Any] = []
+    assert _publish(a, publisher(fake, tmp_path), s, logs) is None
+    assert not state.account_status(s.account.id).needs_reauth
+    [(alert,)] = state._select("SELECT text FROM mdame.alerts WHERE cause = 'provider_refused'")
+    assert "invalid_client" in alert and "MDAME_YOUTUBE_CLIENT_SECRETS" in alert
+    assert state.get_work_unit("publication", "pu").state == "pending"
+    assert fake.videos() == []
+    # The client fixed: the next run publishes.
+    assert _publish(a, publisher(fake, tmp_path), s, logs) is not None
+
+
 def test_failed_processing_is_recorded_and_alerted(state, tmp_path, fake, master) -> None:
     a, s = _granted(state, tmp_path, master)
     fake.faults.push("processing_failed")

@@ -3,7 +3,7 @@ its refusals turned into alerts and paused or reconnected accounts."""
 
 from __future__ import annotations
 
-from mdame_domain.channel import QUOTA_REASONS, ChannelError, GrantRevoked
+from mdame_domain.channel import QUOTA_REASONS, AppRefused, ChannelError, GrantRevoked
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.publisher.job import AccountUnavailable, UploadJob
 from mdame_resources.providers.publisher.sessions import UploadSessions
@@ -53,6 +53,13 @@ class PublisherResource(UploadSessions):
             raise_environment_alert(job.state, job.dimension_slug, "reauth_needed", str(exc))
             self._abandon(job, attempt_id, "failed", "account unavailable")
             raise
+        except AppRefused as exc:
+            # The deployment's app credentials, not this account's grant: fixed once, for all.
+            raise_environment_alert(
+                job.state, job.dimension_slug, "provider_refused", f"{job.account.platform}: {exc}"
+            )
+            self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "app refused")
+            raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
         except GrantRevoked as exc:
             job.state.mark_needs_reauth(job.account.id, str(exc))
             job.log("needs_reauth", account_id=job.account.id)

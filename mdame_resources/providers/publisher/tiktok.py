@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
-from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
+from mdame_domain.channel import AppRefused, ChannelError, SessionState, TransferInterrupted
 from mdame_domain.tiktok import (
     FAILED,
     MIB,
@@ -37,14 +37,12 @@ from mdame_domain.tiktok import (
 from mdame_domain.video_metadata import MARKER_PREFIX
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.job import (
-    AccountUnavailable,
     StatisticsUnavailable,
     UploadJob,
 )
 from mdame_resources.providers.publisher.resource import PublisherResource
-from mdame_resources.providers.tiktok_api import TikTokApi
+from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
 
-CLIENT_KEY_VAR, CLIENT_SECRET_VAR = "MDAME_TIKTOK_CLIENT_KEY", "MDAME_TIKTOK_CLIENT_SECRET"
 _MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
 # Where in the video TikTok takes the cover from.
 COVER_AT_MS = 1000
@@ -190,7 +188,7 @@ class TikTokPublisher(PublisherResource):
         secret = self.client_secret or os.environ.get(CLIENT_SECRET_VAR, "")
         if not key or not secret:
             missing = [n for n, v in ((CLIENT_KEY_VAR, key), (CLIENT_SECRET_VAR, secret)) if not v]
-            raise AccountUnavailable(
+            raise AppRefused(
                 f"account {account.handle} is a TikTok account and {', '.join(missing)} "
                 "is not set: the TikTok app's client key and secret (developers.tiktok.com)"
             )
