@@ -8,8 +8,9 @@ crash hook (crashpoint.py), a commit observer that SIGKILLs this process at a co
 
 With MDAME_CHAOS_PUBLISHER=youtube (the harness's publisher mode), the publishing stage runs
 the YouTubePublisher against the fake channel the MDAME_YOUTUBE_* variables name, in chunks of
-MDAME_CHAOS_CHUNK_BYTES, and every chunk PUT is a crash point too (`send_chunk`, see
-install_transfer_points).
+MDAME_CHAOS_CHUNK_BYTES; with MDAME_CHAOS_PUBLISHER=tiktok, the TikTokPublisher against the
+TikTok server the MDAME_TIKTOK_* variables name. Every chunk PUT is a crash point too
+(`send_chunk`, see install_transfer_points).
 
 The harness forks these from a warm fork server (multiprocessing's forkserver, preloaded with
 this module), so a case does not pay for importing Dagster and the definitions twice.
@@ -41,14 +42,15 @@ from mdame_cli.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.probe import MediaAnalysis, PictureStats
 from mdame_resources.media import media_root
-from mdame_resources.providers.publisher import YouTubePublisher
+from mdame_resources.providers.publisher import TikTokPublisher, YouTubePublisher
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import close_clients
 from tests.chaos.crashpoint import CrashObserver, install_from_env
 
 # Set by the harness: memoize deterministic media work across cases (see install_memos).
 MEMO_ENV = "MDAME_CHAOS_MEMO"
-# Set by the harness's publisher mode: "youtube" (see use_youtube_publisher), and its chunk size.
+# Set by the harness's publisher mode: "youtube" or "tiktok" (see use_publisher), and the
+# YouTube upload's chunk size.
 PUBLISHER_ENV = "MDAME_CHAOS_PUBLISHER"
 CHUNK_ENV = "MDAME_CHAOS_CHUNK_BYTES"
 # The crash points of the byte transfer, named like an RPC: the n-th chunk PUT of the process.
@@ -60,10 +62,11 @@ def run_child(key: str) -> int:
     observer = install_from_env()
     if os.environ.get(MEMO_ENV) == "1":
         install_memos()
-    if os.environ.get(PUBLISHER_ENV) == "youtube":
-        use_youtube_publisher()
+    platform = os.environ.get(PUBLISHER_ENV)
+    if platform:
+        use_publisher(platform)
         if observer is not None:
-            install_transfer_points(observer)
+            install_transfer_points(observer, platform)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(DIMENSION_PARTITION, [PartitionRef.parse(key).dimension])
     outcome = run_partition(instance, key)
@@ -98,20 +101,33 @@ def forked_main(key: str, env: Mapping[str, str | None], log_path: str) -> None:
 # ------------------------------------------------------------------------------------------
 # The publisher mode
 # ------------------------------------------------------------------------------------------
-def use_youtube_publisher() -> None:
-    """The publishing job with a YouTubePublisher (the other providers stay offline): the
-    orchestrator's definitions again, with that publisher, for this process's run_partition."""
+def use_publisher(platform: str) -> None:
+    """The publishing job with the platform's production publisher (the other providers stay
+    offline): the orchestrator's definitions again, with that publisher, for this process's
+    run_partition. Short polls, and no grace: a killed holder's chunk is never in flight."""
     import mdame_cli.runs
     from mdame_assets import orchestrator
 
-    publisher = YouTubePublisher(
-        client_secrets_file=os.environ["MDAME_YOUTUBE_CLIENT_SECRETS"],
-        chunk_size=int(os.environ[CHUNK_ENV]),
-        timeout_s=10.0,
-        processing_polls=3,
-        processing_poll_s=0.05,
-        upload_grace_s=0,  # a killed holder's chunk is never in flight: take over at once
-    )
+    resources: dict[str, Any]
+    if platform == "youtube":
+        resources = {
+            "publisher": YouTubePublisher(
+                client_secrets_file=os.environ["MDAME_YOUTUBE_CLIENT_SECRETS"],
+                chunk_size=int(os.environ[CHUNK_ENV]),
+                timeout_s=10.0,
+                processing_polls=3,
+                processing_poll_s=0.05,
+                upload_grace_s=0,
+            )
+        }
+    elif platform == "tiktok":  # its app key, secret and server from the MDAME_TIKTOK_* variables
+        resources = {
+            "tiktok_publisher": TikTokPublisher(
+                timeout_s=10.0, processing_polls=20, processing_poll_s=0.05, upload_grace_s=0
+            )
+        }
+    else:
+        raise ValueError(f"{PUBLISHER_ENV} must be youtube or tiktok, not {platform!r}")
     old = orchestrator.defs
     defs = dg.Definitions(
         assets=old.assets,
@@ -119,38 +135,39 @@ def use_youtube_publisher() -> None:
         jobs=old.jobs,
         schedules=old.schedules,
         sensors=old.sensors,
-        resources={**(old.resources or {}), "publisher": publisher},
+        resources={**(old.resources or {}), **resources},
     )
     mdame_cli.runs.JOBS = tuple(
         (defs if jobs is old else jobs, name) for jobs, name in mdame_cli.runs.JOBS
     )
 
 
-def install_transfer_points(observer: CrashObserver) -> None:
+def install_transfer_points(observer: CrashObserver, platform: str) -> None:
     """Each chunk PUT of an upload reports to the crash observer as `send_chunk`: "after" once
     the channel confirmed it (after the last one: the video exists, its id not yet recorded),
     "before" just before it is sent; a crash at a "before" point first sends half the chunk,
     so the kill lands mid-chunk with part of its bytes on the channel."""
-    from mdame_resources.providers.youtube_api import SessionState, YouTubeApi
+    from mdame_resources.providers.tiktok_api import TikTokApi
+    from mdame_resources.providers.youtube_api import YouTubeApi
 
-    original = YouTubeApi.send_chunk
+    api: Any = YouTubeApi if platform == "youtube" else TikTokApi
+    method = "send_chunk" if platform == "youtube" else "put_chunk"
+    original = getattr(api, method)
 
-    def send_chunk(
-        self: YouTubeApi, session_uri: str, data: bytes, start: int, size: int
-    ) -> SessionState:
+    def send_chunk(self: Any, url: str, data: bytes, start: int, size: int, *rest: Any) -> Any:
         crash = observer.crash
         if (
             crash is not None
             and (crash.rpc, crash.phase) == (SEND_CHUNK, "before")
             and observer.count(SEND_CHUNK) == crash.n - 1
         ):
-            _send_half(self, session_uri, data, start, size)
+            _send_half(self, url, data, start, size)
         observer(SEND_CHUNK, "before")
-        answer = original(self, session_uri, data, start, size)
+        answer = original(self, url, data, start, size, *rest)
         observer(SEND_CHUNK, "after")
         return answer
 
-    YouTubeApi.send_chunk = send_chunk  # type: ignore[method-assign]
+    setattr(api, method, send_chunk)
 
 
 def _send_half(api: Any, session_uri: str, data: bytes, start: int, size: int) -> None:
@@ -159,8 +176,12 @@ def _send_half(api: Any, session_uri: str, data: bytes, start: int, size: int) -
     url = urlsplit(session_uri)
     conn = http.client.HTTPConnection(url.netloc, timeout=10)
     conn.putrequest("PUT", f"{url.path}?{url.query}")
+    from mdame_resources.providers.youtube_api import YouTubeApi
+
+    # YouTube's session wants the bearer; TikTok's upload_url carries its own token.
+    bearer = api._bearer() if isinstance(api, YouTubeApi) else {"Content-Type": "video/mp4"}
     for name, value in {
-        **api._bearer(),
+        **bearer,
         "Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}",
         "Content-Length": str(len(data)),
     }.items():

@@ -10,9 +10,10 @@
 3. After each case the invariants (invariants.py) must hold and the end state must equal the
    clean run's.
 
-The publisher mode (`publisher="youtube"`) publishes through the YouTubePublisher to a fake
-YouTube channel (channel.py) that each case runs in a process of its own, so a kill of the
-pipeline leaves it running; the chunk PUTs of the byte transfer are crash points too
+The publisher mode (`publisher="youtube"` or `"tiktok"`) publishes through that platform's
+production publisher to a fake of it (channel.py) that each case runs in a process of its own,
+so a kill of the pipeline leaves it running (in the TikTok mode the dimension's account is a
+TikTok account of the same handle); the chunk PUTs of the byte transfer are crash points too
 (`send_chunk`, child.py), and the channel's videos, bytes and counters are checked.
 
 Runs are child processes forked from a warm fork server (multiprocessing's forkserver, see
@@ -42,7 +43,7 @@ from mdame_core.state import StateStore
 from mdame_domain.media_profile import SHORTS, media_profile
 from tests import scratch_db
 from tests.adminkit import as_admin, close_admins
-from tests.chaos.channel import ChannelProcess, Grants, seal_grants
+from tests.chaos.channel import ChannelProcess, Grants, TikTokProcess, seal_grants, tiktok_niche
 from tests.chaos.child import CHUNK_ENV, MEMO_ENV, PUBLISHER_ENV
 from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint
 from tests.chaos.invariants import EndState, snapshot, violations
@@ -53,7 +54,7 @@ DEFAULT_DIMENSION = "science"
 # sends varies, so they are not deterministic crash points.
 TIMER_RPC_PREFIX = "heartbeat_"
 PHASES = ("before", "after")
-PUBLISHERS = ("outbox", "youtube")
+PUBLISHERS = ("outbox", "youtube", "tiktok")
 
 
 def default_chunk_bytes() -> int:
@@ -74,7 +75,8 @@ class ChaosConfig:
     memo: bool = True  # reuse clips and render analyses across cases (child.py)
     media_root: Path | None = None  # None: a fresh temporary store for this harness run
     keep_failed: bool = False  # keep a failed case's database and home for inspection
-    publisher: str = "outbox"  # "youtube": the YouTubePublisher and a fake channel per case
+    # "youtube" or "tiktok": that platform's publisher and a fake of it per case
+    publisher: str = "outbox"
     chunk_bytes: int = field(default_factory=default_chunk_bytes)
 
     @property
@@ -163,7 +165,7 @@ class _Case:
     db: scratch_db.DbUrls
     home: Path
     runs: int = 0
-    channel: ChannelProcess | None = None  # the publisher mode's fake YouTube
+    channel: ChannelProcess | None = None  # the publisher mode's fake channel
 
 
 class Harness:
@@ -207,14 +209,17 @@ class Harness:
         self._stack.callback(scratch_db.drop_database, seed.name)
         from mdame_pipeline.dimension_registry import sync_registry
 
+        if self.config.publisher not in PUBLISHERS:
+            raise ValueError(f"publisher must be one of {PUBLISHERS}")
+        niches = None
+        if self.config.publisher == "tiktok":
+            niches = tiktok_niche(self.config.dimension, self.work / "niches")
         with StateStore(seed.app, env="dev", pool_max=1) as state:
-            report = sync_registry(as_admin(state))
+            report = sync_registry(as_admin(state), niches)
             if self.config.dimension not in report.active:
                 raise ValueError(f"dimension {self.config.dimension!r} is not an active dimension")
-            if self.config.publisher == "youtube":  # every case's database is a copy: seal once
+            if self.config.publisher != "outbox":  # every case's database is a copy: seal once
                 self.grants = seal_grants(state, self.config.dimension, self.work)
-            elif self.config.publisher != "outbox":
-                raise ValueError(f"publisher must be one of {PUBLISHERS}")
         close_admins(seed.name)  # the seed is a template: no session may stay on it
         self.seed = seed.name
         self._ctx = multiprocessing.get_context("forkserver")
@@ -230,7 +235,8 @@ class Harness:
         case = _Case(db, home)
         try:
             if self.grants is not None:
-                case.channel = ChannelProcess(home / "youtube", self.grants.tokens)
+                server = TikTokProcess if self.config.publisher == "tiktok" else ChannelProcess
+                case.channel = server(home / self.config.publisher, self.grants.tokens)
             yield case
         finally:
             if case.channel is not None:
@@ -263,7 +269,7 @@ class Harness:
         if case.channel is None or self.grants is None:
             return {PUBLISHER_ENV: None}
         return {
-            PUBLISHER_ENV: "youtube",
+            PUBLISHER_ENV: self.config.publisher,
             CHUNK_ENV: str(self.config.chunk_bytes),
             **case.channel.env(self.grants),
         }
@@ -322,6 +328,10 @@ class Harness:
             crashed = self._run(case, point)
             last, reruns = self._rerun(case, crashed)
             found = []
+            if self.loses_grant(point) and crashed.killed:
+                found += self._reconnect(case)
+                last = self._run(case)
+                reruns += 1
             if last.exitcode != 0:
                 found.append(f"did not finish after {reruns} reruns: {last.error()} ({last.log})")
             found += violations(case.db.app, case.home, self.media, clean.end, case.channel)
@@ -332,6 +342,31 @@ class Harness:
                 note += f" [kept: database {case.db.name}, home {case.home}]"
         seconds = time.monotonic() - started
         return CaseResult(index, point, crashed.killed, reruns, tuple(found), seconds, note)
+
+    def loses_grant(self, point: CrashPoint) -> bool:
+        """TikTok retires a refresh token once it has answered its replacement: a kill between
+        that answer and the commit of the new token (replace_rotated_credential, before) loses
+        the grant, as it would for any client. No run can heal that; the account must ask for
+        a reconnect, and publish once after it."""
+        return self.config.publisher == "tiktok" and (point.rpc, point.phase) == (
+            "replace_rotated_credential",
+            "before",
+        )
+
+    def _reconnect(self, case: _Case) -> list[str]:
+        """After a lost grant: the account waits for a reconnect (nothing posted meanwhile);
+        then the operator's reconnect."""
+        assert isinstance(case.channel, TikTokProcess) and self.grants is not None
+        found = []
+        with StateStore(case.db.app, env="dev", pool_max=1) as state:
+            for account in state.list_accounts(self.config.dimension):
+                status = state.account_status(account.id)
+                if account.active and not status.needs_reauth:
+                    found.append(f"account {account.handle} lost its grant and asks for nothing")
+            if case.channel.view().videos:
+                found.append("a post was made with the lost grant's replacement")
+            case.channel.reconnect(state, self.grants, self.config.dimension)
+        return found
 
     def _rerun(self, case: _Case, first: RunResult) -> tuple[RunResult, int]:
         """The next cron ticks: runs without a crash until one finishes (at most max_reruns)."""

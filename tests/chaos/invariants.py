@@ -20,7 +20,7 @@ import psycopg
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.outbox import list_outbox
 from mdame_domain.video_metadata import publication_marker
-from tests.chaos.channel import ChannelProcess
+from tests.chaos.channel import Channel, ChannelView
 
 # A list call's quota key: the publication's key, then ":units:" and a one-off suffix
 # (YouTubePublisher._metered). How many list calls a run makes depends on where it was killed.
@@ -178,7 +178,7 @@ def violations(
     home: Path,
     media_root: Path,
     clean: EndState | None = None,
-    channel: ChannelProcess | None = None,
+    channel: Channel | None = None,
 ) -> list[str]:
     """Every broken invariant after a run (or a crash and its reruns) has finished.
 
@@ -270,15 +270,14 @@ def _published_bytes(conn: psycopg.Connection, home: Path) -> list[str]:
     return found
 
 
-def _channel(conn: psycopg.Connection, units: list[Unit], channel: ChannelProcess) -> list[str]:
+def _channel(conn: psycopg.Connection, units: list[Unit], channel: Channel) -> list[str]:
     """The publisher mode's channel: exactly one video per (script, account), found by the
     publication's marker, with the approved render's bytes; and each account's quota ledger
     (committed, per bucket, all days) equal to the channel's own counters."""
     found = []
-    data = channel.state()
-    by_handle = {ch["handle"]: cid for cid, ch in data["channels"].items()}
+    view = channel.view()
     accounts = dict(_rows(conn, "SELECT id, handle FROM mdame.dimension_accounts"))
-    claimed: set[str] = set()
+    claimed: set[int] = set()
     for pub_id, key, state, account_id, sha, render_sha, video_id in _rows(
         conn,
         """SELECT p.id, p.idempotency_key, p.state, p.account_id, p.content_sha256,
@@ -286,14 +285,13 @@ def _channel(conn: psycopg.Connection, units: list[Unit], channel: ChannelProces
              FROM mdame.publications p JOIN mdame.renders r ON r.id = p.render_id
             ORDER BY p.id""",
     ):
-        cid = by_handle.get(accounts[account_id])
         marker = publication_marker(key)
         videos = [
-            v
-            for v in data["videos"].values()
-            if v["channel"] == cid and marker in v["snippet"].get("description", "")
+            (i, v)
+            for i, v in enumerate(view.videos)
+            if v.handle == accounts[account_id] and marker in v.text
         ]
-        claimed |= {v["id"] for v in videos}
+        claimed |= {i for i, _ in videos}
         name = f"publication {pub_id} ({state})"
         if sha is None or sha != render_sha:
             found.append(f"{name} names content {_short(str(sha))}, its render {render_sha}")
@@ -301,24 +299,25 @@ def _channel(conn: psycopg.Connection, units: list[Unit], channel: ChannelProces
             if videos:
                 found.append(f"{name} is not published but the channel holds {len(videos)}")
             continue
-        if [v["id"] for v in videos] != [video_id]:
+        if len(videos) != 1 or video_id not in videos[0][1].ids:
             found.append(
-                f"{name}: the channel holds {sorted(v['id'] for v in videos)} for it, "
+                f"{name}: the channel holds {sorted(sorted(v.ids) for _, v in videos)} for it, "
                 f"the publication names {video_id}"
             )
             continue
-        got = hashlib.sha256(channel.video_bytes(videos[0]["upload_id"])).hexdigest()
+        got = videos[0][1].sha256
         if got != render_sha:
             found.append(f"{name}: the channel's video {video_id} is other bytes ({got[:12]})")
-    for video_id in sorted(set(data["videos"]) - claimed):
-        found.append(f"channel video {video_id} belongs to no publication")
-    return found + _quota_against_counters(conn, data, by_handle, accounts)
+    for i, video in enumerate(view.videos):
+        if i not in claimed:
+            found.append(f"channel video {sorted(video.ids)} belongs to no publication")
+    return found + _quota_against_counters(conn, view, accounts)
 
 
-def _never_arrived(conn: psycopg.Connection, data: dict[str, Any]) -> dict[int, int]:
+def _never_arrived(conn: psycopg.Connection, view: ChannelView) -> dict[int, int]:
     """Per account: how many initiations the pipeline recorded as about to be sent the channel
     never received (a run killed between recording and sending one). Each publication's
-    initiations carry its marker in the video's description, and the channel lists every one it
+    initiations carry its marker in the video's text, and the channel lists every one it
     received, counted or not."""
     never: dict[int, int] = {}
     for key, account, recorded in _rows(
@@ -327,19 +326,16 @@ def _never_arrived(conn: psycopg.Connection, data: dict[str, Any]) -> dict[int, 
              JOIN mdame.publications p ON p.id = c.publication_id GROUP BY 1, 2""",
     ):
         marker = publication_marker(key)
-        received = sum(1 for i in data.get("initiations", []) if marker in i["description"])
+        received = sum(1 for text in view.initiations if marker in text)
         never[account] = never.get(account, 0) + max(0, int(recorded) - received)
     return never
 
 
 def _quota_against_counters(
-    conn: psycopg.Connection,
-    data: dict[str, Any],
-    by_handle: dict[str, str],
-    accounts: dict[int, str],
+    conn: psycopg.Connection, view: ChannelView, accounts: dict[int, str]
 ) -> list[str]:
     found = []
-    never = _never_arrived(conn, data)
+    never = _never_arrived(conn, view)
     ledger: dict[tuple[int, str], int] = {
         (account, bucket): int(units)
         for account, bucket, units in _rows(
@@ -349,11 +345,10 @@ def _quota_against_counters(
         )
     }
     for account, handle in sorted(accounts.items()):
-        cid = by_handle.get(handle)
-        if cid is None:
+        if handle not in view.accounts:
             continue
         for bucket in ("insert", "search", "units"):
-            charged = sum(day.get(cid, {}).get(bucket, 0) for day in data["counters"].values())
+            charged = view.charged.get((handle, bucket), 0)
             committed = ledger.get((account, bucket), 0)
             if bucket == "insert":
                 # The channel counts an initiation when it receives it; the ledger spends it

@@ -158,8 +158,8 @@ def _parser() -> argparse.ArgumentParser:
         "--publisher",
         choices=PUBLISHERS,
         default="outbox",
-        help="outbox (default), or youtube: the YouTubePublisher to a fake channel per case, "
-        "with its commit points and every chunk PUT (send_chunk) as crash points",
+        help="outbox (default), or youtube or tiktok: that platform's publisher to a fake of it "
+        "per case, with its commit points and every chunk PUT (send_chunk) as crash points",
     )
     parser.add_argument(
         "--chunk-bytes",

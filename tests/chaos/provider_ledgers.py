@@ -24,6 +24,7 @@ import psycopg
 from mdame_domain.dimensions import load_registry
 from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+from tests.chaos.channel import ChannelView, youtube_view
 
 
 class InProcessChannel:
@@ -40,6 +41,9 @@ class InProcessChannel:
     def video_bytes(self, upload_id: str) -> bytes:
         data: bytes = self.fake.state.blob(upload_id).read_bytes()
         return data
+
+    def view(self) -> ChannelView:
+        return youtube_view(self.state(), self.video_bytes)
 
 
 def _prices(dimensions: Path) -> dict[str, dict[str, ModelPrice]]:
@@ -152,8 +156,7 @@ def quota_against_youtube(app_url: str, channel: Any, *, slack_units: int = 0) -
     channel charged. A list call killed around its request cannot be asked about: the next run
     commits it, so the units bucket may count up to `slack_units` (one per kill) more than the
     channel charged, never less; inserts are known exactly."""
-    data = channel.state()
-    by_handle = {ch["handle"]: cid for cid, ch in data["channels"].items()}
+    view = channel.view()
     found = []
     with psycopg.connect(app_url, autocommit=True) as conn:
         accounts = dict(conn.execute("SELECT id, handle FROM mdame.dimension_accounts").fetchall())
@@ -165,11 +168,10 @@ def quota_against_youtube(app_url: str, channel: Any, *, slack_units: int = 0) -
             ).fetchall()
         }
     for account, handle in sorted(accounts.items()):
-        cid = by_handle.get(handle)
-        if cid is None:
+        if handle not in view.accounts:
             continue
         for bucket in ("insert", "search", "units"):
-            charged = sum(day.get(cid, {}).get(bucket, 0) for day in data["counters"].values())
+            charged = view.charged.get((handle, bucket), 0)
             committed = ledger.get((account, bucket), 0)
             slack = slack_units if bucket == "units" else 0
             if not charged <= committed <= charged + slack:
