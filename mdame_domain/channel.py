@@ -14,8 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-# Refusals that end when the channel's quota window does: YouTube's, and TikTok's daily post cap.
-QUOTA_REASONS = ("quotaExceeded", "uploadLimitExceeded", "spam_risk_too_many_posts")
+# Refusals that end when the channel's quota window does: YouTube's, TikTok's daily post cap,
+# and Instagram's 24-hour publishing limit.
+QUOTA_REASONS = (
+    "quotaExceeded",
+    "uploadLimitExceeded",
+    "spam_risk_too_many_posts",
+    "content_publishing_limit",
+)
 
 
 class ChannelError(Exception):

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mdame_domain.video_metadata import VideoMetadataError, marked_caption
+
 MIB = 1024 * 1024
 MIN_CHUNK, MAX_CHUNK, MAX_FINAL_CHUNK = 5 * MIB, 64 * MIB, 128 * MIB
 MAX_CHUNKS = 1000
@@ -87,22 +89,12 @@ def _utf16_units(text: str) -> int:
 
 
 def caption(body: dict[str, Any], marker: str) -> str:
-    """post_info.title from the video resource (snippet title and description): the marker
-    first, then the title, then the description without its own copy of the marker, cut to
-    TikTok's 2,200 UTF-16 units (the description gives way, never the marker or the title)."""
-    snippet = body.get("snippet", {})
-    title = str(snippet.get("title", "")).strip()
-    description = str(snippet.get("description", "")).replace(f"[{marker}]", "").strip()
-    head = f"[{marker}] {title}".strip()
-    if _utf16_units(head) > MAX_CAPTION_UNITS:
-        raise TikTokRuleError(
-            f"the caption's title and marker are {_utf16_units(head)} UTF-16 units; at most "
-            f"{MAX_CAPTION_UNITS}"
-        )
-    text = f"{head}\n\n{description}" if description else head
-    while _utf16_units(text) > MAX_CAPTION_UNITS:
-        text = text[:-1]
-    return text.rstrip()
+    """post_info.title: the marked caption (video_metadata.marked_caption), cut to TikTok's
+    2,200 UTF-16 units."""
+    try:
+        return marked_caption(body, marker, MAX_CAPTION_UNITS, _utf16_units, "UTF-16 units")
+    except VideoMetadataError as exc:
+        raise TikTokRuleError(str(exc)) from None
 
 
 def privacy_level(body: dict[str, Any], allowed: list[str]) -> str:

@@ -8,6 +8,7 @@ space counts its quotes), `publishAt` only for private videos. Every error names
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ CATEGORIES = frozenset(
 )
 _LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 MARKER_PREFIX = "mdame:"
+_MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
 
 
 class VideoMetadataError(ValueError):
@@ -127,3 +129,34 @@ def video_resource(meta: VideoMetadata, marker: str) -> dict[str, Any]:
     if meta.tags:
         snippet["tags"] = list(meta.tags)
     return {"snippet": snippet, "status": status}
+
+
+def marked_caption(
+    body: dict[str, Any],
+    marker: str,
+    most: int,
+    length: Callable[[str], int] = len,
+    unit: str = "characters",
+) -> str:
+    """A post's caption from the video resource (snippet title and description) for a platform
+    with one text field: the marker first (a listing may show only the caption's start), then
+    the title, then the description without its own copy of the marker, cut to `most` as
+    `length` measures it (the description gives way, never the marker or the title)."""
+    snippet = body.get("snippet", {})
+    title = str(snippet.get("title", "")).strip()
+    description = str(snippet.get("description", "")).replace(f"[{marker}]", "").strip()
+    head = f"[{marker}] {title}".strip()
+    if length(head) > most:
+        raise VideoMetadataError(
+            "caption", f"its title and marker are {length(head)} {unit}; at most {most}"
+        )
+    text = f"{head}\n\n{description}" if description else head
+    while length(text) > most:
+        text = text[:-1]
+    return text.rstrip()
+
+
+def body_marker(body: dict[str, Any]) -> str:
+    """The publication marker the video resource's description carries ("" without one)."""
+    found = _MARKER.search(str(body.get("snippet", {}).get("description", "")))
+    return found.group(1) if found else ""

@@ -7,7 +7,7 @@ import re
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
-PLATFORMS = ("outbox", "youtube", "tiktok")
+PLATFORMS = ("outbox", "youtube", "tiktok", "instagram")
 SAFETY_PROFILES = ("general", "family", "strict")
 MAX_SHORT_S = 180.0  # YouTube Shorts' longest
 CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name

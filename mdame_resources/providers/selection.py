@@ -10,6 +10,7 @@ import dagster as dg
 from mdame_core.settings import SettingsError, mdame_env, seconds_setting
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.publisher import (
+    InstagramPublisher,
     OutboxPublisher,
     TikTokPublisher,
     YouTubePublisher,
@@ -29,7 +30,9 @@ def offline_providers() -> dict[str, Any]:
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
         "publisher": OutboxPublisher(),
-        "tiktok_publisher": OutboxPublisher(),  # offline, every platform's videos go out here
+        # Offline, every platform's videos go out to the outbox.
+        "tiktok_publisher": OutboxPublisher(),
+        "instagram_publisher": OutboxPublisher(),
         "notifier": OutboxNotifier(),  # alerts to the outbox
     }
 
@@ -63,6 +66,14 @@ def production_providers() -> dict[str, Any]:
         # TikTokPublisher); the API at MDAME_TIKTOK_BASE_URL, else open.tiktokapis.com.
         "tiktok_publisher": TikTokPublisher(
             upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+            # Between status polls after the last chunk (TikTok allows 30 a minute).
+            processing_poll_s=seconds_setting("MDAME_TIKTOK_STATUS_POLL_S", 5),
+        ),
+        # Each account's long-lived token is its sealed grant; the API at
+        # MDAME_INSTAGRAM_GRAPH_URL, else graph.instagram.com.
+        "instagram_publisher": InstagramPublisher(
+            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+            processing_poll_s=seconds_setting("MDAME_INSTAGRAM_STATUS_POLL_S", 5),
         ),
         # The Bot API at MDAME_TELEGRAM_API_URL (default
         # api.telegram.org); chats from the dimension YAMLs, else MDAME_TELEGRAM_CHAT_ID.

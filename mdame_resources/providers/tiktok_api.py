@@ -24,11 +24,9 @@ import os
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from mdame_core.settings import SettingsError
 from mdame_domain.channel import (
     AppRefused,
     ChannelError,
@@ -37,6 +35,7 @@ from mdame_domain.channel import (
     TransferInterrupted,
 )
 from mdame_domain.tiktok import ChunkPlan
+from mdame_resources.providers.http_api import OneShotHttp, trusted
 
 BASE_URL_VAR = "MDAME_TIKTOK_BASE_URL"
 CLIENT_KEY_VAR, CLIENT_SECRET_VAR = "MDAME_TIKTOK_CLIENT_KEY", "MDAME_TIKTOK_CLIENT_SECRET"
@@ -47,20 +46,6 @@ TIKTOK_BASE_URL = "https://open.tiktokapis.com"
 RATE_LIMITED, DAILY_CAP = "rate_limit_exceeded", "spam_risk_too_many_posts"
 # An access token is refreshed this long before TikTok says it expires.
 TOKEN_EARLY_S = 60.0
-
-
-def _loopback(host: str) -> bool:
-    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
-
-
-def _trusted(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))):
-        raise SettingsError(
-            f"the TikTok {what} {url[:80]!r} must be an https URL, or http on a loopback address"
-        )
-    return url
 
 
 def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
@@ -74,7 +59,7 @@ def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
     return ChannelError(what, response.status_code, code, message)
 
 
-class TikTokApi:
+class TikTokApi(OneShotHttp):
     """One creator's Content Posting API, opened with the account's refresh token."""
 
     def __init__(
@@ -86,35 +71,14 @@ class TikTokApi:
         timeout_s: float = 60.0,
         on_rotate: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(timeout_s)
         root = base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL
-        self.base_url = _trusted(root, f"API base URL ({BASE_URL_VAR})").rstrip("/")
+        self.base_url = trusted(root, f"TikTok API base URL ({BASE_URL_VAR})").rstrip("/")
         self._refresh_token = refresh_token
         self._client = (client_key, client_secret)
         self._access: tuple[str, float] | None = None  # token, when to refresh it
-        self.timeout_s = timeout_s
         self.on_rotate = on_rotate
-        self.deadline: float | None = None
         self.open_id: str | None = None
-
-    # -- plumbing --------------------------------------------------------------------------
-    def _timeout(self) -> float:
-        left = self.timeout_s
-        if self.deadline is not None:
-            left = min(left, self.deadline - time.time())
-        if left <= 0:
-            raise NotSent("the request could not start before its deadline")
-        return left
-
-    def _send(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
-        """One request, sent once. A connection never made is NotSent; a request cut short,
-        or one whose answer was lost, is TransferInterrupted."""
-        try:
-            with httpx.Client(timeout=self._timeout()) as client:
-                return client.request(method, url, **kwargs)
-        except httpx.ConnectError as exc:
-            raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
-        except (httpx.TransportError, httpx.StreamError) as exc:
-            raise TransferInterrupted(f"{what}: no answer ({type(exc).__name__})") from None
 
     def _access_token(self) -> str:
         if self._access is not None and time.time() < self._access[1]:
@@ -209,14 +173,14 @@ class TikTokApi:
         )
         if not publish_id or not upload_url:
             raise ChannelError("video/init", 200, "malformed", "no publish_id or upload_url")
-        return publish_id, _trusted(upload_url, "upload_url")
+        return publish_id, trusted(upload_url, "TikTok upload_url")
 
     def put_chunk(self, upload_url: str, data: bytes, start: int, size: int, mime: str) -> int:
         """One chunk to the upload_url; the HTTP status (206: more to come, 201: the file is
         whole). 403 (expired), 404 (no such upload) and 416 (out of step) are ChannelErrors."""
         response = self._send(
             "PUT",
-            _trusted(upload_url, "upload_url"),
+            trusted(upload_url, "TikTok upload_url"),
             "upload chunk",
             content=data,
             headers={

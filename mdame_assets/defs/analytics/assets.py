@@ -39,6 +39,7 @@ def video_stats(
     state: StateStoreResource,
     publisher: PublisherResource,
     tiktok_publisher: PublisherResource,
+    instagram_publisher: PublisherResource,
 ) -> dg.MaterializeResult:
     partition = PartitionRef.of(context)
     client = state.get_client()
@@ -61,7 +62,11 @@ def video_stats(
         for account_id, account_videos in by_account.items():
             account: Account = accounts[account_id]
             wanted = {v.video_id: v.partition_date for v in account_videos}
-            channel = publisher_for(account.platform, publisher, tiktok_publisher)
+            channel = publisher_for(
+                account.platform,
+                publisher,
+                {"tiktok": tiktok_publisher, "instagram": instagram_publisher},
+            )
             try:
                 counters = channel.video_statistics(
                     held, account, partition.dimension, wanted, partition.day

@@ -8,7 +8,7 @@ upload whose outcome nobody recorded takes it over and asks the channel first, n
 again while an earlier submission may still land.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -214,11 +214,11 @@ def retire_publication(
 def _publish_script(
     step: Step,
     script: WorkUnit,
-    publishers: tuple[PublisherResource, PublisherResource],
+    publishers: tuple[PublisherResource, Mapping[str, PublisherResource]],
     media: MediaStoreResource,
     uploads: dict[str, dict[str, int]] | None = None,
 ) -> list[str]:
-    """`publishers`: the deployment's publisher and TikTok's (see publisher_for)."""
+    """`publishers`: the deployment's publisher and the platforms' own (see publisher_for)."""
     render = step.state.get_work_unit("render", script.result["render_id"])
     if render is None:
         raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
@@ -274,13 +274,15 @@ def publications(
     state: StateStoreResource,
     publisher: PublisherResource,
     tiktok_publisher: PublisherResource,
+    instagram_publisher: PublisherResource,
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
     """Published videos: exactly one per script and active account, whatever crashes between.
-    A TikTok account's go through `tiktok_publisher`, every other account's through
-    `publisher`; one platform failing never holds the others back."""
+    A TikTok account's go through `tiktok_publisher`, an Instagram account's through
+    `instagram_publisher`, every other account's through `publisher`; one platform failing
+    never holds the others back."""
     uploads: dict[str, dict[str, int]] = {}
-    publishers = (publisher, tiktok_publisher)
+    publishers = (publisher, {"tiktok": tiktok_publisher, "instagram": instagram_publisher})
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
             str(script.id): _publish_script(step, script, publishers, media, uploads)

@@ -45,6 +45,7 @@ class AccountGrant:
 
     refresh_token: str
     ciphertext: bytes
+    issued_at: float | None = None  # when the token was issued, where the grant says
 
 
 def account_grant(
@@ -62,7 +63,9 @@ def account_grant(
             f"account {account.handle}: its stored grant cannot be opened ({exc}); check "
             f"MDAME_MASTER_KEY / MDAME_MASTER_KEY_FILE, or run {reconnect} again"
         ) from None
-    return AccountGrant(str(grant["refresh_token"]), stored.ciphertext)
+    issued = grant.get("issued_at")
+    issued_at = float(issued) if isinstance(issued, int | float) else None
+    return AccountGrant(str(grant["refresh_token"]), stored.ciphertext, issued_at)
 
 
 def store_rotated_grant(
@@ -71,17 +74,23 @@ def store_rotated_grant(
     grant: AccountGrant,
     refresh_token: str,
     master_key_file: str,
+    issued_at: float | None = None,
 ) -> bool:
-    """Seals the provider's new refresh token under the current master key and replaces the
+    """Seals the provider's new refresh token (and when it was issued, for a provider whose
+    tokens may be refreshed only at some age) under the current master key and replaces the
     stored grant it was refreshed from (fenced; False when that grant changed meanwhile)."""
+    grant_data: dict[str, Any] = {"refresh_token": refresh_token}
+    if issued_at is not None:
+        grant_data["issued_at"] = issued_at
     sealed = seal_grant(
         master_keys(master_key_file).current,
         associated_data(mdame_env(), account.platform, account.handle),
-        {"refresh_token": refresh_token},
+        grant_data,
     )
     replaced = state.replace_rotated_credential(
         account.id, sealed.key_id, sealed.wrapped_key, sealed.ciphertext, grant.ciphertext
     )
     if replaced:
         grant.refresh_token, grant.ciphertext = refresh_token, sealed.ciphertext
+        grant.issued_at = issued_at
     return replaced

@@ -13,11 +13,9 @@ A post has no thumbnail call: TikTok takes its cover from the video (video_cover
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Mapping
 from datetime import date
-from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -34,16 +32,14 @@ from mdame_domain.tiktok import (
     posted_id,
     privacy_level,
 )
-from mdame_domain.video_metadata import MARKER_PREFIX
+from mdame_domain.video_metadata import body_marker
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.job import (
     StatisticsUnavailable,
-    UploadJob,
 )
-from mdame_resources.providers.publisher.resource import PublisherResource
+from mdame_resources.providers.publisher.marked import MarkedPostPublisher
 from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
 
-_MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
 # Where in the video TikTok takes the cover from.
 COVER_AT_MS = 1000
 
@@ -72,11 +68,11 @@ class TikTokChannel:
 
     # -- the upload -------------------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
-        marker = _MARKER.search(str(body.get("snippet", {}).get("description", "")))
+        marker = body_marker(body)
         allowed = list(self.api.creator_info().get("privacy_level_options") or [])
         try:
             post_info = {
-                "title": caption(body, marker.group(1) if marker else ""),
+                "title": caption(body, marker),
                 "privacy_level": privacy_level(body, allowed),
                 "disable_duet": False,
                 "disable_comment": False,
@@ -166,7 +162,7 @@ class TikTokChannel:
         raise ChannelError("thumbnail", 403, "forbidden", "TikTok takes the cover from the video")
 
 
-class TikTokPublisher(PublisherResource):
+class TikTokPublisher(MarkedPostPublisher):
     """TikTok's Content Posting API: each creator opened with its sealed, rotating grant."""
 
     # The app's client key and secret. Empty: MDAME_TIKTOK_CLIENT_KEY and
@@ -231,32 +227,3 @@ class TikTokPublisher(PublisherResource):
         plan = chunk_plan(size, chunk)
         start, end = plan.chunk_at(offset)
         return end - start
-
-    def _search(self, job: UploadJob, api: Any) -> str | None:
-        """The creator's public videos, page by page (each call metered), for the marker: a
-        private post is never listed, and a failed or expired one never became a post."""
-        token: str | None = None
-        for _ in range(self.search_pages):
-            page: dict[str, Any] = self._metered(
-                job, partial(api.playlist_page, "public-videos", token)
-            )
-            for item in page.get("items", []):
-                if job.marker in item.get("snippet", {}).get("description", ""):
-                    return str(item["contentDetails"]["videoId"])
-            token = page.get("nextPageToken")
-            if not token:
-                return None
-        raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
-
-    def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
-        # PUBLISH_COMPLETE (how the post was found published) is TikTok's last processing step.
-        job.state.record_video_processing(job.publication_id, "succeeded", {"polls": 0})
-
-    def _set_thumbnail(self, job: UploadJob, api: Any, video_id: str) -> None:
-        if job.thumbnail is None:
-            return
-        pub = job.state.get_work_unit("publication", job.publication_id)
-        if pub is not None and "thumbnail" not in pub.result:
-            job.state.record_thumbnail(
-                job.publication_id, "refused", {"reason": "TikTok takes the cover from the video"}
-            )

@@ -1,0 +1,207 @@
+"""Instagram Reels through the publisher's resumable protocol (Instagram API with Instagram
+Login).
+
+The session is a REELS container with a resumable upload: `initiate` creates it, and the upload
+URI and container id are what the publisher commits before the first byte. The bytes go to the
+upload URI in chunks, each at the offset the server holds (after an interruption, the
+container's video_status says how many bytes it holds). After the last byte the container's
+status is polled until FINISHED and the reel is published (media_publish); a container that
+expired or failed processing is a gone session, and one found already PUBLISHED (its
+media_publish answer lost) is settled through the account's media, searched for the marker.
+
+A reel has no thumbnail call: Instagram takes its cover from the video (thumb_offset).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Mapping
+from datetime import date
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from mdame_core.state import Account, StateStore
+from mdame_domain.analytics import VideoCounters
+from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
+from mdame_domain.tiktok import MIB
+from mdame_domain.video_metadata import body_marker, marked_caption
+from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
+from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
+from mdame_resources.providers.publisher.job import StatisticsUnavailable
+from mdame_resources.providers.publisher.marked import MarkedPostPublisher
+
+CAPTION_MAX = 2200  # characters
+COVER_AT_MS = 1000  # where in the video Instagram takes the cover from
+# A long-lived token may be refreshed once it is a day old; refreshed weekly, a token of 60
+# days is renewed long before it lapses, also when runs pause for weeks.
+TOKEN_REFRESH_AFTER_S = 7 * 86400.0
+STATUS_POLL_VAR = "MDAME_INSTAGRAM_STATUS_POLL_S"
+# publish_id-style answers meaning the container cannot be published (any more).
+GONE_ON_PUBLISH = ("24/2207008", "-2/2207020", "-1/2207053")
+NOT_READY = "9007/2207027"
+
+
+def _session(session_uri: str) -> tuple[str, str]:
+    """(upload URI, container id) of a committed session URI."""
+    found = parse_qs(urlsplit(session_uri).fragment)
+    try:
+        return session_uri.split("#", 1)[0], found["container"][0]
+    except (KeyError, IndexError):
+        raise ValueError(f"not an Instagram session URI: {session_uri[:80]}") from None
+
+
+class InstagramChannel:
+    """One Instagram professional account, spoken through the publisher's channel protocol."""
+
+    def __init__(self, api: InstagramApi, status_polls: int, status_poll_s: float) -> None:
+        self.api = api
+        self.status_polls, self.status_poll_s = status_polls, status_poll_s
+        self._listed: dict[str, dict[str, Any]] = {}
+
+    # -- the upload -------------------------------------------------------------------------
+    def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
+        text = marked_caption(body, body_marker(body), CAPTION_MAX)
+        # Meta's advice: ask the limit first, rather than upload a reel that cannot be published.
+        used, allowed = self.api.publishing_limit()
+        if used >= allowed:
+            raise ChannelError(
+                "content_publishing_limit",
+                400,
+                CONTENT_PUBLISHING_LIMIT,
+                f"{used} of {allowed} reels published in the last 24 hours",
+            )
+        container_id, uri = self.api.create_container(text, COVER_AT_MS)
+        return f"{uri}#container={quote(container_id)}"
+
+    def query(self, session_uri: str, size: int) -> SessionState:
+        return self._settled(_session(session_uri)[1], size)
+
+    def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState:
+        uri, container_id = _session(session_uri)
+        try:
+            self.api.upload(uri, data, start, size)
+        except ChannelError as exc:
+            if exc.status == 400:  # out of step, or the container is over: where is it?
+                return self._settled(container_id, size)
+            raise
+        if start + len(data) < size:
+            return SessionState(next_byte=start + len(data))
+        return self._settled(container_id, size)
+
+    def _settled(self, container_id: str, size: int) -> SessionState:
+        """Where the container stands; once the file is whole and processed, the reel
+        published. Still processing after the polls: TransferInterrupted, and the next run asks
+        again (nothing is sent twice)."""
+        for poll in range(max(1, self.status_polls)):
+            found = self.api.container(container_id)
+            code = str(found.get("status_code") or "")
+            if code in ("ERROR", "EXPIRED", "PUBLISHED"):
+                # PUBLISHED: its media_publish answer was lost; the media id is in the list.
+                return SessionState(gone=True)
+            if code == "FINISHED":
+                try:
+                    media_id = self.api.publish(container_id)
+                    return SessionState(next_byte=size, video={"id": media_id})
+                except ChannelError as exc:
+                    if exc.reason in GONE_ON_PUBLISH:
+                        return SessionState(gone=True)
+                    if exc.reason != NOT_READY:
+                        raise
+            else:
+                phase = (found.get("video_status") or {}).get("uploading_phase") or {}
+                held = int(phase.get("bytes_transferred") or 0)
+                if held < size:
+                    return SessionState(next_byte=held)
+            if poll + 1 < self.status_polls:
+                time.sleep(self.status_poll_s)
+        raise TransferInterrupted(f"Instagram is still processing container {container_id}")
+
+    # -- the account's media, for a gone session ------------------------------------------
+    def uploads_playlist(self) -> str:
+        return "media"  # the account's media: /<IG_USER_ID>/media has no id of its own
+
+    def playlist_page(self, playlist_id: str, page_token: str | None) -> dict[str, Any]:
+        page = self.api.media_page(page_token)
+        items = []
+        for media in page.get("data") or []:
+            mid = str(media.get("id"))
+            self._listed[mid] = media
+            items.append(
+                {
+                    "contentDetails": {"videoId": mid},
+                    "snippet": {"description": str(media.get("caption") or "")},
+                }
+            )
+        paging = page.get("paging") or {}
+        after = (paging.get("cursors") or {}).get("after")
+        return {"items": items, "nextPageToken": after if paging.get("next") else None}
+
+    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]:
+        """The listed media among `video_ids` (the list already holds what is asked)."""
+        return [
+            {
+                "id": mid,
+                "snippet": {"description": str(self._listed[mid].get("caption") or "")},
+                "processingDetails": {"processingStatus": "succeeded"},
+            }
+            for mid in video_ids
+            if mid in self._listed
+        ]
+
+    def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
+        why = "Instagram takes the cover from the video"
+        raise ChannelError("thumbnail", 403, "forbidden", why)
+
+
+class InstagramPublisher(MarkedPostPublisher):
+    """Reels through the Instagram API with Instagram Login, each account opened with its
+    sealed long-lived token (refreshed weekly)."""
+
+    graph_url: str = ""  # empty: MDAME_INSTAGRAM_GRAPH_URL, else graph.instagram.com
+    master_key_file: str = ""  # empty: MDAME_MASTER_KEY, else $MDAME_HOME/master.key
+    timeout_s: float = 60.0
+    chunk_size: int = 8 * MIB  # bytes per upload request; the server takes any split
+    # A container counts against nothing; the 24-hour publishing limit counts published reels.
+    initiation_counted: bool = False
+    processing_polls: int = 12
+    processing_poll_s: float = 5.0
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> InstagramChannel:
+        grant = account_grant(state, account, dimension_slug, self.master_key_file)
+
+        def rotated(token: str) -> None:
+            store_rotated_grant(state, account, grant, token, self.master_key_file, time.time())
+
+        api = InstagramApi(
+            grant.refresh_token,
+            graph_url=self.graph_url or None,
+            timeout_s=self.timeout_s,
+            on_rotate=rotated,
+        )
+        if grant.issued_at is None:
+            # Its age unknown (a fresh connect): counted from now, refreshed a week on.
+            rotated(grant.refresh_token)
+        elif time.time() - grant.issued_at > TOKEN_REFRESH_AFTER_S:
+            # A refusal or no answer: the token has weeks left, the next run refreshes it (a
+            # revoked token, GrantRevoked, is not suppressed: the account needs a reconnect).
+            with contextlib.suppress(ChannelError, TransferInterrupted):
+                api.refresh_token()
+        poll_s = float(os.environ.get(STATUS_POLL_VAR) or self.processing_poll_s)
+        return InstagramChannel(api, self.processing_polls, poll_s)
+
+    def set_deadline(self, api: Any, deadline: float) -> None:
+        api.api.deadline = deadline
+
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        raise StatisticsUnavailable(
+            f"account {account.handle}: Instagram's view and like counts are not read yet"
+        )

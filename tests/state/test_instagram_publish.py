@@ -1,0 +1,175 @@
+"""Exactly-once Instagram Reels through the publisher's protocol, against the local Instagram
+server and real PostgreSQL: one reel per (script, account) with the render's bytes, whatever
+fails in between, and the account's long-lived token refreshed and kept sealed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_fencing import hold
+from youtube_kit import (
+    REFRESH_TOKEN,
+    Setup,
+    publish_once,
+    ready_to_publish,
+    store_grant,
+    until_published,
+)
+
+from fakes import instagram
+from fakes.instagram import FakeInstagram
+from mdame_core.state import StateStore
+from mdame_domain.credentials import MasterKey
+from mdame_domain.tiktok import MIB
+from mdame_resources.providers.publisher import InstagramPublisher
+from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
+from mdame_resources.providers.publisher.instagram import TOKEN_REFRESH_AFTER_S
+from tests.adminkit import as_admin
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[FakeInstagram]:
+    with instagram.running(tmp_path / "instagram") as fake:
+        fake.set_processing_delay(0)
+        fake.add_account("tech", REFRESH_TOKEN)
+        yield fake
+
+
+def _publisher(server: FakeInstagram, **overrides: Any) -> InstagramPublisher:
+    config: dict[str, Any] = {
+        "graph_url": server.base_url,
+        "chunk_size": 5 * MIB,
+        "timeout_s": 10.0,
+        "processing_polls": 3,
+        "processing_poll_s": 0.01,
+        "upload_grace_s": 0,
+        "gone_recheck_s": 0.001,
+    }
+    return InstagramPublisher(**{**config, **overrides})
+
+
+def _granted(state: StateStore, tmp_path: Path, master: MasterKey, size: int) -> tuple:
+    """The tech lock held, a render of `size` bytes ready to publish to the dimension's
+    Instagram account, and that account's grant stored."""
+    a = hold(state, "tech")
+    youtube = ready_to_publish(a, tmp_path, size=size)
+    as_admin(a).upsert_dimension_account("tech", "instagram", "tech.reels", 100)
+    [account] = [x for x in a.list_accounts("tech") if x.platform == "instagram"]
+    store_grant(a, account, master)
+    s = Setup(account, {**youtube.payload, "account_id": account.id}, youtube.video, youtube.sha256)
+    return a, s
+
+
+def _assert_published_once(
+    state: StateStore, server: FakeInstagram, s: Setup, media_id: str
+) -> None:
+    assert [m["id"] for m in server.media()] == [media_id]
+    assert server.media_bytes(media_id) == s.video.read_bytes()
+    pub = state.get_work_unit("publication", "pu")
+    assert pub is not None and pub.state == "published" and pub.result["video_id"] == media_id
+    assert pub.result["processing"] == "succeeded"
+    # The ledger counts published reels, as the 24-hour publishing limit does.
+    assert state.bucket_usage(s.account.id).get("insert", (0, 0)) == (0, 1)
+
+
+def test_a_reel_in_chunks_is_published_once_with_its_marker_first(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=12 * MIB)
+    logs: list[Any] = []
+    pub = _publisher(server)
+    media_id = publish_once(a, pub, s, logs)
+    assert media_id is not None
+    _assert_published_once(state, server, s, media_id)
+    [media] = server.media()
+    assert media["caption"].startswith("[mdame:")
+    uploads = [r for r in server.requests() if r.startswith("POST /ig-api-upload/")]
+    assert len(uploads) == 3  # 5 + 5 + 2 MiB
+    [container] = server.containers().values()
+    assert container["params"]["media_type"] == "REELS"
+    assert publish_once(a, pub, s, logs) == media_id  # published: a no-op
+    assert len(server.containers()) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "options"),
+    [
+        ("drop_upload", {"stored": True}),  # the file is whole, the answer lost
+        ("drop_upload", {"stored": False}),  # the last request's bytes never arrived
+        ("interrupt_upload", {}),  # half a request's body arrived, then a reset
+        ("upload_5xx", {}),
+        ("status_5xx", {}),
+        ("publish_5xx", {}),  # not published: asked again
+        ("publish_5xx", {"published": True}),  # published, the answer a 500
+        ("lost_publish", {}),  # published, the answer never sent
+        ("throttle", {}),  # a graph call throttled (code 4)
+        ("create_5xx", {}),  # no container made
+    ],
+)
+def test_every_fault_ends_in_exactly_one_reel(
+    state, tmp_path, server, master, fault, options
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=12 * MIB)
+    server.faults.push(fault, **options)
+    logs: list[Any] = []
+    media_id = until_published(a, _publisher(server), s, logs)
+    assert not server.faults.pending(), "the fault never fired"
+    _assert_published_once(state, server, s, media_id)
+
+
+@pytest.mark.parametrize("fault", ["container_error", "container_expired"])
+def test_a_container_that_fails_processing_is_settled_and_published_again_once(
+    state, tmp_path, server, master, fault
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2 * MIB)
+    server.faults.push(fault)
+    logs: list[Any] = []
+    media_id = until_published(a, _publisher(server), s, logs)
+    _assert_published_once(state, server, s, media_id)
+    codes = sorted(c["status_code"] for c in server.containers().values())
+    assert codes == sorted(["ERROR" if fault == "container_error" else "EXPIRED", "PUBLISHED"])
+
+
+def test_the_publishing_limit_pauses_the_account(state, tmp_path, server, master) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    server.set_publish_limit(0)
+    logs: list[Any] = []
+    assert publish_once(a, _publisher(server), s, logs) is None
+    status = state.account_status(s.account.id)
+    assert status.pause_reason == "content_publishing_limit" and status.paused_until
+    assert state.get_work_unit("publication", "pu").state == "pending"
+    assert server.media() == []
+
+
+def test_a_revoked_token_asks_for_a_reconnect(state, tmp_path, server, master) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    server.revoke(REFRESH_TOKEN)
+    logs: list[Any] = []
+    assert publish_once(a, _publisher(server), s, logs) is None
+    assert state.account_status(s.account.id).needs_reauth
+    assert server.media() == [] and server.containers() == {}
+
+
+def test_the_token_is_dated_on_first_use_and_refreshed_a_week_on(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    pub = _publisher(server)
+    pub.channel(a, s.account, "tech")  # a fresh connect: its age unknown
+    first = account_grant(a, s.account, "tech", "")
+    assert first.refresh_token == REFRESH_TOKEN and first.issued_at is not None
+    pub.channel(a, s.account, "tech")  # days young: not refreshed
+    assert account_grant(a, s.account, "tech", "").refresh_token == REFRESH_TOKEN
+    week_old = time.time() - TOKEN_REFRESH_AFTER_S - 60
+    assert store_rotated_grant(a, s.account, first, REFRESH_TOKEN, "", week_old)
+    pub.channel(a, s.account, "tech")
+    fresh = account_grant(a, s.account, "tech", "")
+    assert fresh.refresh_token != REFRESH_TOKEN and fresh.issued_at > week_old
+    # The old token still works until it lapses (Meta's rule), the new one is the one used.
+    media_id = publish_once(a, pub, s, [])
+    assert media_id is not None
+    _assert_published_once(state, server, s, media_id)
