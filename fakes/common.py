@@ -211,3 +211,31 @@ class JsonHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
         self.connection.close()
+
+
+def store_demo_grant(state: Any, env: str, account: Any, token: str) -> None:
+    """Demo wiring: `account`'s grant (a refresh token the local server honours) sealed and
+    stored, as `mdame accounts connect` would after a consent. The master key comes from
+    MDAME_MASTER_KEY or the key file (created, 0600, when neither exists)."""
+    from mdame_core.settings import mdame_home
+    from mdame_domain.credentials import (
+        MASTER_KEY_FILE_VAR,
+        MASTER_KEY_VAR,
+        MasterKey,
+        associated_data,
+        load_master_key,
+        seal_grant,
+        write_key_file,
+    )
+
+    path = Path(os.environ.get(MASTER_KEY_FILE_VAR) or mdame_home() / "master.key")
+    if not os.environ.get(MASTER_KEY_VAR) and not path.exists():
+        write_key_file(path, MasterKey.generate())
+    envelope = seal_grant(
+        load_master_key(path),
+        associated_data(env, account.platform, account.handle),
+        {"refresh_token": token},
+    )
+    state.store_account_credential(
+        account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
+    )

@@ -1,11 +1,15 @@
 """`make demo PROVIDERS=fakes`: the whole graph with the production providers (Gemini writer,
-critic and safety; Edge-TTS then Gemini TTS; the httpx trend reader; the YouTube publisher)
-against this package's local protocol servers, end to end. Only the visuals stay procedural (no
-GPU). Nothing leaves 127.0.0.1, and no key here is a secret.
+critic and safety; Edge-TTS then Gemini TTS; the httpx trend reader; the YouTube and TikTok
+publishers) against this package's local protocol servers, end to end. Only the visuals stay
+procedural (no GPU). Nothing leaves 127.0.0.1, and no key here is a secret.
 
 It starts the servers, points the providers at them through the same MDAME_* variables a
-deployment sets, stores an encrypted grant for each demo account on the fake channel (as
-`mdame accounts connect` would after a consent), and then runs the ordinary demo.
+deployment sets, stores an encrypted grant for each demo account on its fake (as `mdame
+accounts connect` would after a consent), and then runs the ordinary demo. Every niche
+cross-posts: the demo reads the niche files through `demo_niches`, which gives each niche
+without a TikTok or an Instagram account one (its first handle with `-tiktok` or `-reels`), so
+each video is published three times, to the fake YouTube channel, the fake TikTok creator and
+the fake Instagram account.
 
 With MDAME_FAKES_RUNNING=1 it starts no server and connects no account: the servers run in
 another process that outlives this one (the provider crash harness, tests/chaos/providers.py),
@@ -15,7 +19,9 @@ the niche files from DIR instead of dimensions/.
 
 `inject_random_faults` draws, from a seeded RNG, faults for every server at once (a Gemini
 outage, Gemini 429/5xx/drops, Edge-TTS drops, YouTube 5xx / a reset mid chunk / a lost response,
-Telegram 429/5xx); `clear_faults` ends them all, keeping what the servers counted.
+TikTok 5xx / a dropped final chunk / an expired upload, Instagram 5xx / an interrupted or
+dropped upload / a lost publish answer / throttling, Telegram 429/5xx); `clear_faults` ends
+them all, keeping what the servers counted.
 """
 
 from __future__ import annotations
@@ -25,21 +31,29 @@ import json
 import os
 import random
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-from fakes import edge_tts, feeds, gemini, telegram, youtube
-from mdame_core.settings import mdame_env, mdame_home
+import yaml
+
+from fakes import edge_tts, feeds, gemini, instagram, telegram, tiktok, youtube
+from fakes.common import LocalServer
+from mdame_core.settings import dimensions_dir, mdame_env, mdame_home
 from mdame_core.state import StateStore
 
 # Keys the local servers accept; stand-ins, never real credentials.
 DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
+DEMO_TIKTOK_CLIENT = ("fakes-demo-tiktok-key", "fakes-demo-tiktok-secret")
+# The account demo_niches gives a niche without one, per platform: its handle's suffix and
+# how many posts a day it takes (TikTok's default daily cap, Instagram's publishing limit).
+CROSS_POSTS = {"tiktok": ("-tiktok", 15), "instagram": ("-reels", 100)}
 # Set (to 1) by whoever runs the servers in a process of its own: use those, start none.
 RUNNING_VAR = "MDAME_FAKES_RUNNING"
 
@@ -51,34 +65,67 @@ def _client_secrets(folder: Path) -> Path:
     return path
 
 
-def connect_demo_accounts(
-    channel: youtube.FakeYouTube, state: StateStore, dimensions: Path | None = None
-) -> None:
-    """Every active demo account (of the niche files in `dimensions`, by default
-    settings.dimensions_dir()) gets a channel on the fake and an encrypted grant. `state` is an
-    admin client."""
+def demo_niches(source: Path, folder: Path) -> Path:
+    """The niche files of `source`, each niche without an account on a platform of
+    CROSS_POSTS given one, written to `folder` (replacing what an earlier demo wrote there);
+    returns `folder`."""
+    niches = {path.name: path.read_text(encoding="utf-8") for path in source.glob("*.yaml")}
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.yaml"):
+        old.unlink()
+    for name, text in sorted(niches.items()):
+        raw = yaml.safe_load(text)
+        accounts = raw.get("accounts") if isinstance(raw, dict) else None
+        well_formed = isinstance(accounts, list) and all(isinstance(a, dict) for a in accounts)
+        if accounts and well_formed:
+            first, platforms = accounts[0].get("handle"), {a.get("platform") for a in accounts}
+            for platform, (suffix, per_day) in CROSS_POSTS.items():
+                if platform not in platforms:
+                    handle = f"{first}{suffix}"
+                    accounts.append(
+                        {"platform": platform, "handle": handle, "daily_quota_units": per_day}
+                    )
+            text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+        # A file that is not a niche's mapping goes as it is: the registry names its problem.
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def connect_demo_accounts(services: FakeServices, state: StateStore, dimensions: Path) -> None:
+    """Every active demo account (of the niche files in `dimensions`) gets a channel on its
+    fake (TikTok's, Instagram's, YouTube's for the others) and an encrypted grant. `state` is
+    an admin client."""
     from mdame_pipeline.dimension_registry import sync_registry
 
     report = sync_registry(state, dimensions)
     accounts = [a for slug in report.active for a in state.list_accounts(slug) if a.active]
-    youtube.connect_accounts(channel, state, mdame_env(), accounts)
+    own = {"tiktok", "instagram"}
+    youtube.connect_accounts(
+        services.channel, state, mdame_env(), [a for a in accounts if a.platform not in own]
+    )
+    tiktok.connect_accounts(
+        services.tiktok, state, mdame_env(), [a for a in accounts if a.platform == "tiktok"]
+    )
+    instagram.connect_accounts(
+        services.instagram, state, mdame_env(), [a for a in accounts if a.platform == "instagram"]
+    )
 
 
 @contextmanager
-def _channel(folder: Path) -> Iterator[youtube.FakeYouTube]:
-    """The fake channel on the port it had last time when that port is free: upload session
-    URIs recorded by a demo that was killed mid-upload name it, and the next demo resumes
-    them (a real channel's session URIs do not move either)."""
-    port_file = folder / "youtube.port"
+def _stable_port(folder: Path, name: str, start: Callable[..., Any]) -> Iterator[Any]:
+    """The fake on the port it had last time when that port is free: upload URLs recorded by a
+    demo that was killed mid-upload name it, and the next demo resumes them (a real
+    platform's upload URLs do not move either)."""
+    port_file = folder / f"{name}.port"
     try:
         port = int(port_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         port = 0
     with ExitStack() as stack:
         try:
-            fake = stack.enter_context(youtube.running(folder / "youtube", port=port))
+            fake: LocalServer = stack.enter_context(start(folder / name, port=port))
         except OSError:  # taken now: a fresh port (old sessions are then searched for)
-            fake = stack.enter_context(youtube.running(folder / "youtube"))
+            fake = stack.enter_context(start(folder / name))
         port_file.write_text(str(urlsplit(fake.base_url).port), encoding="utf-8")
         yield fake
 
@@ -87,6 +134,8 @@ def _channel(folder: Path) -> Iterator[youtube.FakeYouTube]:
 class FakeServices:
     env: dict[str, str]  # points the production providers at the servers (the caller sets it)
     channel: youtube.FakeYouTube
+    tiktok: tiktok.FakeTikTok
+    instagram: instagram.FakeInstagram
     model: gemini.FakeGemini
     speech: edge_tts.EdgeTtsServer
     sources: feeds.FeedServer
@@ -101,7 +150,9 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
         model = servers.enter_context(gemini.running())
         speech = servers.enter_context(edge_tts.running())
         sources = servers.enter_context(feeds.running(youtube_key=DEMO_YOUTUBE_KEY))
-        channel = servers.enter_context(_channel(folder))
+        channel = servers.enter_context(_stable_port(folder, "youtube", youtube.running))
+        creators = servers.enter_context(_stable_port(folder, "tiktok", tiktok.running))
+        reels = servers.enter_context(_stable_port(folder, "instagram", instagram.running))
         bot = servers.enter_context(telegram.TelegramServer())
         env = {
             "MDAME_PROVIDERS": "fakes",
@@ -112,6 +163,13 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
             "MDAME_YOUTUBE_ROOT_URL": channel.base_url,
             "MDAME_GOOGLE_TOKEN_URI": channel.token_uri,
             "MDAME_YOUTUBE_CLIENT_SECRETS": str(_client_secrets(folder)),
+            "MDAME_TIKTOK_BASE_URL": creators.base_url,
+            "MDAME_TIKTOK_CLIENT_KEY": DEMO_TIKTOK_CLIENT[0],
+            "MDAME_TIKTOK_CLIENT_SECRET": DEMO_TIKTOK_CLIENT[1],
+            # The fake processes a post in half a second; TikTok takes minutes.
+            "MDAME_TIKTOK_STATUS_POLL_S": "0.5",
+            "MDAME_INSTAGRAM_GRAPH_URL": reels.base_url,
+            "MDAME_INSTAGRAM_STATUS_POLL_S": "0.5",
             "MDAME_GOOGLE_TRENDS_ROOT_URL": sources.base_url,
             "MDAME_REDDIT_ROOT_URL": sources.base_url,
             "MDAME_TELEGRAM_API_URL": bot.base_url,
@@ -120,10 +178,11 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
         }
         print(
             f"[demo] fakes: gemini {model.base_url}, edge-tts {speech.base_url}, "
-            f"feeds {sources.base_url}, youtube {channel.base_url}, telegram {bot.base_url}",
+            f"feeds {sources.base_url}, youtube {channel.base_url}, "
+            f"tiktok {creators.base_url}, instagram {reels.base_url}, telegram {bot.base_url}",
             file=sys.stderr,
         )
-        yield FakeServices(env, channel, model, speech, sources, bot)
+        yield FakeServices(env, channel, creators, reels, model, speech, sources, bot)
 
 
 def inject_random_faults(services: FakeServices, rng: random.Random, outage: bool) -> list[str]:
@@ -143,6 +202,19 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     )
     for kind in channel_faults:
         services.channel.faults.push(kind)
+    creator_faults = rng.choices(
+        ["init_5xx", "chunk_5xx", "drop_final_chunk", "status_5xx", "expire_publish"],
+        k=rng.randint(0, 2),
+    )
+    for kind in creator_faults:
+        services.tiktok.faults.push(kind)
+    reel_faults = rng.choices(
+        ["create_5xx", "upload_5xx", "interrupt_upload", "drop_upload", "status_5xx",
+         "lost_publish", "throttle"],
+        k=rng.randint(0, 2),
+    )  # fmt: skip
+    for kind in reel_faults:
+        services.instagram.faults.push(kind)
     bot_faults = rng.choices([429, 500, 503], k=rng.randint(0, 2))
     for status in bot_faults:
         services.bot.fail_next(1, status, retry_after=1)
@@ -150,6 +222,8 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
         ("gemini", gemini_faults),
         ("edge-tts", speech_faults),
         ("youtube", channel_faults),
+        ("tiktok", creator_faults),
+        ("instagram", reel_faults),
         ("telegram", bot_faults),
     ):
         if faults:
@@ -164,36 +238,24 @@ def clear_faults(services: FakeServices) -> int:
         len(services.model.faults)
         + len(services.speech.faults.queue)
         + len(services.channel.faults.pending())
+        + len(services.tiktok.faults.pending())
+        + len(services.instagram.faults.pending())
         + services.bot.queued_faults()
     )
     services.model.clear_faults()
     services.speech.faults.clear()
     services.channel.faults.clear()
+    services.tiktok.faults.clear()
+    services.instagram.faults.clear()
     services.bot.clear_faults()
     return unfired
 
 
-def _run_demo(
-    videos_at: str, day: date | None, only: Sequence[str], niches: Path | None = None
-) -> int:
+def _run_demo(videos_at: str, day: date | None, only: Sequence[str], niches: Path) -> int:
     # The definitions read the providers chosen by the environment set before this import.
     from mdame_cli.main import run_demo
 
-    if day is None and not only and niches is None:
-        return run_demo(videos_at=videos_at)
-    # What run_demo sets up, for some partitions only.
-    from mdame_cli.demo import main as demo_main
-    from mdame_core.dagster_home import apply_dagster_environment
-    from mdame_core.settings import use_scratch_tmpdir
-
-    use_scratch_tmpdir()
-    apply_dagster_environment()
-    os.environ.setdefault("MDAME_LOG_FILE", str(mdame_home() / "logs" / "pipeline.jsonl"))
-    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-
-    code = demo_main(day, only=only, videos_at=videos_at, dimensions=niches)
-    print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
-    return code
+    return run_demo(videos_at=videos_at, day=day, only=only, dimensions=niches)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,18 +265,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--niches", type=Path, default=None, help="the niche files' folder")
     args = parser.parse_args(argv)
     folder = mdame_home() / "fakes"
-    if os.environ.get(RUNNING_VAR) == "1":
-        videos_at = "the fake channel of the servers' owner"
-        return _run_demo(videos_at, args.day, args.dimension, args.niches)
+    if os.environ.get(RUNNING_VAR) == "1":  # the owner connected the accounts of these niches
+        videos_at = "the fakes of the servers' owner"
+        return _run_demo(videos_at, args.day, args.dimension, args.niches or dimensions_dir())
+    niches = demo_niches(args.niches or dimensions_dir(), folder / "niches")
     with fake_services(folder) as services:
         os.environ.update(services.env)
         state = StateStore(role="admin")  # the operator's part: registry and channel grants
         try:
-            connect_demo_accounts(services.channel, state, args.niches)
+            connect_demo_accounts(services, state, niches)
         finally:
             state.close()
-        videos_at = f"the local fake channel's state under {folder / 'youtube'}"
-        return _run_demo(videos_at, args.day, args.dimension, args.niches)
+        videos_at = (
+            f"the local fakes' state: YouTube under {folder / 'youtube'}, "
+            f"TikTok under {folder / 'tiktok'}, Instagram under {folder / 'instagram'}"
+        )
+        return _run_demo(videos_at, args.day, args.dimension, niches)
 
 
 if __name__ == "__main__":

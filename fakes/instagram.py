@@ -78,7 +78,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from fakes.common import Drop, FaultQueue, JsonHandler, JsonState, LocalServer, serving
+from fakes.common import (
+    Drop,
+    FaultQueue,
+    JsonHandler,
+    JsonState,
+    LocalServer,
+    serving,
+    store_demo_grant,
+)
 
 DEFAULT_VERSION = "v24.0"
 TOKEN_LIFETIME = 60 * 86400  # long-lived Instagram User tokens: 60 days
@@ -1253,6 +1261,15 @@ def _revoked_message(subcode: int) -> str:
         "changed their password or Facebook has changed the session for security reasons.",
         467: "Error validating access token: The session is invalid because the user logged out.",
     }.get(subcode, "Error validating access token: The session is invalid.")
+
+
+def connect_accounts(fake: FakeInstagram, state: Any, env: str, accounts: list[Any]) -> None:
+    """Demo wiring (`make demo PROVIDERS=fakes`): each account is an Instagram professional
+    account with a long-lived token, stored encrypted (fakes.common.store_demo_grant)."""
+    for account in accounts:
+        token = "IGAAfake" + secrets.token_urlsafe(32)
+        fake.add_account(account.handle, token)
+        store_demo_grant(state, env, account, token)
 
 
 def running(

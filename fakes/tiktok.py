@@ -55,7 +55,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from fakes.common import Drop, JsonHandler, JsonState, LocalServer, NamedFaults, serving
+from fakes.common import (
+    Drop,
+    JsonHandler,
+    JsonState,
+    LocalServer,
+    NamedFaults,
+    serving,
+    store_demo_grant,
+)
 
 MiB = 1024 * 1024
 PUBLIC_OPTIONS = ["PUBLIC_TO_EVERYONE", "MUTUAL_FOLLOW_FRIENDS", "SELF_ONLY"]
@@ -138,6 +146,7 @@ class State(JsonState):
         self.data["limits"] = {**DEFAULT_LIMITS, **self.data.get("limits", {})}
         self.data.setdefault("requests", [])
         self.data.setdefault("throttled", {})
+        self.data.setdefault("list_calls", {})  # open_id -> authenticated video list calls
 
     def blob(self, publish_id: str) -> Path:
         return self.folder / "bytes" / f"{publish_id.replace('~', '_')}.bin"
@@ -820,6 +829,9 @@ class _Handler(_Plumbing):
         if caller is None:
             return
         open_id, _token = caller
+        with self.fake.state.lock:  # every authenticated call, for ledgers to be checked against
+            calls = self.fake.state.data["list_calls"]
+            calls[open_id] = calls.get(open_id, 0) + 1
         # The Display API's limit is per app, not per access token.
         if not self._allowed(open_id, "_app", "list") or self._server_fault("list_5xx"):
             return
@@ -983,6 +995,16 @@ _ROUTES: dict[tuple[str, str], tuple[Callable[[Any, dict[str, str]], None], str]
     ("POST", "/_fake/revoke"): (_Handler.control_revoke, "control"),
     ("GET", "/_fake/state"): (_Handler.control_state, "control"),
 }
+
+
+def connect_accounts(fake: FakeTikTok, state: Any, env: str, accounts: list[Any]) -> None:
+    """Demo wiring (`make demo PROVIDERS=fakes`): each account is a creator who granted the
+    app, as an audited app sees it (its public posts are listed), and its grant is stored
+    encrypted (fakes.common.store_demo_grant)."""
+    for account in accounts:
+        token = "rft.fake-" + secrets.token_urlsafe(24)
+        fake.add_creator(account.handle, token, audited=True)
+        store_demo_grant(state, env, account, token)
 
 
 def running(state_dir: str | Path, port: int = 0) -> contextlib.AbstractContextManager[FakeTikTok]:

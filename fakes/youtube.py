@@ -37,7 +37,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import secrets
 import time
 from datetime import UTC, datetime
@@ -47,7 +46,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
-from fakes.common import Drop, JsonHandler, JsonState, LocalServer, NamedFaults, serving
+from fakes.common import (
+    Drop,
+    JsonHandler,
+    JsonState,
+    LocalServer,
+    NamedFaults,
+    serving,
+    store_demo_grant,
+)
 
 PACIFIC = ZoneInfo("America/Los_Angeles")
 DEFAULT_LIMITS = {"insert": 100, "search": 100, "units": 10_000}
@@ -844,34 +851,11 @@ _ROUTES: dict[tuple[str, str], Any] = {
 
 def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any]) -> None:
     """Demo wiring (`make demo PROVIDERS=fakes`): each account gets a channel on the fake and
-    its grant stored encrypted, as `mdame accounts connect` would after a consent. The master
-    key comes from MDAME_MASTER_KEY or the key file (created, 0600, when neither exists)."""
-    from mdame_core.settings import mdame_home
-    from mdame_domain.credentials import (
-        MASTER_KEY_FILE_VAR,
-        MASTER_KEY_VAR,
-        MasterKey,
-        associated_data,
-        load_master_key,
-        seal_grant,
-        write_key_file,
-    )
-
-    path = Path(os.environ.get(MASTER_KEY_FILE_VAR) or mdame_home() / "master.key")
-    if not os.environ.get(MASTER_KEY_VAR) and not path.exists():
-        write_key_file(path, MasterKey.generate())
-    master = load_master_key(path)
+    its grant stored encrypted (fakes.common.store_demo_grant)."""
     for account in accounts:
         token = "1//fake-" + secrets.token_urlsafe(24)
         fake.add_channel(account.handle, token)
-        envelope = seal_grant(
-            master,
-            associated_data(env, account.platform, account.handle),
-            {"refresh_token": token},
-        )
-        state.store_account_credential(
-            account.id, envelope.key_id, envelope.wrapped_key, envelope.ciphertext
-        )
+        store_demo_grant(state, env, account, token)
 
 
 def running(state_dir: str | Path, port: int = 0) -> contextlib.AbstractContextManager[FakeYouTube]:

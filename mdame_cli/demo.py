@@ -47,6 +47,7 @@ def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[s
                 ]
             )
             continue
+        platforms = {v.video_id: v.platform for v in state.published_videos(dim.id, day)}
         for script in state.list_work_units(
             "script", dimension_id=dim.id, partition_date=day, state="published"
         ):
@@ -58,19 +59,23 @@ def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[s
                         script.payload["script"]["hook"][:48],
                         f"{script.payload['script']['hook_score']:.2f}",
                         f"{render.payload['duration_s']:.1f}s" if render else "?",
-                        _video_file(outbox / ref.dimension / video_id / "video.mp4", video_id),
+                        _video_file(
+                            outbox / ref.dimension / video_id / "video.mp4",
+                            platforms.get(video_id, "?"),
+                            video_id,
+                        ),
                     ]
                 )
     return rows
 
 
-def _video_file(path: Path, video_id: str) -> str:
+def _video_file(path: Path, platform: str, video_id: str) -> str:
     # The outbox keeps a file per video; another channel is named by the video's id there.
-    return str(path) if path.exists() else f"video id {video_id}"
+    return str(path) if path.exists() else f"{platform} video {video_id}"
 
 
 def _print_table(rows: list[list[str]]) -> None:
-    header = ["dimension", "title", "hook", "duration", "file"]
+    header = ["dimension", "title", "hook", "duration", "published as"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -113,9 +113,15 @@ def _backfill(args: argparse.Namespace) -> int:
     return backfill(args.dimension, args.first, args.last or args.first, args.select)
 
 
-def run_demo(videos_at: str = "") -> int:
+def run_demo(
+    videos_at: str = "",
+    day: date | None = None,
+    only: Sequence[str] = (),
+    dimensions: Path | None = None,
+) -> int:
     """The demo with Dagster's home and the JSON pipeline log set up (also used by
-    `python -m fakes.demo`)."""
+    `python -m fakes.demo`): `day`'s partitions (today by default) of the niches in
+    `dimensions` (settings.dimensions_dir() by default), or of those named in `only`."""
     if settings.mdame_env() == "prod":
         _refuse_prod_without_live_sources()
     settings.use_scratch_tmpdir()
@@ -124,7 +130,7 @@ def run_demo(videos_at: str = "") -> int:
     Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
     from mdame_cli.demo import main as demo_main  # Dagster loads only for these commands
 
-    code = demo_main(videos_at=videos_at)
+    code = demo_main(day, only=only, videos_at=videos_at, dimensions=dimensions)
     print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
     return code
 

@@ -27,7 +27,9 @@ from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
 from tests.adminkit import as_admin
 
-_LISTENING = re.compile(r"fake (?:YouTube|TikTok) on (http://\S+/)(?: \(token endpoint (\S+)\))?")
+_LISTENING = re.compile(
+    r"fake (?:YouTube|TikTok|Instagram) on (http://\S+/)(?: \(token endpoint (\S+)\))?"
+)
 TIKTOK_CLIENT = ("chaos-client-key", "chaos-client-secret-not-secret")
 
 
@@ -51,6 +53,44 @@ class ChannelView:
     initiations: list[str]  # the text of every initiation the channel received, counted or not
     # (handle, ledger bucket) -> calls the channel counted, all days
     charged: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def instagram_view(data: dict[str, Any], state_dir: Path) -> ChannelView:
+    """A fakes.instagram state (`/_fake/state`, bytes under `state_dir`) as the invariants read
+    it: every published reel counts against the 24-hour publishing limit (the insert bucket),
+    each media list call is a unit, and every container is an initiation."""
+    handles = {uid: a["username"] for uid, a in data["accounts"].items()}
+    containers = data["containers"]
+    videos = [
+        Posted(
+            frozenset({m["id"]}),
+            handles.get(m["account"], ""),
+            str(m.get("caption") or ""),
+            hashlib.sha256(
+                (state_dir / "bytes" / f"{m['container']}.bin").read_bytes()
+            ).hexdigest(),
+        )
+        for m in data["media"].values()
+    ]
+    charged: dict[tuple[str, str], int] = {}
+    for m in data["media"].values():
+        key = (handles.get(m["account"], ""), "insert")
+        charged[key] = charged.get(key, 0) + 1
+    for uid, handle in handles.items():
+        listed = [r for r in data["requests"] if r.startswith("GET ") and f"/{uid}/media?" in r]
+        charged[(handle, "units")] = len(listed)
+    initiations = [str(c["params"].get("caption", "")) for c in containers.values()]
+    return ChannelView(frozenset(handles.values()), videos, initiations, charged)
+
+
+def merged(*views: ChannelView) -> ChannelView:
+    """The views of several channels as one (their accounts' handles are distinct)."""
+    return ChannelView(
+        frozenset().union(*(v.accounts for v in views)),
+        [video for v in views for video in v.videos],
+        [text for v in views for text in v.initiations],
+        {key: n for v in views for key, n in v.charged.items()},
+    )
 
 
 class Channel(Protocol):
@@ -84,7 +124,7 @@ def youtube_view(data: dict[str, Any], video_bytes: Callable[[str], bytes]) -> C
 def tiktok_view(data: dict[str, Any], state_dir: Path) -> ChannelView:
     """A fakes.tiktok state (`/_fake/state`, bytes under `state_dir`) as the invariants read
     it: every initialized post counts against the creator's daily cap (the insert bucket), and
-    the video list is metered per app (the harness gives each server one creator)."""
+    each authenticated video list call is a unit."""
     handles = {oid: c["username"] for oid, c in data["creators"].items()}
     publishes = data["publishes"]
     videos = []
@@ -104,9 +144,8 @@ def tiktok_view(data: dict[str, Any], state_dir: Path) -> ChannelView:
     for pub in publishes.values():
         key = (handles.get(pub["open_id"], ""), "insert")
         charged[key] = charged.get(key, 0) + 1
-    listed = sum(1 for line in data["requests"] if line.startswith("POST /v2/video/list"))
-    for handle in handles.values():
-        charged[(handle, "units")] = listed
+    for open_id, calls in data.get("list_calls", {}).items():
+        charged[(handles.get(open_id, ""), "units")] = int(calls)
     initiations = [str(p["post_info"].get("title", "")) for p in publishes.values()]
     return ChannelView(frozenset(handles.values()), videos, initiations, charged)
 
@@ -121,16 +160,17 @@ class Grants:
     tokens: dict[str, str]
 
 
-def tiktok_niche(dimension: str, folder: Path) -> Path:
-    """A niche folder holding only `dimension`'s file, its accounts replaced by one TikTok
-    account of the same handle (the harness's TikTok mode); returns the folder."""
+def platform_niche(dimension: str, folder: Path, platform: str) -> Path:
+    """A niche folder holding only `dimension`'s file, its accounts replaced by one account of
+    `platform` with the same handle (the harness's TikTok and Instagram modes); returns the
+    folder."""
     import yaml
 
     from mdame_core.settings import dimensions_dir
 
     raw = yaml.safe_load((dimensions_dir() / f"{dimension}.yaml").read_text(encoding="utf-8"))
     handle = raw["accounts"][0]["handle"]
-    raw["accounts"] = [{"platform": "tiktok", "handle": handle, "daily_quota_units": 15}]
+    raw["accounts"] = [{"platform": platform, "handle": handle, "daily_quota_units": 15}]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dimension}.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     return folder
@@ -180,8 +220,10 @@ class ChannelProcess:
             cwd=Path(__file__).resolve().parents[2],
         )
         assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        found = _LISTENING.search(line)
+        found, line = None, "-"
+        while found is None and line:  # the banner, after any lines about accounts made
+            line = self._proc.stdout.readline()
+            found = _LISTENING.search(line)
         if found is None:
             self.stop()
             raise RuntimeError(f"{self.module} did not start: {line!r} (see {self._log.name})")
@@ -262,3 +304,20 @@ class TikTokProcess(ChannelProcess):
             )
             urllib.request.urlopen(request, timeout=10).close()
             _store_grant(state, grants.master, account, token, "dev")
+
+
+class InstagramProcess(ChannelProcess):
+    """`python -m fakes.instagram`, its containers processed at once."""
+
+    module, account_flag = "fakes.instagram", "--account"
+    extra_args = ("--processing-delay", "0")
+
+    def env(self, grants: Grants) -> dict[str, str]:
+        """Points the child's InstagramPublisher at this server with the sealed grants."""
+        return {
+            "MDAME_INSTAGRAM_GRAPH_URL": self.base_url,
+            "MDAME_MASTER_KEY": grants.master.encoded(),
+        }
+
+    def view(self) -> ChannelView:
+        return instagram_view(self.state(), self.state_dir)

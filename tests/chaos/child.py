@@ -42,7 +42,11 @@ from mdame_cli.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.probe import MediaAnalysis, PictureStats
 from mdame_resources.media import media_root
-from mdame_resources.providers.publisher import TikTokPublisher, YouTubePublisher
+from mdame_resources.providers.publisher import (
+    InstagramPublisher,
+    TikTokPublisher,
+    YouTubePublisher,
+)
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import close_clients
 from tests.chaos.crashpoint import CrashObserver, install_from_env
@@ -126,8 +130,18 @@ def use_publisher(platform: str) -> None:
                 timeout_s=10.0, processing_polls=20, processing_poll_s=0.05, upload_grace_s=0
             )
         }
+    elif platform == "instagram":  # its server from MDAME_INSTAGRAM_GRAPH_URL
+        resources = {
+            "instagram_publisher": InstagramPublisher(
+                timeout_s=10.0,
+                chunk_size=int(os.environ[CHUNK_ENV]),
+                processing_polls=20,
+                processing_poll_s=0.05,
+                upload_grace_s=0,
+            )
+        }
     else:
-        raise ValueError(f"{PUBLISHER_ENV} must be youtube or tiktok, not {platform!r}")
+        raise ValueError(f"{PUBLISHER_ENV} must be youtube, tiktok or instagram, not {platform!r}")
     old = orchestrator.defs
     defs = dg.Definitions(
         assets=old.assets,
@@ -147,11 +161,15 @@ def install_transfer_points(observer: CrashObserver, platform: str) -> None:
     the channel confirmed it (after the last one: the video exists, its id not yet recorded),
     "before" just before it is sent; a crash at a "before" point first sends half the chunk,
     so the kill lands mid-chunk with part of its bytes on the channel."""
+    from mdame_resources.providers.instagram_api import InstagramApi
     from mdame_resources.providers.tiktok_api import TikTokApi
     from mdame_resources.providers.youtube_api import YouTubeApi
 
-    api: Any = YouTubeApi if platform == "youtube" else TikTokApi
-    method = "send_chunk" if platform == "youtube" else "put_chunk"
+    api, method = {
+        "youtube": (YouTubeApi, "send_chunk"),
+        "tiktok": (TikTokApi, "put_chunk"),
+        "instagram": (InstagramApi, "upload"),
+    }[platform]
     original = getattr(api, method)
 
     def send_chunk(self: Any, url: str, data: bytes, start: int, size: int, *rest: Any) -> Any:
@@ -173,18 +191,26 @@ def install_transfer_points(observer: CrashObserver, platform: str) -> None:
 def _send_half(api: Any, session_uri: str, data: bytes, start: int, size: int) -> None:
     """The chunk's request with its full length announced and half its body sent: the channel
     keeps what arrived before the connection died (the caller kills this process next)."""
-    url = urlsplit(session_uri)
-    conn = http.client.HTTPConnection(url.netloc, timeout=10)
-    conn.putrequest("PUT", f"{url.path}?{url.query}")
+    from mdame_resources.providers.instagram_api import InstagramApi
     from mdame_resources.providers.youtube_api import YouTubeApi
 
-    # YouTube's session wants the bearer; TikTok's upload_url carries its own token.
-    bearer = api._bearer() if isinstance(api, YouTubeApi) else {"Content-Type": "video/mp4"}
-    for name, value in {
-        **bearer,
-        "Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}",
-        "Content-Length": str(len(data)),
-    }.items():
+    url = urlsplit(session_uri)
+    conn = http.client.HTTPConnection(url.netloc, timeout=10)
+    method, path = "PUT", f"{url.path}?{url.query}"
+    content_range = {"Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}"}
+    if isinstance(api, YouTubeApi):
+        headers = {**api._bearer(), **content_range}
+    elif isinstance(api, InstagramApi):  # the upload server takes offsets, not ranges
+        method, path = "POST", url.path
+        headers = {
+            "Authorization": f"OAuth {api._token}",
+            "offset": str(start),
+            "file_size": str(size),
+        }
+    else:  # TikTok's upload_url carries its own token
+        headers = {"Content-Type": "video/mp4", **content_range}
+    conn.putrequest(method, path)
+    for name, value in {**headers, "Content-Length": str(len(data))}.items():
         conn.putheader(name, value)
     conn.endheaders()
     conn.send(data[: len(data) // 2])

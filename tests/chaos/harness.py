@@ -10,11 +10,12 @@
 3. After each case the invariants (invariants.py) must hold and the end state must equal the
    clean run's.
 
-The publisher mode (`publisher="youtube"` or `"tiktok"`) publishes through that platform's
-production publisher to a fake of it (channel.py) that each case runs in a process of its own,
-so a kill of the pipeline leaves it running (in the TikTok mode the dimension's account is a
-TikTok account of the same handle); the chunk PUTs of the byte transfer are crash points too
-(`send_chunk`, child.py), and the channel's videos, bytes and counters are checked.
+The publisher mode (`publisher="youtube"`, `"tiktok"` or `"instagram"`) publishes through
+that platform's production publisher to a fake of it (channel.py) that each case runs in a
+process of its own, so a kill of the pipeline leaves it running (in the TikTok and Instagram
+modes the dimension's account is an account of that platform with the same handle); the chunk
+requests of the byte transfer are crash points too (`send_chunk`, child.py), and the channel's
+videos, bytes and counters are checked.
 
 Runs are child processes forked from a warm fork server (multiprocessing's forkserver, see
 child.py), so, as with any multiprocessing program, a script that uses the Harness keeps its
@@ -43,7 +44,14 @@ from mdame_core.state import StateStore
 from mdame_domain.media_profile import SHORTS, media_profile
 from tests import scratch_db
 from tests.adminkit import as_admin, close_admins
-from tests.chaos.channel import ChannelProcess, Grants, TikTokProcess, seal_grants, tiktok_niche
+from tests.chaos.channel import (
+    ChannelProcess,
+    Grants,
+    InstagramProcess,
+    TikTokProcess,
+    platform_niche,
+    seal_grants,
+)
 from tests.chaos.child import CHUNK_ENV, MEMO_ENV, PUBLISHER_ENV
 from tests.chaos.crashpoint import CRASH_ENV, TRACE_ENV, CrashPoint
 from tests.chaos.invariants import EndState, snapshot, violations
@@ -54,7 +62,10 @@ DEFAULT_DIMENSION = "science"
 # sends varies, so they are not deterministic crash points.
 TIMER_RPC_PREFIX = "heartbeat_"
 PHASES = ("before", "after")
-PUBLISHERS = ("outbox", "youtube", "tiktok")
+PUBLISHERS = ("outbox", "youtube", "tiktok", "instagram")
+# The fake each platform's mode runs per case (YouTube's: ChannelProcess), and whose account the
+# dimension's account becomes.
+SERVERS: dict[str, type[ChannelProcess]] = {"tiktok": TikTokProcess, "instagram": InstagramProcess}
 
 
 def default_chunk_bytes() -> int:
@@ -212,8 +223,10 @@ class Harness:
         if self.config.publisher not in PUBLISHERS:
             raise ValueError(f"publisher must be one of {PUBLISHERS}")
         niches = None
-        if self.config.publisher == "tiktok":
-            niches = tiktok_niche(self.config.dimension, self.work / "niches")
+        if self.config.publisher in SERVERS:
+            niches = platform_niche(
+                self.config.dimension, self.work / "niches", self.config.publisher
+            )
         with StateStore(seed.app, env="dev", pool_max=1) as state:
             report = sync_registry(as_admin(state), niches)
             if self.config.dimension not in report.active:
@@ -235,7 +248,7 @@ class Harness:
         case = _Case(db, home)
         try:
             if self.grants is not None:
-                server = TikTokProcess if self.config.publisher == "tiktok" else ChannelProcess
+                server = SERVERS.get(self.config.publisher, ChannelProcess)
                 case.channel = server(home / self.config.publisher, self.grants.tokens)
             yield case
         finally:

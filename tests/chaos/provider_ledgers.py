@@ -2,8 +2,8 @@
 
 The budget ledger is compared with what the Gemini fake answered and billed (its
 `counters()`: requests per status, each billed answer's usageMetadata), the quota ledger with
-what the YouTube fake charged (tests/chaos/invariants.py `_quota_against_counters`, through
-`violations(..., channel=InProcessChannel(fake))`). Reads only.
+what the YouTube and TikTok fakes charged (tests/chaos/invariants.py `_quota_against_counters`,
+through `violations(..., channel=InProcessChannel(youtube, tiktok))`). Reads only.
 
 A SIGKILL can land between Gemini's answer and the ledger's record of it: the next run settles
 that attempt at its estimate (the answer's usage is lost with the process), or the kill lands
@@ -24,15 +24,21 @@ import psycopg
 from mdame_domain.dimensions import load_registry
 from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
-from tests.chaos.channel import ChannelView, youtube_view
+from tests.chaos.channel import (
+    ChannelView,
+    instagram_view,
+    merged,
+    tiktok_view,
+    youtube_view,
+)
 
 
 class InProcessChannel:
-    """A fakes.youtube server running in this process, read as invariants.py reads a
-    ChannelProcess (its whole state and an upload's stored bytes)."""
+    """A fakes.youtube server, and fakes.tiktok and fakes.instagram ones, running in this
+    process, read as invariants.py reads a ChannelProcess: one view of them all."""
 
-    def __init__(self, fake: Any) -> None:
-        self.fake = fake
+    def __init__(self, fake: Any, creators: Any = None, reels: Any = None) -> None:
+        self.fake, self.creators, self.reels = fake, creators, reels
 
     def state(self) -> dict[str, Any]:
         data: dict[str, Any] = self.fake.snapshot()
@@ -43,7 +49,12 @@ class InProcessChannel:
         return data
 
     def view(self) -> ChannelView:
-        return youtube_view(self.state(), self.video_bytes)
+        views = [youtube_view(self.state(), self.video_bytes)]
+        if self.creators is not None:
+            views.append(tiktok_view(self.creators.snapshot(), self.creators.state.folder))
+        if self.reels is not None:
+            views.append(instagram_view(self.reels.snapshot(), self.reels.state.folder))
+        return merged(*views)
 
 
 def _prices(dimensions: Path) -> dict[str, dict[str, ModelPrice]]:
@@ -151,7 +162,7 @@ def budget_against_gemini(
     return found
 
 
-def quota_against_youtube(app_url: str, channel: Any, *, slack_units: int = 0) -> list[str]:
+def quota_against_channels(app_url: str, channel: Any, *, slack_units: int = 0) -> list[str]:
     """Each account's committed quota ledger (per bucket, every day) against what the fake
     channel charged. A list call killed around its request cannot be asked about: the next run
     commits it, so the units bucket may count up to `slack_units` (one per kill) more than the

@@ -6,12 +6,14 @@ is started as the leader of its own process group, and that whole group is SIGKI
 times, each a random moment (a seeded RNG) after one of its runs started. Before each start
 every server is given random faults: a Gemini outage (503 to everything) over the first
 `--outage-runs` demos, Gemini 429/5xx/dropped answers, Edge-TTS dropped or silent streams,
-YouTube 5xx on the session, a reset mid chunk or a lost final response, Telegram 429/5xx.
+YouTube 5xx on the session, a reset mid chunk or a lost final response, TikTok and Instagram
+5xx, interrupted or dropped uploads, an expired upload, a lost publish answer, Telegram 429/5xx.
+Every niche publishes to YouTube, TikTok and Instagram (fakes.demo.demo_niches).
 Then the faults stop and one more demo must converge:
   - it exits 0 within `--bound` seconds, and every dimension it ran published exactly once
     (one publication per active account);
-  - the fake channel holds one video per publication, with the approved render's bytes, and
-    each account's quota ledger equals the channel's counters;
+  - the fake channels hold one video per publication, with the approved render's bytes, and
+    each account's quota ledger equals its channel's counters;
   - the budget ledger balances and equals what the Gemini server answered and billed;
   - no Dagster run unfinished, no pool slot or pending claim, no leased job, no 'running' run
     record, no lock held, no provider attempt left open (tests/chaos/invariants.py).
@@ -47,6 +49,7 @@ from fakes.demo import (
     FakeServices,
     clear_faults,
     connect_demo_accounts,
+    demo_niches,
     fake_services,
     inject_random_faults,
 )
@@ -57,7 +60,7 @@ from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import (
     InProcessChannel,
     budget_against_gemini,
-    quota_against_youtube,
+    quota_against_channels,
 )
 from tests.liveness.liveness_kit import REPO, Demo, World, leftovers, runs_of, wait_for
 
@@ -211,12 +214,14 @@ def run(
     started = time.monotonic()
     since = datetime.now(UTC)
     env = {**services.env, **SETTINGS, RUNNING_VAR: "1"}
-    # The operator's part of the demo: the registry and the channel grants.
+    # The niches as the demo reads them (each also posting to TikTok), and the operator's part
+    # of the demo: the registry and the channels' grants.
+    niches = demo_niches(niches or DIMENSIONS_DIR, logs / "demo-niches")
     with StateStore(admin_url(world.app_url), role="admin", env="dev") as admin:
-        connect_demo_accounts(services.channel, admin, niches)
+        connect_demo_accounts(services, admin, niches)
     # Three runs per dimension: content, scene clips, publishing; under the outage only the
     # content runs start (each fails).
-    dimension_count = len(dimensions) or len(list((niches or DIMENSIONS_DIR).glob("*.yaml")))
+    dimension_count = len(dimensions) or len(list(niches.glob("*.yaml")))
     for n in range(kills):
         outage = n < outage_runs
         case = Case(f"kill {n + 1}/{kills}", inject_random_faults(services, rng, outage))
@@ -241,12 +246,12 @@ def run(
         report.violations.append(str(exc))
     final.seconds = time.monotonic() - at
     report.cases.append(final)
-    channel = InProcessChannel(services.channel)
+    channel = InProcessChannel(services.channel, services.tiktok, services.instagram)
     media = world.home / "media"
     found = violations(world.app_url, world.home, media, channel=channel)
     # Quota is compared below with one uncertain list call allowed per kill, not per case.
     report.violations += [v for v in found if not v.startswith("quota of account")]
-    report.violations += quota_against_youtube(world.app_url, channel, slack_units=kills)
+    report.violations += quota_against_channels(world.app_url, channel, slack_units=kills)
     report.violations += _published_once(world.app_url, dimensions, day)
     report.violations += budget_against_gemini(
         world.app_url, services.model.counters(), killed=kills > 0, since=since

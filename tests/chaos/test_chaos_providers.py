@@ -1,6 +1,7 @@
 """A sampled slice of `make chaos-providers`: two SIGKILLs of the fakes demo while every local
 server faults (the first under a Gemini outage), then a demo that must converge with every
-check of the harness: published once, the channel's videos and quota, the budget against
+check of the harness: published once to each of the niche's YouTube, TikTok and Instagram
+accounts, the channels' videos and quota, the budget against
 Gemini's counters, nothing left running, held or leased. A fixed seed, one niche at its
 shortest length, so it stays within a couple of minutes on two cores."""
 
@@ -21,7 +22,7 @@ from tests.scratch_db import create_database, drop_database
 pytestmark = pytest.mark.slow
 
 DAY = date(2026, 11, 29)
-SEED = 20261201
+SEED = 20261202
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def test_a_gemini_outage_of_several_runs_heals_on_the_first_run_after_it(
         niche = (DIMENSIONS_DIR / f"{DIMENSION}.yaml").read_text(encoding="utf-8")
         (niches / f"{DIMENSION}.yaml").write_text(f"{niche}target_seconds: 30\n", "utf-8")
         assert pipeline.sync(niches) == [DIMENSION]
-        connect_demo_accounts(services.channel, as_admin(pipeline.state), niches)
+        connect_demo_accounts(services, as_admin(pipeline.state), niches)
         resources = {**pipeline.resources, **providers_for_environment()}
         key = str(partition_key(DAY, DIMENSION))
 
