@@ -22,7 +22,9 @@ Paths are those of open.tiktokapis.com; point a client's base URL here:
   post's id in publicaly_available_post_id `moderation_delay` seconds later), or FAILED with
   a fail_reason;
 - POST /v2/video/list/?fields=... (the creator's PUBLIC videos, newest first, max_count 1-20,
-  cursor = a create time in ms; private posts are not listed, as the docs say).
+  cursor = a create time in ms; private posts are not listed, as the docs say), and
+  POST /v2/video/query/?fields=... with {"filters": {"video_ids": [1-20 ids]}} (those of them
+  that are the creator's public videos); both are metered per app, as the list is.
 
 Every API answer is TikTok's envelope {"data": {...}, "error": {"code", "message", "log_id"}}
 with the documented HTTP status for its code (401 access_token_invalid, 429
@@ -865,6 +867,37 @@ class _Handler(_Plumbing):
         }
         self._api("ok", "", data)
 
+    def video_query(self, query: dict[str, str]) -> None:
+        """The Display API's Query Videos: the creator's own public videos among
+        filters.video_ids (1-20), with the fields asked for."""
+        raw = self._body()
+        caller = self._caller("video.list")
+        if caller is None:
+            return
+        open_id, _token = caller
+        with self.fake.state.lock:
+            calls = self.fake.state.data["list_calls"]
+            calls[open_id] = calls.get(open_id, 0) + 1
+        if not self._allowed(open_id, "_app", "list") or self._server_fault("list_5xx"):
+            return
+        body = self._json(raw)
+        if body is None:
+            return
+        fields = [f for f in query.get("fields", "").split(",") if f]
+        if not fields or set(fields) - VIDEO_FIELDS:
+            self._api("invalid_params", f"fields must be among {sorted(VIDEO_FIELDS)}")
+            return
+        ids = (body.get("filters") or {}).get("video_ids")
+        if not isinstance(ids, list) or not 1 <= len(ids) <= 20:
+            self._api("invalid_params", "filters.video_ids must list 1 to 20 video ids.")
+            return
+        fake = self.fake
+        with fake.state.lock:
+            username = fake.state.data["creators"][open_id]["username"]
+            found = [v for v in fake.videos(open_id) if v["id"] in ids and fake.public_now(v)]
+        videos = [_video_object(fake, v, username, fields) for v in found]
+        self._api("ok", "", {"videos": videos, "cursor": 0, "has_more": False})
+
     # -- control -------------------------------------------------------------------------
     def control_faults(self, _query: dict[str, str]) -> None:
         spec = json.loads(self._body() or b"{}")
@@ -989,6 +1022,7 @@ _ROUTES: dict[tuple[str, str], tuple[Callable[[Any, dict[str, str]], None], str]
     ("PUT", "/video"): (_Handler.upload, "chunk"),
     ("POST", "/v2/post/publish/status/fetch"): (_Handler.status_fetch, "status"),
     ("POST", "/v2/video/list"): (_Handler.video_list, "list"),
+    ("POST", "/v2/video/query"): (_Handler.video_query, "list"),
     ("POST", "/_fake/faults"): (_Handler.control_faults, "control"),
     ("POST", "/_fake/creators"): (_Handler.control_creator, "control"),
     ("POST", "/_fake/limits"): (_Handler.control_limits, "control"),

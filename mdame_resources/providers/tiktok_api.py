@@ -200,6 +200,16 @@ class TikTokApi(OneShotHttp):
         )
         return status
 
+    def query_videos(self, video_ids: list[str]) -> list[dict[str, Any]]:
+        """The creator's public videos among `video_ids` (at most 20) with their counts."""
+        found: dict[str, Any] = self._api(
+            "/v2/video/query/",
+            "video/query",
+            {"filters": {"video_ids": video_ids}},
+            fields="id,view_count,like_count,comment_count",
+        )
+        return list(found.get("videos") or [])
+
     def list_videos(self, cursor: int | None = None, max_count: int = 20) -> dict[str, Any]:
         """One page of the creator's public videos, newest first: videos, cursor, has_more."""
         payload: dict[str, Any] = {"max_count": max_count}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from youtube_kit import (
 from fakes import instagram
 from fakes.instagram import FakeInstagram
 from mdame_core.state import StateStore
+from mdame_domain.analytics import VideoCounters
 from mdame_domain.credentials import MasterKey
 from mdame_domain.tiktok import MIB
 from mdame_resources.providers.publisher import InstagramPublisher
@@ -173,3 +175,16 @@ def test_the_token_is_dated_on_first_use_and_refreshed_a_week_on(
     media_id = publish_once(a, pub, s, [])
     assert media_id is not None
     _assert_published_once(state, server, s, media_id)
+
+
+def test_a_reels_insights_are_read_and_metered(state, tmp_path, server, master) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    pub = _publisher(server)
+    media_id = publish_once(a, pub, s, [])
+    assert media_id is not None
+    server.set_insights(media_id, views=300, likes=12, comments=4)
+    day = date(2026, 11, 30)
+    before = state.bucket_usage(s.account.id).get("units", (0, 0))[1]
+    counters = pub.video_statistics(a, s.account, "tech", {media_id: day}, day)
+    assert counters == {media_id: VideoCounters(300, 12, 4)}
+    assert state.bucket_usage(s.account.id)["units"][1] == before + 1

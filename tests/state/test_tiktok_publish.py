@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from youtube_kit import (
 from fakes import tiktok
 from fakes.tiktok import FakeTikTok
 from mdame_core.state import StateStore
+from mdame_domain.analytics import VideoCounters
 from mdame_domain.credentials import MasterKey
 from mdame_domain.tiktok import MIB
 from mdame_resources.providers.publisher import TikTokPublisher
@@ -223,3 +225,20 @@ def test_a_refused_app_secret_names_the_variables_and_asks_no_reconnect(
     video_id = publish_once(a, _publisher(server, client_secret="the-right-secret"), s, logs)
     assert video_id is not None
     _assert_posted_once(state, server, s, video_id)
+
+
+def test_statistics_of_public_posts_are_read_and_metered(state, tmp_path, server, master) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    open_id = server.add_creator("tech", REFRESH_TOKEN, audited=True)
+    public = [server.add_video(open_id, f"[mdame:{i}] a post") for i in range(21)]
+    server.set_statistics(public[0], views=120, likes=7, comments=2)
+    day = date(2026, 11, 30)
+    asked = {**dict.fromkeys(public, day), "v_pub_file~v2-1.private": day, "7000": day}
+    counters = _publisher(server).video_statistics(a, s.account, "tech", asked, day)
+    # Every public post counted (a second call for the 21st); the private one and one the
+    # creator does not have are left out.
+    assert set(counters) == set(public)
+    assert counters[public[0]] == VideoCounters(120, 7, 2)
+    assert counters[public[1]] == VideoCounters(0, 0, 0)
+    assert state.bucket_usage(s.account.id)["units"] == (0, 2)
+    assert server.snapshot()["list_calls"][open_id] == 2

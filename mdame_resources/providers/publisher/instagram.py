@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping
-from datetime import date
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -29,7 +27,6 @@ from mdame_domain.tiktok import MIB
 from mdame_domain.video_metadata import body_marker, marked_caption
 from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
-from mdame_resources.providers.publisher.job import StatisticsUnavailable
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher
 
 CAPTION_MAX = 2200  # characters
@@ -154,6 +151,19 @@ class InstagramChannel:
         why = "Instagram takes the cover from the video"
         raise ChannelError("thumbnail", 403, "forbidden", why)
 
+    # -- statistics -----------------------------------------------------------------------
+    def statistics_batches(self, video_ids: list[str]) -> list[list[str]]:
+        return [[v] for v in video_ids]  # a reel's insights are one call each
+
+    def statistics(self, video_ids: list[str]) -> dict[str, VideoCounters]:
+        out = {}
+        for media_id in video_ids:
+            found = self.api.insights(media_id, ("views", "likes", "comments"))
+            out[media_id] = VideoCounters(
+                found.get("views", 0), found.get("likes", 0), found.get("comments", 0)
+            )
+        return out
+
 
 class InstagramPublisher(MarkedPostPublisher):
     """Reels through the Instagram API with Instagram Login, each account opened with its
@@ -193,15 +203,3 @@ class InstagramPublisher(MarkedPostPublisher):
 
     def set_deadline(self, api: Any, deadline: float) -> None:
         api.api.deadline = deadline
-
-    def video_statistics(
-        self,
-        state: StateStore,
-        account: Account,
-        dimension_slug: str,
-        videos: Mapping[str, date],
-        day: date,
-    ) -> dict[str, VideoCounters]:
-        raise StatisticsUnavailable(
-            f"account {account.handle}: Instagram's view and like counts are not read yet"
-        )

@@ -4,15 +4,36 @@ its processing), and the cover comes from the video (no thumbnail call)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import date
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
-from mdame_resources.providers.publisher.job import UploadJob
+from mdame_core.state import Account, StateStore
+from mdame_domain.analytics import VideoCounters
+from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, NotSent
+from mdame_resources.providers.publisher.job import StatisticsUnavailable, UploadJob
+from mdame_resources.providers.publisher.listing import metered_call
 from mdame_resources.providers.publisher.resource import PublisherResource
+
+
+class PostChannel(ChannelApi, Protocol):
+    """A one-caption platform's channel: the upload protocol, and its posts' counts."""
+
+    def statistics_batches(self, video_ids: list[str]) -> list[list[str]]:
+        """The ids in the batches one call takes (those the platform can be asked about)."""
+        ...
+
+    def statistics(self, video_ids: list[str]) -> dict[str, VideoCounters]:
+        """One call: the counts of the listed posts among `video_ids`."""
+        ...
 
 
 class MarkedPostPublisher(PublisherResource):
     """The publisher protocol for platforms whose list call is the only search."""
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> PostChannel:
+        raise NotImplementedError(f"{self.provider_name} opens no channel")
 
     def _search(self, job: UploadJob, api: Any) -> str | None:
         """The account's posts, page by page (each call metered), for the marker. Naming the
@@ -27,6 +48,34 @@ class MarkedPostPublisher(PublisherResource):
             if not token:
                 return None
         raise RuntimeError(f"the marker was not found in {self.search_pages} pages: search on")
+
+    def video_statistics(
+        self,
+        state: StateStore,
+        account: Account,
+        dimension_slug: str,
+        videos: Mapping[str, date],
+        day: date,
+    ) -> dict[str, VideoCounters]:
+        """The platform's counts in the batches its API takes, each call charged to the
+        account's units bucket through the ledger. A post the platform does not list (deleted,
+        or private) is left out. Raises StatisticsUnavailable (the ledger or the platform
+        refused) or AccountUnavailable (no stored grant)."""
+        api = self.channel(state, account, dimension_slug)
+        out: dict[str, VideoCounters] = {}
+        for ids in api.statistics_batches(list(videos)):
+            try:
+                out.update(
+                    metered_call(
+                        state,
+                        account.id,
+                        f"analytics:{dimension_slug}:{day.isoformat()}",
+                        partial(api.statistics, ids),
+                    )
+                )
+            except (ChannelError, GrantRevoked, NotSent) as exc:
+                raise StatisticsUnavailable(f"account {account.handle}: {exc}") from None
+        return out
 
     def _poll_processing(self, job: UploadJob, api: Any, video_id: str) -> None:
         # A post is published (how it was found) only once the platform has processed it.

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from datetime import date
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -34,9 +32,6 @@ from mdame_domain.tiktok import (
 )
 from mdame_domain.video_metadata import body_marker
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
-from mdame_resources.providers.publisher.job import (
-    StatisticsUnavailable,
-)
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher
 from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
 
@@ -161,6 +156,23 @@ class TikTokChannel:
     def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
         raise ChannelError("thumbnail", 403, "forbidden", "TikTok takes the cover from the video")
 
+    # -- statistics -----------------------------------------------------------------------
+    def statistics_batches(self, video_ids: list[str]) -> list[list[str]]:
+        """Query Videos takes 20 ids; a private post (named by its publish_id) has no public
+        id to ask about, and is left out."""
+        public = [v for v in video_ids if not v.startswith("v_pub")]
+        return [public[i : i + 20] for i in range(0, len(public), 20)]
+
+    def statistics(self, video_ids: list[str]) -> dict[str, VideoCounters]:
+        return {
+            str(v["id"]): VideoCounters(
+                int(v.get("view_count") or 0),
+                int(v.get("like_count") or 0),
+                int(v.get("comment_count") or 0),
+            )
+            for v in self.api.query_videos(video_ids)
+        }
+
 
 class TikTokPublisher(MarkedPostPublisher):
     """TikTok's Content Posting API: each creator opened with its sealed, rotating grant."""
@@ -209,18 +221,6 @@ class TikTokPublisher(MarkedPostPublisher):
 
     def set_deadline(self, api: Any, deadline: float) -> None:
         api.api.deadline = deadline
-
-    def video_statistics(
-        self,
-        state: StateStore,
-        account: Account,
-        dimension_slug: str,
-        videos: Mapping[str, date],
-        day: date,
-    ) -> dict[str, VideoCounters]:
-        raise StatisticsUnavailable(
-            f"account {account.handle}: TikTok's view and like counts are not read yet"
-        )
 
     def chunk_length(self, session_uri: str, offset: int, size: int) -> int:
         _, _, chunk = _session(session_uri)
