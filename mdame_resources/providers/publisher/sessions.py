@@ -123,13 +123,18 @@ class UploadSessions(ChannelListing):
         answered quotaExceeded (nothing fits the bucket) or 401 (no credentials to charge)."""
         if not self.initiation_counted:
             return
+        why = self._uncounted_initiation(exc)
+        if why is not None:
+            job.state.record_upload_initiation(attempt_id, counted=False, reason=why[:500])
+
+    def _uncounted_initiation(self, exc: BaseException) -> str | None:
+        """Why the failed initiation cannot have been counted by the channel, or None (it may
+        have been: its quota stays spent)."""
         if isinstance(exc, NotSent | GrantRevoked):
-            why = f"not sent: {exc}"
-        elif isinstance(exc, ChannelError) and (exc.reason == "quotaExceeded" or exc.status == 401):
-            why = f"refused before counting: HTTP {exc.status} {exc.reason}"
-        else:
-            return
-        job.state.record_upload_initiation(attempt_id, counted=False, reason=why[:500])
+            return f"not sent: {exc}"
+        if isinstance(exc, ChannelError) and (exc.reason == "quotaExceeded" or exc.status == 401):
+            return f"refused before counting: HTTP {exc.status} {exc.reason}"
+        return None
 
     def _resume(self, job: UploadJob, api: Any) -> str | None:
         session = job.state.resume_upload(job.publication_id)

@@ -222,6 +222,13 @@ class TikTokPublisher(MarkedPostPublisher):
     def set_deadline(self, api: Any, deadline: float) -> None:
         api.api.deadline = deadline
 
+    def _uncounted_initiation(self, exc: BaseException) -> str | None:
+        # An init TikTok answered with an error created no post (no publish_id): the daily cap
+        # counts posts. One that got no answer may have created one, and stays counted.
+        if isinstance(exc, ChannelError):
+            return f"answered HTTP {exc.status} {exc.reason}: no post was created"
+        return super()._uncounted_initiation(exc)
+
     def chunk_length(self, session_uri: str, offset: int, size: int) -> int:
         _, _, chunk = _session(session_uri)
         plan = chunk_plan(size, chunk)
