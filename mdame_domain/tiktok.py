@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mdame_domain.video_metadata import VideoMetadataError, marked_caption
+from mdame_domain.video_metadata import POST_SETTINGS, VideoMetadataError, marked_caption
 
 MIB = 1024 * 1024
 MIN_CHUNK, MAX_CHUNK, MAX_FINAL_CHUNK = 5 * MIB, 64 * MIB, 128 * MIB
@@ -98,17 +98,21 @@ def caption(body: dict[str, Any], marker: str) -> str:
 
 
 def privacy_level(body: dict[str, Any], allowed: list[str]) -> str:
-    """The post's privacy_level: the video resource's privacyStatus in TikTok's terms, which
-    must be one creator_info allows (an unaudited app's posts may only be SELF_ONLY)."""
+    """The post's privacy_level: the dimension's tiktok.privacy_level, else the video resource's
+    privacyStatus in TikTok's terms; it must be one creator_info allows (an unaudited app's
+    posts may only be SELF_ONLY)."""
     status = str(body.get("status", {}).get("privacyStatus", "private"))
-    level = PRIVACY_FROM_STATUS.get(status)
+    level = body.get(POST_SETTINGS, {}).get("privacy_level") or PRIVACY_FROM_STATUS.get(status)
     if level is None:
-        raise TikTokRuleError(f"privacy {status!r} has no TikTok equivalent; use public or private")
+        raise TikTokRuleError(
+            f"privacy {status!r} has no TikTok equivalent; use public or private, or set "
+            "tiktok.privacy_level"
+        )
     if level not in allowed:
         hint = (
             " (the account is private, and an unaudited TikTok app may only post privately, to "
-            "private accounts: set the dimension's privacy to private, or have the app audited "
-            "and the account made public)"
+            "private accounts: set the dimension's tiktok.privacy_level to SELF_ONLY, or have "
+            "the app audited and the account made public)"
             if level == "PUBLIC_TO_EVERYONE"
             else ""
         )

@@ -20,6 +20,7 @@ CATEGORIES = frozenset(
 )
 _LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 MARKER_PREFIX = "mdame:"
+POST_SETTINGS = "postSettings"  # the video resource's key of a platform's own post settings
 _MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
 
 
@@ -44,6 +45,10 @@ class VideoMetadata:
     contains_synthetic_media: bool = True
     notify_subscribers: bool = False
     hashtags: tuple[str, ...] = field(default=())
+    # A platform's own post settings (TikTok's privacy_level and interaction toggles,
+    # Instagram's share_to_feed): the video resource carries them as "postSettings" for that
+    # platform's channel, and never to YouTube, whose accounts get none.
+    post_settings: tuple[tuple[str, Any], ...] = ()
 
 
 def publication_marker(idempotency_key: str) -> str:
@@ -128,7 +133,10 @@ def video_resource(meta: VideoMetadata, marker: str) -> dict[str, Any]:
     }
     if meta.tags:
         snippet["tags"] = list(meta.tags)
-    return {"snippet": snippet, "status": status}
+    body: dict[str, Any] = {"snippet": snippet, "status": status}
+    if meta.post_settings:
+        body[POST_SETTINGS] = dict(meta.post_settings)
+    return body
 
 
 def marked_caption(

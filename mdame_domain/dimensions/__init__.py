@@ -61,12 +61,15 @@ from mdame_domain.dimensions.parsing import (  # noqa: F401
 from mdame_domain.dimensions.publishing import (  # noqa: F401
     TELEGRAM_CHAT_PATTERN,
     AlertSettings,
+    InstagramSettings,
     PublishingAccount,
+    TikTokSettings,
     YouTubeSettings,
     _accounts,
     _alert_settings,
     _is_time_zone,
     _youtube,
+    post_settings,
 )
 from mdame_domain.dimensions.reader import (  # noqa: F401
     DimensionConfigError,
@@ -100,6 +103,9 @@ __all__ = [
     "VisualsSettings",
     "VoiceSettings",
     "YouTubeSettings",
+    "TikTokSettings",
+    "InstagramSettings",
+    "post_settings",
     "dimension_from_json",
     "load_dimension_file",
     "load_registry",

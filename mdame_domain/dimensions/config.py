@@ -16,7 +16,13 @@ from mdame_domain.adaptive import (
 from mdame_domain.captions import CaptionStyle
 from mdame_domain.dimensions.constants import DEFAULT_DAILY_BUDGET_MICROS
 from mdame_domain.dimensions.media import MusicSettings, VisualsSettings, VoiceSettings
-from mdame_domain.dimensions.publishing import AlertSettings, PublishingAccount, YouTubeSettings
+from mdame_domain.dimensions.publishing import (
+    AlertSettings,
+    InstagramSettings,
+    PublishingAccount,
+    TikTokSettings,
+    YouTubeSettings,
+)
 from mdame_domain.feed_sources import FeedSource, source_from_feed_entry
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
 from mdame_domain.retention import RetentionSettings
@@ -46,6 +52,10 @@ class DimensionConfig:
     topic_lookback_days: int = 14
     # YouTube publishing: the video metadata the dimension sets; see YouTubeSettings.
     youtube: YouTubeSettings = field(default_factory=lambda: YouTubeSettings())
+    # TikTok and Instagram publishing: what their posts get; see TikTokSettings and
+    # InstagramSettings.
+    tiktok: TikTokSettings = field(default_factory=lambda: TikTokSettings())
+    instagram: InstagramSettings = field(default_factory=lambda: InstagramSettings())
     # Edge-TTS and Gemini TTS voice settings.
     tts: VoiceSettings = field(default_factory=VoiceSettings)
     music: MusicSettings = field(default_factory=MusicSettings)

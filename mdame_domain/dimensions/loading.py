@@ -16,7 +16,13 @@ from mdame_domain.captions import CaptionStyle
 from mdame_domain.dimensions.config import DimensionConfig
 from mdame_domain.dimensions.media import MusicSettings, VisualsSettings, VoiceSettings
 from mdame_domain.dimensions.parsing import parse_dimension
-from mdame_domain.dimensions.publishing import AlertSettings, PublishingAccount, YouTubeSettings
+from mdame_domain.dimensions.publishing import (
+    AlertSettings,
+    InstagramSettings,
+    PublishingAccount,
+    TikTokSettings,
+    YouTubeSettings,
+)
 from mdame_domain.dimensions.reader import DimensionConfigError
 from mdame_domain.feed_sources import source_from_json
 from mdame_domain.retention import RetentionSettings
@@ -72,6 +78,11 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
         yt["hashtags"] = tuple(yt.get("hashtags", ()))
         yt["tags"] = None if yt.get("tags") is None else tuple(yt["tags"])
         fields["youtube"] = YouTubeSettings(**yt)
+    for name, settings in (("tiktok", TikTokSettings), ("instagram", InstagramSettings)):
+        if name in fields:  # configs stored before the field existed keep its default
+            block = dict(fields[name])
+            block["hashtags"] = None if block.get("hashtags") is None else tuple(block["hashtags"])
+            fields[name] = settings(**block)
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
     if "visuals" in fields:  # configs stored before the field existed keep its default

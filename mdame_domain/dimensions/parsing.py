@@ -25,7 +25,13 @@ from mdame_domain.dimensions.media import (
     _visuals_settings,
     _voice_settings,
 )
-from mdame_domain.dimensions.publishing import _accounts, _alert_settings, _youtube
+from mdame_domain.dimensions.publishing import (
+    _accounts,
+    _alert_settings,
+    _instagram,
+    _tiktok,
+    _youtube,
+)
 from mdame_domain.dimensions.reader import DimensionConfigError, _Reader
 from mdame_domain.feed_sources import FeedSource, SourceConfigError, parse_sources
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
@@ -84,6 +90,8 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         required_reviews=tuple(dict.fromkeys(required_reviews)),
         topic_lookback_days=lookback,
         youtube=_youtube(r),
+        tiktok=_tiktok(r),
+        instagram=_instagram(r),
         tts=_voice_settings(r),
         music=_music_settings(r),
         **_gemini_fields(r),

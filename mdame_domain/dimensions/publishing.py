@@ -1,13 +1,14 @@
-"""Where a dimension's videos and alerts go: its publishing accounts (`accounts:`), the YouTube
-metadata every video gets (`youtube:`) and the Telegram chat of its alerts (`alerts:`), each
-with its validating reader."""
+"""Where a dimension's videos and alerts go: its publishing accounts (`accounts:`), the
+metadata every video gets on YouTube (`youtube:`), TikTok (`tiktok:`) and Instagram
+(`instagram:`), and the Telegram chat of its alerts (`alerts:`), each with its validating
+reader."""
 
 from __future__ import annotations
 
 import re
 import zoneinfo
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from mdame_domain.dimensions.constants import DEFAULT_QUOTA_TIMEZONE, PLATFORMS
@@ -77,6 +78,95 @@ def _youtube(r: _Reader) -> YouTubeSettings:
             if problem:
                 raise r.fail(name, f"{value!r} {problem}")
     return YouTubeSettings(category, privacy, notify, hashtags, tags)
+
+
+def _hashtags(r: _Reader, raw: Mapping[str, Any], name: str) -> tuple[str, ...] | None:
+    """A block's `hashtags` (None when not given): one word each, nothing to contact."""
+    from mdame_domain.published_text import contact_detail_problem
+
+    if "hashtags" not in raw:
+        return None
+    values = raw["hashtags"]
+    if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
+        raise r.fail(f"{name}.hashtags", "expected a list of non-empty strings")
+    if any(" " in h or "#" in h.lstrip("#") for h in values):
+        raise r.fail(f"{name}.hashtags", "a hashtag is one word, like 'science'")
+    for value in values:
+        problem = contact_detail_problem(value)
+        if problem:
+            raise r.fail(f"{name}.hashtags", f"{value!r} {problem}")
+    return tuple(values)
+
+
+def _flags(r: _Reader, raw: Mapping[str, Any], name: str, defaults: Mapping[str, bool]) -> dict:
+    found = {}
+    for key, default in defaults.items():
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            raise r.fail(f"{name}.{key}", "expected true or false")
+        found[key] = value
+    return found
+
+
+# TikTok publishing: the `tiktok:` mapping of a dimension file.
+@dataclass(frozen=True)
+class TikTokSettings:
+    """What every TikTok post of the dimension gets. privacy_level None: the youtube privacy in
+    TikTok's terms (public: PUBLIC_TO_EVERYONE, private: SELF_ONLY); it must be one the
+    creator's account allows (an unaudited app: SELF_ONLY). hashtags None: youtube.hashtags.
+    The AI-generated content label follows flags.synthetic_media."""
+
+    privacy_level: str | None = None
+    disable_comment: bool = False
+    disable_duet: bool = False
+    disable_stitch: bool = False
+    hashtags: tuple[str, ...] | None = None
+
+
+def _tiktok(r: _Reader) -> TikTokSettings:
+    from mdame_domain.tiktok import PRIVACY_LEVELS
+
+    raw = r.get("tiktok", Mapping, {})
+    toggles = {"disable_comment": False, "disable_duet": False, "disable_stitch": False}
+    unknown = set(raw) - {"privacy_level", "hashtags", *toggles}
+    if unknown:
+        raise r.fail(f"tiktok.{sorted(unknown)[0]}", "is not a tiktok setting")
+    level = raw.get("privacy_level")
+    if level is not None and level not in PRIVACY_LEVELS:
+        raise r.fail("tiktok.privacy_level", f"must be one of {', '.join(PRIVACY_LEVELS)}")
+    return TikTokSettings(
+        level, **_flags(r, raw, "tiktok", toggles), hashtags=_hashtags(r, raw, "tiktok")
+    )
+
+
+# Instagram publishing: the `instagram:` mapping of a dimension file.
+@dataclass(frozen=True)
+class InstagramSettings:
+    """What every reel of the dimension gets. share_to_feed: shown in the account's feed too,
+    not only in the Reels tab. hashtags None: youtube.hashtags. (The Instagram API has no AI
+    label to set: Meta labels AI content itself.)"""
+
+    share_to_feed: bool = True
+    hashtags: tuple[str, ...] | None = None
+
+
+def _instagram(r: _Reader) -> InstagramSettings:
+    raw = r.get("instagram", Mapping, {})
+    unknown = set(raw) - {"share_to_feed", "hashtags"}
+    if unknown:
+        raise r.fail(f"instagram.{sorted(unknown)[0]}", "is not an instagram setting")
+    flags = _flags(r, raw, "instagram", {"share_to_feed": True})
+    return InstagramSettings(**flags, hashtags=_hashtags(r, raw, "instagram"))
+
+
+def post_settings(settings: TikTokSettings | InstagramSettings) -> tuple[tuple[str, Any], ...]:
+    """A platform block's post settings as the video metadata carries them: every setting but
+    its hashtags (they go into the caption), unset ones left out."""
+    return tuple(
+        (name, value)
+        for name, value in asdict(settings).items()
+        if name != "hashtags" and value is not None
+    )
 
 
 # --- alerts: the `alerts:` mapping of a dimension file ----------

@@ -129,7 +129,9 @@ class InstagramApi(OneShotHttp):
             self._token = fresh
 
     # -- publishing --------------------------------------------------------------------------
-    def create_container(self, caption: str, thumb_offset_ms: int) -> tuple[str, str]:
+    def create_container(
+        self, caption: str, thumb_offset_ms: int, share_to_feed: bool = True
+    ) -> tuple[str, str]:
         """A REELS container for a resumable upload: (container id, upload URI)."""
         made = self._graph(
             "POST",
@@ -138,7 +140,7 @@ class InstagramApi(OneShotHttp):
             media_type="REELS",
             upload_type="resumable",
             caption=caption,
-            share_to_feed="true",
+            share_to_feed="true" if share_to_feed else "false",
             thumb_offset=str(thumb_offset_ms),
         )
         return str(made["id"]), self._upload_uri(str(made["uri"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from test_fencing import hold
 from youtube_kit import (
+    META,
     REFRESH_TOKEN,
     Setup,
     publish_once,
@@ -188,3 +190,14 @@ def test_a_reels_insights_are_read_and_metered(state, tmp_path, server, master) 
     counters = pub.video_statistics(a, s.account, "tech", {media_id: day}, day)
     assert counters == {media_id: VideoCounters(300, 12, 4)}
     assert state.bucket_usage(s.account.id)["units"][1] == before + 1
+
+
+def test_the_dimensions_instagram_settings_reach_the_container(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    meta = replace(META, post_settings=(("share_to_feed", False),))
+    media_id = until_published(a, _publisher(server), s, [], meta=meta)
+    [container] = server.containers().values()
+    assert container["params"]["share_to_feed"] == "false"
+    _assert_published_once(state, server, s, media_id)

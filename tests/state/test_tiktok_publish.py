@@ -244,3 +244,18 @@ def test_statistics_of_public_posts_are_read_and_metered(state, tmp_path, server
     assert counters[public[1]] == VideoCounters(0, 0, 0)
     assert state.bucket_usage(s.account.id)["units"] == (0, 2)
     assert server.snapshot()["list_calls"][open_id] == 2
+
+
+def test_the_dimensions_tiktok_settings_reach_the_post(state, tmp_path, server, master) -> None:
+    """tiktok.privacy_level overrides the YouTube privacy (public here, which this unaudited
+    app could not post), and the interaction toggles reach post_info."""
+    a, s = _granted(state, tmp_path, master, size=2000)
+    settings = (("privacy_level", "SELF_ONLY"), ("disable_comment", True))
+    meta = replace(META, privacy_status="public", post_settings=settings)
+    video_id = until_published(a, _publisher(server), s, [], meta=meta)
+    [post] = server.publishes()
+    assert post["privacy_level"] == "SELF_ONLY" and post["status"] == "PUBLISH_COMPLETE"
+    info = post["post_info"]
+    assert info["disable_comment"] is True and info["disable_duet"] is False
+    assert info["is_aigc"] is True  # flags.synthetic_media: TikTok's AI-generated label
+    _assert_posted_once(state, server, s, video_id)

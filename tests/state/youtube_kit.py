@@ -107,10 +107,15 @@ def publisher(fake: Any, folder: Path, **overrides: Any) -> YouTubePublisher:
 
 
 def publish_once(
-    a: StateStore, pub: YouTubePublisher, s: Setup, logs: list[Any], **options: Any
+    a: StateStore,
+    pub: YouTubePublisher,
+    s: Setup,
+    logs: list[Any],
+    meta: VideoMetadata = META,
+    **options: Any,
 ) -> str | None:
-    """The setup's publication ('pu') through the stage's publish path, under `a`'s lock;
-    `logs` collects (status, fields) of what it logged."""
+    """The setup's publication ('pu') through the stage's publish path, under `a`'s lock, with
+    `meta` (META by default); `logs` collects (status, fields) of what it logged."""
     from mdame_assets.defs.publications.assets import publish_resumable
 
     return publish_resumable(
@@ -120,7 +125,7 @@ def publish_once(
         s.payload,
         s.account,
         s.video,
-        META,
+        meta,
         required_reviews=["technical"],
         checkpoint=lambda: None,
         log=lambda status, **f: logs.append((status, f)),
@@ -129,12 +134,14 @@ def publish_once(
     )
 
 
-def until_published(a: StateStore, pub: Any, s: Setup, logs: list[Any], runs: int = 6) -> str:
+def until_published(
+    a: StateStore, pub: Any, s: Setup, logs: list[Any], runs: int = 6, meta: VideoMetadata = META
+) -> str:
     """Runs the publication as successive runs would (an interrupted run: the next one
     resumes), until it is published."""
     for _ in range(runs):
         try:
-            video_id = publish_once(a, pub, s, logs)
+            video_id = publish_once(a, pub, s, logs, meta)
         except Exception as exc:
             logs.append(("run_failed", {"error": type(exc).__name__}))
             continue

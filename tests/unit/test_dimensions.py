@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from mdame_domain.dimensions import DimensionConfigError, dimension_from_json, parse_dimension
+from mdame_domain.dimensions import (
+    DimensionConfigError,
+    dimension_from_json,
+    parse_dimension,
+    post_settings,
+)
 
 
 def _data(**extra: Any) -> dict[str, Any]:
@@ -106,6 +111,50 @@ def test_youtube_settings_default_and_round_trip() -> None:
 def test_bad_youtube_settings_name_the_field(block: dict[str, Any], field: str) -> None:
     with pytest.raises(DimensionConfigError) as err:
         parse_dimension(_data(youtube=block), "t.yaml")
+    assert err.value.field_name == field
+
+
+def test_tiktok_and_instagram_settings_default_and_round_trip() -> None:
+    plain = parse_dimension(_data(), "t.yaml")
+    assert plain.tiktok.privacy_level is None and plain.tiktok.hashtags is None
+    assert plain.instagram.share_to_feed and post_settings(plain.tiktok) == (
+        ("disable_comment", False),
+        ("disable_duet", False),
+        ("disable_stitch", False),
+    )
+    config = parse_dimension(
+        _data(
+            tiktok={"privacy_level": "SELF_ONLY", "disable_duet": True, "hashtags": ["fyp"]},
+            instagram={"share_to_feed": False, "hashtags": ["reels"]},
+        ),
+        "t.yaml",
+    )
+    assert ("privacy_level", "SELF_ONLY") in post_settings(config.tiktok)
+    assert ("disable_duet", True) in post_settings(config.tiktok)
+    assert config.tiktok.hashtags == ("fyp",) and config.instagram.hashtags == ("reels",)
+    assert post_settings(config.instagram) == (("share_to_feed", False),)
+    assert dimension_from_json(config.to_json()) == config
+    stored = config.to_json()
+    del stored["tiktok"], stored["instagram"]  # stored before the blocks existed
+    assert dimension_from_json(stored).tiktok == plain.tiktok
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"tiktok": {"privacy_level": "public"}}, "tiktok.privacy_level"),
+        ({"tiktok": {"disable_comment": "yes"}}, "tiktok.disable_comment"),
+        ({"tiktok": {"hashtags": ["two words"]}}, "tiktok.hashtags"),
+        ({"tiktok": {"hashtags": ["@scam"]}}, "tiktok.hashtags"),
+        ({"tiktok": {"duet": False}}, "tiktok.duet"),
+        ({"instagram": {"share_to_feed": 1}}, "instagram.share_to_feed"),
+        ({"instagram": {"caption": "x"}}, "instagram.caption"),
+        ({"instagram": {"hashtags": "reels"}}, "instagram.hashtags"),
+    ],
+)
+def test_bad_platform_settings_name_the_field(extra: dict[str, Any], field: str) -> None:
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(**extra), "t.yaml")
     assert err.value.field_name == field
 
 

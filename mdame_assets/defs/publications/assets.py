@@ -20,6 +20,7 @@ from mdame_assets.defs.renders.assets import renders
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import Account, StateStore, WorkUnit
+from mdame_domain.dimensions import post_settings
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import link_or_copy
@@ -80,9 +81,16 @@ def _progress_into(
     return progress
 
 
-def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
-    """The video's metadata from the script and the dimension (validated before upload)."""
+def video_metadata(step: Step, script: WorkUnit, platform: str = "youtube") -> VideoMetadata:
+    """The video's metadata from the script and the dimension (validated before upload), with
+    the platform's own hashtags and post settings for a TikTok or Instagram account."""
     yt = step.dimension.youtube
+    hashtags = yt.hashtags
+    settings: tuple[tuple[str, Any], ...] = ()
+    if platform in ("tiktok", "instagram"):
+        own = step.dimension.tiktok if platform == "tiktok" else step.dimension.instagram
+        hashtags = yt.hashtags if own.hashtags is None else own.hashtags
+        settings = post_settings(own)
     return VideoMetadata(
         title=script.payload["script"]["hook"],
         description=script.payload["script"]["text"],
@@ -93,7 +101,8 @@ def video_metadata(step: Step, script: WorkUnit) -> VideoMetadata:
         self_declared_made_for_kids=step.dimension.made_for_kids,
         contains_synthetic_media=step.dimension.synthetic_media,
         notify_subscribers=yt.notify_subscribers,
-        hashtags=yt.hashtags,
+        hashtags=hashtags,
+        post_settings=settings,
     )
 
 
@@ -243,7 +252,7 @@ def _publish_script(
                 payload,
                 account,
                 video,
-                video_metadata(step, script),
+                video_metadata(step, script, account.platform),
                 required_reviews=step.dimension.required_reviews,
                 checkpoint=step.checkpoint,
                 log=step.log,

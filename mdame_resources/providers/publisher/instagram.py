@@ -24,7 +24,7 @@ from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
 from mdame_domain.tiktok import MIB
-from mdame_domain.video_metadata import body_marker, marked_caption
+from mdame_domain.video_metadata import POST_SETTINGS, body_marker, marked_caption
 from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher
@@ -69,7 +69,8 @@ class InstagramChannel:
                 CONTENT_PUBLISHING_LIMIT,
                 f"{used} of {allowed} reels published in the last 24 hours",
             )
-        container_id, uri = self.api.create_container(text, COVER_AT_MS)
+        share = bool(body.get(POST_SETTINGS, {}).get("share_to_feed", True))
+        container_id, uri = self.api.create_container(text, COVER_AT_MS, share)
         return f"{uri}#container={quote(container_id)}"
 
     def query(self, session_uri: str, size: int) -> SessionState:

@@ -30,7 +30,7 @@ from mdame_domain.tiktok import (
     posted_id,
     privacy_level,
 )
-from mdame_domain.video_metadata import body_marker
+from mdame_domain.video_metadata import POST_SETTINGS, body_marker
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher
 from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
@@ -69,9 +69,10 @@ class TikTokChannel:
             post_info = {
                 "title": caption(body, marker),
                 "privacy_level": privacy_level(body, allowed),
-                "disable_duet": False,
-                "disable_comment": False,
-                "disable_stitch": False,
+                **{
+                    toggle: bool(body.get(POST_SETTINGS, {}).get(toggle, False))
+                    for toggle in ("disable_duet", "disable_comment", "disable_stitch")
+                },
                 "video_cover_timestamp_ms": COVER_AT_MS,
                 # TikTok's AI-generated content label.
                 "is_aigc": bool(body.get("status", {}).get("containsSyntheticMedia", True)),
