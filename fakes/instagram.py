@@ -20,6 +20,11 @@ same there, so a client on that host maps the same way.)
   no token is code 104. `GET /refresh_access_token?grant_type=ig_refresh_token&access_token=...`
   answers `{"access_token", "token_type": "bearer", "expires_in"}`; the old token stays valid
   until it expires.
+- Business Login: `GET /oauth/authorize` (instagram.com's; agreed at once, back to redirect_uri
+  with a code, the state and Meta's "#_"), `POST /oauth/access_token` (api.instagram.com's: the
+  code for a one-hour token, `{"data": [{"access_token", "user_id", "permissions"}]}`) and
+  `GET /access_token?grant_type=ig_exchange_token&client_secret=...&access_token=...` (the
+  one-hour token for a long-lived one).
 - `POST /<IG_USER_ID>/media` with `media_type=REELS&upload_type=resumable` (caption,
   share_to_feed, thumb_offset, cover_url, ... kept) -> `{"id", "uri"}`. Without
   upload_type=resumable a `video_url` is required, and this fake cannot fetch one: it answers
@@ -617,12 +622,74 @@ class _Handler(JsonHandler):
             elif parts[:1] == ["ig-api-upload"]:
                 self._slow("upload")
                 self._upload(method, parts[1:])
+            elif parts[:1] == ["oauth"] or parts == ["access_token"]:
+                self._login(method, url.query, parts)
             else:
                 self._graph(method, url.query, parts)
         except _Answered:
             return
         except Drop as drop:
             self._drop(drop.reset)
+
+    # -- Business Login for Instagram ----------------------------------------------------
+    def _login(self, method: str, query: str, parts: list[str]) -> None:
+        """The consent (GET /oauth/authorize, agreed at once: the account is the only one, or
+        the one named by `username`, not a Meta parameter), the code's exchange for a one-hour
+        token (POST /oauth/access_token) and that token's for a long-lived one
+        (GET /access_token?grant_type=ig_exchange_token)."""
+        params = self._params(query)
+        st = self.fake.state
+        if parts == ["oauth", "authorize"] and method == "GET":
+            with st.lock:
+                found = [
+                    uid
+                    for uid, a in st.data["accounts"].items()
+                    if params.get("username") in (None, a["username"])
+                ]
+                if len(found) != 1 or not params.get("redirect_uri"):
+                    self._fail(400, _error("Invalid redirect_uri or account", 100))
+                code = "AQ" + secrets.token_urlsafe(24)
+                st.data.setdefault("codes", {})[code] = {
+                    "account": found[0],
+                    "redirect_uri": params["redirect_uri"],
+                }
+                st.save()
+            back = urlencode({"code": code, "state": params.get("state", "")})
+            target = f"{params['redirect_uri']}?{back}#_"  # Meta appends "#_"
+            self._send(302, None, {"Location": target})
+            return
+        if parts == ["oauth", "access_token"] and method == "POST":
+            with st.lock:
+                code = st.data.setdefault("codes", {}).pop(params.get("code", ""), None)
+                if code is None or code["redirect_uri"] != params.get("redirect_uri"):
+                    self._fail(
+                        400,
+                        {"error_type": "OAuthException", "code": 400,
+                         "error_message": "Invalid authorization code"},
+                    )  # fmt: skip
+                short = "IGQ" + secrets.token_urlsafe(32)
+                self.fake._grant(code["account"], short, 3600)
+                st.save()
+            self._send(
+                200,
+                {"data": [{"access_token": short, "user_id": code["account"],
+                           "permissions": "instagram_business_basic,"
+                                          "instagram_business_content_publish"}]},
+            )  # fmt: skip
+            return
+        if parts == ["access_token"] and method == "GET":
+            if params.get("grant_type") != "ig_exchange_token" or not params.get("client_secret"):
+                self._fail(400, _error("Unsupported grant_type: use ig_exchange_token", 100))
+            account = self._account_of(str(params.get("access_token", "")), "refresh")
+            fresh = "IGAA" + secrets.token_urlsafe(48).replace("-", "x").replace("_", "y")
+            with st.lock:
+                self.fake._grant(account, fresh, TOKEN_LIFETIME)
+                st.save()
+            self._send(
+                200, {"access_token": fresh, "token_type": "bearer", "expires_in": TOKEN_LIFETIME}
+            )
+            return
+        self._fail(400, _error(f"Unsupported {method} request", 100))
 
     def _slow(self, kind: str) -> None:
         fault = self.fake.faults.take(kind, "slow")

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import secrets
 import time
@@ -268,11 +269,17 @@ class FakeTikTok(LocalServer):
         with self.state.lock:
             return str(self.state.data["creators"][open_id]["refresh_token"])
 
-    def issue_code(self, open_id: str, redirect_uri: str = "") -> str:
-        """An authorization code for the creator, as the consent redirect would carry."""
+    def issue_code(self, open_id: str, redirect_uri: str = "", code_challenge: str = "") -> str:
+        """An authorization code for the creator, as the consent redirect would carry. With a
+        `code_challenge` (Login Kit for Desktop's PKCE: the hex SHA-256 of the verifier), the
+        exchange must send its code_verifier."""
         code = "code." + secrets.token_urlsafe(24)
         with self.state.lock:
-            self.state.data["codes"][code] = {"open_id": open_id, "redirect_uri": redirect_uri}
+            self.state.data["codes"][code] = {
+                "open_id": open_id,
+                "redirect_uri": redirect_uri,
+                "code_challenge": code_challenge,
+            }
             self.state.save()
         return code
 
@@ -544,6 +551,13 @@ class _Handler(_Plumbing):
                 if code is None or code["redirect_uri"] not in ("", form.get("redirect_uri")):
                     self._oauth_error("invalid_grant", "Authorization code is expired.")
                     return
+                verifier = form.get("code_verifier", "")
+                challenge = code.get("code_challenge", "")
+                if challenge and hashlib.sha256(verifier.encode()).hexdigest() != challenge:
+                    self._oauth_error(
+                        "invalid_request", "Code verifier or code challenge is invalid."
+                    )
+                    return
                 open_id = code["open_id"]
                 creator = st.data["creators"][open_id]
                 creator["revoked"] = False
@@ -599,7 +613,9 @@ class _Handler(_Plumbing):
         if len(found) != 1 or "redirect_uri" not in query:
             self._send(400, {"error": "invalid_request"})
             return
-        code = self.fake.issue_code(found[0], query["redirect_uri"])
+        code = self.fake.issue_code(
+            found[0], query["redirect_uri"], query.get("code_challenge", "")
+        )
         scopes = quote(query.get("scope", ""), safe=",")
         target = (
             f"{query['redirect_uri']}?code={quote(code)}&scopes={scopes}"

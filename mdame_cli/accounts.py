@@ -2,9 +2,10 @@
 
 connect runs Google's installed-app OAuth flow (google-auth-oauthlib) for the upload and
 read-only scopes: a loopback redirect on 127.0.0.1, or with --console (headless hosts) the
-consent URL is printed and the address the browser was sent back to is pasted in. The refresh
-token is sealed in an AES-256-GCM envelope (mdame_domain.credentials) and stored through an RPC;
-it is never printed, logged or kept anywhere else.
+consent URL is printed and the address the browser was sent back to is pasted in. With
+--platform tiktok or instagram it runs that platform's flow instead (consent.py). The grant is
+sealed in an AES-256-GCM envelope (mdame_domain.credentials) and stored through an RPC; it is
+never printed, logged or kept anywhere else.
 
 Both commands act as the admin role. The database records the current master key: a grant
 sealed under another key is refused, so a connect whose key was rotated during its consent flow
@@ -91,14 +92,19 @@ def _not_current(recorded: MasterKeyState, key: MasterKey) -> str | None:
     )
 
 
-def _account(state: StateStore, dimension: str, handle: str | None) -> Account:
-    accounts = [a for a in state.list_accounts(dimension) if a.platform == "youtube"]
+def _account(state: StateStore, dimension: str, handle: str | None, platform: str) -> Account:
+    """The dimension's one account of `platform` (YouTube's: also an `outbox` account, the
+    deployment's default publisher), or the one named `handle`."""
+    platforms = ("youtube", "outbox") if platform == "youtube" else (platform,)
+    accounts = [a for a in state.list_accounts(dimension) if a.platform in platforms]
     if handle is not None:
         accounts = [a for a in accounts if a.handle == handle]
     if len(accounts) != 1:
-        names = ", ".join(a.handle for a in state.list_accounts(dimension)) or "none"
+        names = (
+            ", ".join(f"{a.platform}:{a.handle}" for a in state.list_accounts(dimension)) or "none"
+        )
         raise SystemExit(
-            f"mdame: error: name one youtube account of {dimension} with --account "
+            f"mdame: error: name one {platform} account of {dimension} with --account "
             f"(its accounts: {names})"
         )
     return accounts[0]
@@ -144,13 +150,33 @@ def obtain_refresh_token(client_secrets: str, console: bool, port: int) -> str:
     return str(creds.refresh_token)
 
 
+def _grant(args: argparse.Namespace) -> dict[str, object]:
+    """The platform's consent flow: the grant to seal (its refresh token or long-lived token)."""
+    from mdame_cli.consent import ConsentError, instagram_grant, tiktok_grant
+
+    try:
+        if args.platform == "tiktok":
+            return tiktok_grant(args.console, args.port)
+        if args.platform == "instagram":
+            if not args.redirect_uri:
+                raise ConsentError(
+                    "pass --redirect-uri: the https redirect URI registered in the Instagram app"
+                )
+            return instagram_grant(args.redirect_uri)
+    except ConsentError as exc:
+        raise SystemExit(f"mdame: error: {exc}; nothing was stored") from None
+    secrets = args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
+    return {"refresh_token": obtain_refresh_token(str(secrets), args.console, args.port)}
+
+
 def connect(args: argparse.Namespace) -> int:
     env = settings.mdame_env()
-    secrets = args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
-    if not secrets:
+    if args.platform == "youtube" and not (
+        args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
+    ):
         raise SystemExit(f"mdame: error: set {CLIENT_SECRETS_VAR} or pass --client-secrets")
     with StateStore(role="admin") as state:
-        account = _account(state, args.dimension, args.account)
+        account = _account(state, args.dimension, args.account, args.platform)
         recorded = state.master_key_state()
         # A new key file only for a database with no grant yet; otherwise its grants' key must
         # be here, and is checked before the consent flow (a grant under another key is refused).
@@ -164,9 +190,7 @@ def connect(args: argparse.Namespace) -> int:
         stale = _not_current(recorded, key)
         if stale is not None:
             raise SystemExit(f"mdame: error: {stale}")
-        grant: dict[str, object] = {
-            "refresh_token": obtain_refresh_token(secrets, args.console, args.port)
-        }
+        grant = _grant(args)
         aad = associated_data(env, account.platform, account.handle)
         envelope = _store_sealed(state, account, aad, grant, key)
         del grant
@@ -361,8 +385,19 @@ def _names(accounts: Sequence[Account], slugs: dict[int, str]) -> str:
 def add_parsers(groups: Any) -> None:
     accounts = groups.add_parser("accounts", help="publishing accounts and their grants")
     commands = accounts.add_subparsers(dest="command", required=True)
-    conn = commands.add_parser("connect", help="authorise a YouTube channel (OAuth)")
+    conn = commands.add_parser(
+        "connect", help="authorise a YouTube channel, TikTok creator or Instagram account"
+    )
     conn.add_argument("dimension")
+    conn.add_argument(
+        "--platform",
+        choices=("youtube", "tiktok", "instagram"),
+        default="youtube",
+        help="whose consent flow (default youtube)",
+    )
+    conn.add_argument(
+        "--redirect-uri", help="instagram: the https redirect URI registered in the app"
+    )
     conn.add_argument("--account", help="the account's handle (when the dimension has several)")
     conn.add_argument("--client-secrets", help=f"OAuth client JSON (default ${CLIENT_SECRETS_VAR})")
     conn.add_argument("--console", action="store_true", help="headless: paste the redirect")

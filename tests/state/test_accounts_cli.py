@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
+import httpx
 from test_fencing import hold
 from youtube_kit import REFRESH_TOKEN, client_secrets
 
+from fakes import instagram, tiktok
 from fakes.youtube import running
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.credentials import Envelope, associated_data, open_grant, read_key_file
@@ -90,3 +93,132 @@ def test_connect_list_rotate_and_needs_reauth(state, fresh_db, tmp_path: Path) -
         everything = "".join(p.stdout + p.stderr for p in (connected, listed, rotated))
         assert REFRESH_TOKEN not in everything
         assert key.encoded() not in everything
+
+
+def _connect_through_consent(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """`mdame accounts connect ... --console` as an operator runs it: read the consent URL it
+    prints, agree there (the fake agrees at once), paste the address the browser was sent to."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mdame_cli.main", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "ENV": "dev", **env},
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    printed = []
+    while not printed or not printed[-1].startswith("http"):
+        line = proc.stderr.readline()
+        assert line, "".join(printed)
+        printed.append(line)
+    consent = httpx.get(printed[-1].strip(), follow_redirects=False, timeout=10)
+    assert consent.status_code == 302, consent.text
+    out, err = proc.communicate(consent.headers["Location"] + "\n", timeout=60)
+    return proc.returncode, out, "".join(printed) + err
+
+
+def _env(fresh_db: Any, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        "MDAME_DATABASE_URL": fresh_db.owner,
+        "MDAME_APP_DATABASE_URL": fresh_db.app,
+        "MDAME_HOME": str(tmp_path / "home"),
+        "MDAME_MASTER_KEY": "",
+        **extra,
+    }
+
+
+def test_connect_a_tiktok_creator_with_pkce(state, fresh_db, tmp_path: Path) -> None:
+    as_admin(state).upsert_dimension("tech", "Tech")
+    account = as_admin(state).upsert_dimension_account("tech", "tiktok", "tech.tt", 15)
+    with tiktok.running(tmp_path / "tiktok") as fake:
+        open_id = fake.add_creator("tech.tt", "rft.before-consent")
+        env = _env(
+            fresh_db,
+            tmp_path,
+            MDAME_TIKTOK_BASE_URL=fake.base_url,
+            MDAME_TIKTOK_AUTH_URL=f"{fake.base_url}v2/auth/authorize/",
+            MDAME_TIKTOK_CLIENT_KEY="ck",
+            MDAME_TIKTOK_CLIENT_SECRET="cs-not-secret",
+        )
+        code, out, err = _connect_through_consent(
+            ["accounts", "connect", "tech", "--platform", "tiktok", "--console"], env
+        )
+        assert code == 0, err
+        assert "connected tiktok:tech.tt" in out
+        token = fake.refresh_token(open_id)  # issued by the code's exchange (PKCE checked)
+        stored = state.account_credential(account)
+        assert stored is not None and token.encode() not in stored[1] + stored[2]
+        key = read_key_file(tmp_path / "home" / "master.key")
+        aad = associated_data("dev", "tiktok", "tech.tt")
+        assert open_grant(key, aad, Envelope(*stored)) == {"refresh_token": token}
+        assert token not in out + err and "cs-not-secret" not in out + err
+
+
+def test_a_tiktok_code_without_its_verifier_is_refused(state, fresh_db, tmp_path: Path) -> None:
+    """The fake checks PKCE: a pasted address from another consent (its challenge not this
+    verifier's) is refused with TikTok's words, and nothing is stored."""
+    as_admin(state).upsert_dimension("tech", "Tech")
+    account = as_admin(state).upsert_dimension_account("tech", "tiktok", "tech.tt", 15)
+    with tiktok.running(tmp_path / "tiktok") as fake:
+        open_id = fake.add_creator("tech.tt", "rft.before-consent")
+        env = _env(
+            fresh_db,
+            tmp_path,
+            MDAME_TIKTOK_BASE_URL=fake.base_url,
+            MDAME_TIKTOK_CLIENT_KEY="ck",
+            MDAME_TIKTOK_CLIENT_SECRET="cs-not-secret",
+        )
+        code = fake.issue_code(open_id, "http://127.0.0.1:8765/callback/", "0" * 64)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mdame_cli.main", "accounts", "connect", "tech",
+             "--platform", "tiktok", "--console"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "ENV": "dev", **env},
+        )  # fmt: skip
+        assert proc.stderr is not None
+        url = ""
+        while not url.startswith("http"):
+            url = proc.stderr.readline()
+        state_param = parse_qs(urlsplit(url.strip()).query)["state"][0]
+        pasted = f"http://127.0.0.1:8765/callback/?code={code}&state={state_param}\n"
+        _out, err = proc.communicate(pasted, timeout=60)
+        assert proc.returncode != 0
+        assert "Code verifier or code challenge is invalid" in err and "nothing was stored" in err
+        assert state.account_credential(account) is None
+
+
+def test_connect_an_instagram_account_for_a_long_lived_token(
+    state, fresh_db, tmp_path: Path
+) -> None:
+    as_admin(state).upsert_dimension("tech", "Tech")
+    account = as_admin(state).upsert_dimension_account("tech", "instagram", "tech.reels", 50)
+    with instagram.running(tmp_path / "instagram") as fake:
+        uid = fake.add_account("tech.reels", "IGAA-before-consent")
+        env = _env(
+            fresh_db,
+            tmp_path,
+            MDAME_INSTAGRAM_GRAPH_URL=fake.base_url,
+            MDAME_INSTAGRAM_AUTH_URL=f"{fake.base_url}oauth/authorize",
+            MDAME_INSTAGRAM_TOKEN_URL=f"{fake.base_url}oauth/access_token",
+            MDAME_INSTAGRAM_APP_ID="1234",
+            MDAME_INSTAGRAM_APP_SECRET="app-secret-not-secret",
+        )
+        code, out, err = _connect_through_consent(
+            ["accounts", "connect", "tech", "--platform", "instagram", "--console",
+             "--redirect-uri", "https://mdame.example/instagram/callback"],
+            env,
+        )  # fmt: skip
+        assert code == 0, err
+        stored = state.account_credential(account)
+        assert stored is not None
+        key = read_key_file(tmp_path / "home" / "master.key")
+        grant = open_grant(
+            key, associated_data("dev", "instagram", "tech.reels"), Envelope(*stored)
+        )
+        token = str(grant["refresh_token"])
+        tokens = fake.snapshot()["tokens"]
+        # The long-lived token (60 days), not the one-hour one the code gave.
+        assert tokens[token]["account"] == uid
+        assert tokens[token]["expires"] - tokens[token]["issued"] > 50 * 86400
+        assert token not in out + err and "app-secret-not-secret" not in out + err
