@@ -142,6 +142,17 @@ def test_an_expired_upload_is_settled_and_posted_again_once(
     _assert_posted_once(state, server, s, video_id)
 
 
+def test_a_post_that_fails_processing_is_settled_and_posted_again_once(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    server.faults.push("processing_failed")
+    video_id = until_published(a, _publisher(server), s, [])
+    first, second = server.publishes()
+    assert first["status"] == "FAILED" and second["publish_id"] == video_id
+    _assert_posted_once(state, server, s, video_id)
+
+
 def test_the_daily_post_cap_pauses_the_account(state, tmp_path, server, master) -> None:
     a, s = _granted(state, tmp_path, master, size=2000)
     creator = server.add_creator("tech", REFRESH_TOKEN, daily_post_cap=0)
