@@ -841,25 +841,35 @@ class _Handler(_Plumbing):
         self._api("ok", "", data)
 
     # -- video list ----------------------------------------------------------------------
-    def video_list(self, query: dict[str, str]) -> None:
+    def _display_call(self, query: dict[str, str]) -> tuple[str, dict[str, Any], list] | None:
+        """A Display API call's (open_id, body, fields), or None once it was answered: the
+        caller, counted (every authenticated call, for ledgers to be checked against), within
+        the per-app limit, its body and fields valid."""
         raw = self._body()
         caller = self._caller("video.list")
         if caller is None:
-            return
+            return None
         open_id, _token = caller
-        with self.fake.state.lock:  # every authenticated call, for ledgers to be checked against
+        with self.fake.state.lock:
             calls = self.fake.state.data["list_calls"]
             calls[open_id] = calls.get(open_id, 0) + 1
         # The Display API's limit is per app, not per access token.
         if not self._allowed(open_id, "_app", "list") or self._server_fault("list_5xx"):
-            return
+            return None
         body = self._json(raw)
         if body is None:
-            return
+            return None
         fields = [f for f in query.get("fields", "").split(",") if f]
         if not fields or set(fields) - VIDEO_FIELDS:
             self._api("invalid_params", f"fields must be among {sorted(VIDEO_FIELDS)}")
+            return None
+        return open_id, body, fields
+
+    def video_list(self, query: dict[str, str]) -> None:
+        call = self._display_call(query)
+        if call is None:
             return
+        open_id, body, fields = call
         max_count, cursor = body.get("max_count", 10), body.get("cursor")
         if type(max_count) is not int or not 1 <= max_count <= 20:
             self._api("invalid_params", "max_count must be an integer from 1 to 20.")
@@ -886,23 +896,10 @@ class _Handler(_Plumbing):
     def video_query(self, query: dict[str, str]) -> None:
         """The Display API's Query Videos: the creator's own public videos among
         filters.video_ids (1-20), with the fields asked for."""
-        raw = self._body()
-        caller = self._caller("video.list")
-        if caller is None:
+        call = self._display_call(query)
+        if call is None:
             return
-        open_id, _token = caller
-        with self.fake.state.lock:
-            calls = self.fake.state.data["list_calls"]
-            calls[open_id] = calls.get(open_id, 0) + 1
-        if not self._allowed(open_id, "_app", "list") or self._server_fault("list_5xx"):
-            return
-        body = self._json(raw)
-        if body is None:
-            return
-        fields = [f for f in query.get("fields", "").split(",") if f]
-        if not fields or set(fields) - VIDEO_FIELDS:
-            self._api("invalid_params", f"fields must be among {sorted(VIDEO_FIELDS)}")
-            return
+        open_id, body, fields = call
         ids = (body.get("filters") or {}).get("video_ids")
         if not isinstance(ids, list) or not 1 <= len(ids) <= 20:
             self._api("invalid_params", "filters.video_ids must list 1 to 20 video ids.")

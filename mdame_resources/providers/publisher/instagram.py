@@ -27,7 +27,7 @@ from mdame_domain.tiktok import MIB
 from mdame_domain.video_metadata import POST_SETTINGS, body_marker, marked_caption
 from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
-from mdame_resources.providers.publisher.marked import MarkedPostPublisher
+from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
 
 CAPTION_MAX = 2200  # characters
 COVER_AT_MS = 1000  # where in the video Instagram takes the cover from
@@ -49,13 +49,15 @@ def _session(session_uri: str) -> tuple[str, str]:
         raise ValueError(f"not an Instagram session URI: {session_uri[:80]}") from None
 
 
-class InstagramChannel:
+class InstagramChannel(PostListing):
     """One Instagram professional account, spoken through the publisher's channel protocol."""
 
+    platform = "Instagram"
+
     def __init__(self, api: InstagramApi, status_polls: int, status_poll_s: float) -> None:
+        super().__init__()
         self.api = api
         self.status_polls, self.status_poll_s = status_polls, status_poll_s
-        self._listed: dict[str, dict[str, Any]] = {}
 
     # -- the upload -------------------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
@@ -122,35 +124,10 @@ class InstagramChannel:
 
     def playlist_page(self, playlist_id: str, page_token: str | None) -> dict[str, Any]:
         page = self.api.media_page(page_token)
-        items = []
-        for media in page.get("data") or []:
-            mid = str(media.get("id"))
-            self._listed[mid] = media
-            items.append(
-                {
-                    "contentDetails": {"videoId": mid},
-                    "snippet": {"description": str(media.get("caption") or "")},
-                }
-            )
+        posts = [(str(m.get("id")), str(m.get("caption") or "")) for m in page.get("data") or []]
         paging = page.get("paging") or {}
         after = (paging.get("cursors") or {}).get("after")
-        return {"items": items, "nextPageToken": after if paging.get("next") else None}
-
-    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]:
-        """The listed media among `video_ids` (the list already holds what is asked)."""
-        return [
-            {
-                "id": mid,
-                "snippet": {"description": str(self._listed[mid].get("caption") or "")},
-                "processingDetails": {"processingStatus": "succeeded"},
-            }
-            for mid in video_ids
-            if mid in self._listed
-        ]
-
-    def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
-        why = "Instagram takes the cover from the video"
-        raise ChannelError("thumbnail", 403, "forbidden", why)
+        return self._page(posts, after if paging.get("next") else None)
 
     # -- statistics -----------------------------------------------------------------------
     def statistics_batches(self, video_ids: list[str]) -> list[list[str]]:

@@ -17,6 +17,42 @@ from mdame_resources.providers.publisher.listing import metered_call
 from mdame_resources.providers.publisher.resource import PublisherResource
 
 
+class PostListing:
+    """The listing half of the channel protocol for a one-caption platform: pages of posts as
+    (id, caption), a listed post already published (so processed), no thumbnail call."""
+
+    platform = ""  # as an error names it
+
+    def __init__(self) -> None:
+        self._listed: dict[str, str] = {}
+
+    def _page(self, posts: list[tuple[str, str]], next_token: str | None) -> dict[str, Any]:
+        """A page of posts in the protocol's (playlistItems) shape; the posts are remembered
+        for `videos`."""
+        self._listed.update(posts)
+        items = [
+            {"contentDetails": {"videoId": pid}, "snippet": {"description": text}}
+            for pid, text in posts
+        ]
+        return {"items": items, "nextPageToken": next_token}
+
+    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]:
+        """The listed posts among `video_ids` (the list already holds what is asked)."""
+        return [
+            {
+                "id": pid,
+                "snippet": {"description": self._listed[pid]},
+                "processingDetails": {"processingStatus": "succeeded"},
+            }
+            for pid in video_ids
+            if pid in self._listed
+        ]
+
+    def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
+        why = f"{self.platform} takes the cover from the video"
+        raise ChannelError("thumbnail", 403, "forbidden", why)
+
+
 class PostChannel(ChannelApi, Protocol):
     """A one-caption platform's channel: the upload protocol, and its posts' counts."""
 

@@ -32,7 +32,7 @@ from mdame_domain.tiktok import (
 )
 from mdame_domain.video_metadata import POST_SETTINGS, body_marker
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
-from mdame_resources.providers.publisher.marked import MarkedPostPublisher
+from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
 from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
 
 # Where in the video TikTok takes the cover from.
@@ -50,16 +50,18 @@ def _session(session_uri: str) -> tuple[str, str, int]:
         raise ValueError(f"not a TikTok session URI: {upload_url[:80]}") from None
 
 
-class TikTokChannel:
+class TikTokChannel(PostListing):
     """One creator's TikTok, spoken through the publisher's channel protocol."""
+
+    platform = "TikTok"
 
     def __init__(
         self, api: TikTokApi, preferred_chunk: int, status_polls: int, status_poll_s: float
     ) -> None:
+        super().__init__()
         self.api = api
         self.preferred_chunk = preferred_chunk
         self.status_polls, self.status_poll_s = status_polls, status_poll_s
-        self._listed: dict[str, dict[str, Any]] = {}
 
     # -- the upload -------------------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
@@ -129,33 +131,12 @@ class TikTokChannel:
 
     def playlist_page(self, playlist_id: str, page_token: str | None) -> dict[str, Any]:
         page = self.api.list_videos(int(page_token) if page_token else None)
-        items = []
-        for video in page.get("videos") or []:
-            vid = str(video.get("id"))
-            self._listed[vid] = video
-            items.append(
-                {
-                    "contentDetails": {"videoId": vid},
-                    "snippet": {"description": str(video.get("video_description") or "")},
-                }
-            )
-        more = page.get("has_more") and page.get("cursor") is not None
-        return {"items": items, "nextPageToken": str(page["cursor"]) if more else None}
-
-    def videos(self, video_ids: list[str], part: str) -> list[dict[str, Any]]:
-        """The listed videos among `video_ids` (the list already holds what is asked)."""
-        return [
-            {
-                "id": vid,
-                "snippet": {"description": str(self._listed[vid].get("video_description") or "")},
-                "processingDetails": {"processingStatus": "succeeded"},
-            }
-            for vid in video_ids
-            if vid in self._listed
+        posts = [
+            (str(v.get("id")), str(v.get("video_description") or ""))
+            for v in page.get("videos") or []
         ]
-
-    def set_thumbnail(self, video_id: str, jpeg: Any) -> dict[str, Any]:
-        raise ChannelError("thumbnail", 403, "forbidden", "TikTok takes the cover from the video")
+        more = page.get("has_more") and page.get("cursor") is not None
+        return self._page(posts, str(page["cursor"]) if more else None)
 
     # -- statistics -----------------------------------------------------------------------
     def statistics_batches(self, video_ids: list[str]) -> list[list[str]]:
