@@ -71,6 +71,9 @@ SETTINGS = {
     "MDAME_JOB_LEASE_S": "3",
     "MDAME_GEMINI_GRACE_S": "1",
     "MDAME_UPLOAD_GRACE_S": "1",
+    # A gone upload session (TikTok's expired upload_url) is searched for twice this far apart
+    # before it is settled as not published and posted anew.
+    "MDAME_GONE_SESSION_RECHECK_S": "1",
     "MDAME_GEMINI_BACKOFF_S": "0.05",
     "MDAME_GEMINI_BACKOFF_MAX_S": "1",
     "MDAME_STEP_RETRY_DELAY_S": "0.5",
