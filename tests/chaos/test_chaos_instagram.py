@@ -1,8 +1,9 @@
 """A slice of the Instagram publisher's crash matrix (`make chaos
 CHAOS_ARGS="--publisher instagram"` runs all of it): the InstagramPublisher publishes a reel to
 a local Instagram server that runs in a process of its own, and the pipeline is killed
-mid-upload, and once the reel is published before its media id is committed. Each case must end with exactly one reel per (script, account), with the render's
-bytes, and a ledger equal to the server's count of published reels."""
+mid-upload, and once the reel is published before its media id is committed. Each case must
+end with exactly one reel per (script, account), with the render's bytes, and a ledger equal to
+the server's count of published reels."""
 
 from __future__ import annotations
 
