@@ -95,9 +95,9 @@ def test_connect_list_rotate_and_needs_reauth(state, fresh_db, tmp_path: Path) -
         assert key.encoded() not in everything
 
 
-def _connect_through_consent(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """`mdame accounts connect ... --console` as an operator runs it: read the consent URL it
-    prints, agree there (the fake agrees at once), paste the address the browser was sent to."""
+def _started_connect(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`mdame accounts connect ... --console` started as an operator runs it, and the consent
+    URL it printed (with what it printed before it)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "mdame_cli.main", *args],
         stdin=subprocess.PIPE,
@@ -106,16 +106,23 @@ def _connect_through_consent(args: list[str], env: dict[str, str]) -> tuple[int,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "ENV": "dev", **env},
     )
-    assert proc.stdin is not None and proc.stderr is not None
+    assert proc.stderr is not None
     printed = []
     while not printed or not printed[-1].startswith("http"):
         line = proc.stderr.readline()
         assert line, "".join(printed)
         printed.append(line)
-    consent = httpx.get(printed[-1].strip(), follow_redirects=False, timeout=10)
+    return proc, "".join(printed)
+
+
+def _connect_through_consent(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Agree on the consent page the command printed (the fake agrees at once) and paste the
+    address the browser was sent to."""
+    proc, printed = _started_connect(args, env)
+    consent = httpx.get(printed.splitlines()[-1].strip(), follow_redirects=False, timeout=10)
     assert consent.status_code == 302, consent.text
     out, err = proc.communicate(consent.headers["Location"] + "\n", timeout=60)
-    return proc.returncode, out, "".join(printed) + err
+    return proc.returncode, out, printed + err
 
 
 def _env(fresh_db: Any, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -170,16 +177,10 @@ def test_a_tiktok_code_without_its_verifier_is_refused(state, fresh_db, tmp_path
             MDAME_TIKTOK_CLIENT_SECRET="cs-not-secret",
         )
         code = fake.issue_code(open_id, "http://127.0.0.1:8765/callback/", "0" * 64)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mdame_cli.main", "accounts", "connect", "tech",
-             "--platform", "tiktok", "--console"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "ENV": "dev", **env},
-        )  # fmt: skip
-        assert proc.stderr is not None
-        url = ""
-        while not url.startswith("http"):
-            url = proc.stderr.readline()
+        proc, printed = _started_connect(
+            ["accounts", "connect", "tech", "--platform", "tiktok", "--console"], env
+        )
+        url = printed.splitlines()[-1]
         state_param = parse_qs(urlsplit(url.strip()).query)["state"][0]
         pasted = f"http://127.0.0.1:8765/callback/?code={code}&state={state_param}\n"
         _out, err = proc.communicate(pasted, timeout=60)
