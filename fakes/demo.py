@@ -51,9 +51,8 @@ DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
 DEMO_TIKTOK_CLIENT = ("fakes-demo-tiktok-key", "fakes-demo-tiktok-secret")
-# The account demo_niches gives a niche without one, per platform: its handle's suffix and
-# how many posts a day it takes (TikTok's default daily cap, Instagram's publishing limit).
-CROSS_POSTS = {"tiktok": ("-tiktok", 15), "instagram": ("-reels", 100)}
+# The account demo_niches gives a niche without one, per platform: its handle's suffix.
+CROSS_POSTS = {"tiktok": "-tiktok", "instagram": "-reels"}
 # Set (to 1) by whoever runs the servers in a process of its own: use those, start none.
 RUNNING_VAR = "MDAME_FAKES_RUNNING"
 
@@ -79,12 +78,9 @@ def demo_niches(source: Path, folder: Path) -> Path:
         well_formed = isinstance(accounts, list) and all(isinstance(a, dict) for a in accounts)
         if accounts and well_formed:
             first, platforms = accounts[0].get("handle"), {a.get("platform") for a in accounts}
-            for platform, (suffix, per_day) in CROSS_POSTS.items():
+            for platform, suffix in CROSS_POSTS.items():
                 if platform not in platforms:
-                    handle = f"{first}{suffix}"
-                    accounts.append(
-                        {"platform": platform, "handle": handle, "daily_quota_units": per_day}
-                    )
+                    accounts.append({"platform": platform, "handle": f"{first}{suffix}"})
             text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
         # A file that is not a niche's mapping goes as it is: the registry names its problem.
         (folder / name).write_text(text, encoding="utf-8")

@@ -170,7 +170,7 @@ def platform_niche(dimension: str, folder: Path, platform: str) -> Path:
 
     raw = yaml.safe_load((dimensions_dir() / f"{dimension}.yaml").read_text(encoding="utf-8"))
     handle = raw["accounts"][0]["handle"]
-    raw["accounts"] = [{"platform": platform, "handle": handle, "daily_quota_units": 15}]
+    raw["accounts"] = [{"platform": platform, "handle": handle}]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{dimension}.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     return folder
