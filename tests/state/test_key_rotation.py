@@ -245,7 +245,13 @@ def _rotate() -> int:
 def _connect(fake: Any, monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(sys, "stdin", io.StringIO(_consent(fake.base_url) + "\n"))
     args = argparse.Namespace(
-        dimension="tech", account="@tech", client_secrets=None, console=True, port=0
+        dimension="tech",
+        account="@tech",
+        client_secrets=None,
+        console=True,
+        port=0,
+        platform="youtube",
+        redirect_uri=None,
     )
     return connect(args)
 
