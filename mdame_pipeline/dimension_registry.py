@@ -29,7 +29,8 @@ class SyncReport:
 
 def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
     """As the admin role (StateStore(role="admin")): upserts every valid file; deactivates
-    removed or deactivated dimensions, and accounts removed from a dimension's file.
+    removed or deactivated dimensions, and accounts removed from a dimension's file or left
+    out of its publish_to.
 
     A malformed file is reported and its dimension keeps its last good state, so a typo does
     not silently stop a running niche (nor start a stopped one), nor its accounts.
@@ -37,17 +38,20 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
     registry = load_registry(folder or dimensions_dir())
     for dim in registry.dimensions:
         state.upsert_dimension(dim.slug, dim.title, dim.to_json(), dim.active)
+        publishing = dim.publishing_accounts()
         for account in dim.accounts:
             state.upsert_dimension_account(
                 dim.slug,
                 account.platform,
                 account.handle,
                 account.daily_quota_units,
-                True,
+                account in publishing,
                 account.quota_timezone,
+                account.daily_posts,
             )
+        # An account left out of the file, or of publish_to, publishes nothing (its grant kept).
         state.set_dimension_accounts_active(
-            dim.slug, [(account.platform, account.handle) for account in dim.accounts]
+            dim.slug, [(account.platform, account.handle) for account in publishing]
         )
     broken = [Path(e.source).stem for e in registry.errors]
     keep_as_is = [s for s in broken if (row := state.get_dimension(s)) is not None and row.active]
@@ -74,10 +78,10 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
     registry = load_registry(where)
     stored = {d.slug: d for d in state.list_dimensions()}
     # Every dimension's accounts in one read: the sensor runs this each minute for every niche.
-    registered: dict[int, set[tuple[str, str, int, str]]] = defaultdict(set)
+    registered: dict[int, set[tuple[str, str, int, str, int]]] = defaultdict(set)
     for a in state.list_accounts(None, active_only=True):
         registered[a.dimension_id].add(
-            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone)
+            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone, a.daily_posts)
         )
     fix = "run `mdame dimensions sync`"
     drift: list[str] = []
@@ -93,7 +97,8 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
             continue
         accounts = registered[row.id]
         wanted = {
-            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone) for a in dim.accounts
+            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone, a.daily_posts)
+            for a in dim.publishing_accounts()
         }
         if accounts != wanted:
             drift.append(

@@ -46,6 +46,15 @@ class BudgetQuota(ClientBase):
             "reserve_bucket_quota", account_id, bucket, units, quota_key, *self._fenced_tail()
         )
 
+    def take_call_slot(self, account_id: int, bucket: str, limit: int, window_ms: int) -> int:
+        """Takes one of the account's `limit` calls per `window_ms` sliding window: 0 when
+        taken, else the milliseconds until one frees (nothing taken). Fenced on a fenced view."""
+        return int(
+            self._scalar(
+                "take_call_slot", account_id, bucket, limit, window_ms, *self._fenced_tail()
+            )
+        )
+
     def budget_usage(self, scope: str, period: str) -> BudgetUsage | None:
         rows = self._select(
             """SELECT scope, period, cap_micros, reserved_micros, settled_micros

@@ -211,6 +211,7 @@ class Account:
     daily_quota_units: int
     active: bool
     quota_timezone: str = "America/Los_Angeles"  # the provider's quota day (YouTube: Pacific)
+    daily_posts: int = 100  # uploads it may start a quota day (the ledger's insert bucket)
 
 
 @dataclass(frozen=True)

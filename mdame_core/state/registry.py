@@ -30,7 +30,9 @@ class Registry(ClientBase):
         daily_quota_units: int,
         active: bool = True,
         quota_timezone: str = "America/Los_Angeles",
+        daily_posts: int = 100,
     ) -> int:
+        """daily_posts: the uploads the account may start a quota day (its insert bucket)."""
         return self._scalar(
             "upsert_dimension_account",
             dimension_slug,
@@ -39,6 +41,7 @@ class Registry(ClientBase):
             daily_quota_units,
             active,
             quota_timezone,
+            daily_posts,
         )
 
     def set_dimension_accounts_active(
@@ -69,7 +72,7 @@ class Registry(ClientBase):
         """The dimension's accounts; None: every dimension's, in one query."""
         rows = self._select(
             """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
-                      a.quota_timezone
+                      a.quota_timezone, a.daily_insert_calls
                  FROM mdame.dimension_accounts a JOIN mdame.dimensions d ON d.id = a.dimension_id
                 WHERE (d.slug = %s OR %s::text IS NULL) AND (a.active OR NOT %s) ORDER BY a.id""",
             [dimension_slug, dimension_slug, active_only],

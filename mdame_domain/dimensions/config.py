@@ -40,6 +40,9 @@ class DimensionConfig:
     feeds: tuple[str, ...]
     keywords: tuple[str, ...]
     accounts: tuple[PublishingAccount, ...]
+    # The platforms the dimension publishes to, each with its account in `accounts` (YAML:
+    # publish_to; absent: every account's). Empty: every account's.
+    publish_to: tuple[str, ...] = ()
     videos_per_day: int = 1
     hook_threshold: float = 0.72
     blocked_terms: tuple[str, ...] = ()
@@ -92,6 +95,12 @@ class DimensionConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def publishing_accounts(self) -> tuple[PublishingAccount, ...]:
+        """The accounts it publishes to: those of the platforms in publish_to."""
+        return tuple(
+            a for a in self.accounts if not self.publish_to or a.platform in self.publish_to
+        )
 
     def tuned(self, stored: Mapping[str, Any] | None, version: int = 0) -> TunedParams:
         """The parameters a day's run reads: a stored set over these values."""

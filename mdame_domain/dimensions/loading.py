@@ -68,7 +68,7 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     """The inverse of DimensionConfig.to_json (the registry stores that form in PostgreSQL)."""
     fields = dict(data)
     fields["accounts"] = tuple(PublishingAccount(**a) for a in fields.get("accounts", ()))
-    for name in ("palette", "feeds", "keywords", "blocked_terms"):
+    for name in ("palette", "feeds", "keywords", "blocked_terms", "publish_to"):
         fields[name] = tuple(fields.get(name, ()))
     fields["sources"] = tuple(source_from_json(s) for s in fields.get("sources", ()))
     if "required_reviews" in fields:  # configs stored before it existed keep the default

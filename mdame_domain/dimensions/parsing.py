@@ -29,6 +29,7 @@ from mdame_domain.dimensions.publishing import (
     _accounts,
     _alert_settings,
     _instagram,
+    _publish_to,
     _tiktok,
     _youtube,
 )
@@ -80,7 +81,8 @@ def parse_dimension(data: Any, source: str) -> DimensionConfig:
         safety_profile=profile,
         feeds=feeds,
         keywords=r.strings("keywords", []),
-        accounts=_accounts(r),
+        accounts=(accounts := _accounts(r)),
+        publish_to=_publish_to(r, accounts),
         videos_per_day=videos,
         hook_threshold=threshold,
         blocked_terms=r.strings("blocked_terms", []),

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mdame_domain.dimensions.constants import DEFAULT_QUOTA_TIMEZONE, PLATFORMS
+from mdame_domain.dimensions.constants import DAILY_POSTS, DEFAULT_QUOTA_TIMEZONE, PLATFORMS
 from mdame_domain.dimensions.reader import _Reader
 
 
@@ -21,6 +21,8 @@ class PublishingAccount:
     handle: str
     daily_quota_units: int
     quota_timezone: str = DEFAULT_QUOTA_TIMEZONE
+    # The uploads the account may start a quota day (the ledger's insert bucket).
+    daily_posts: int = 100
 
 
 # YouTube publishing: the `youtube:` mapping of a dimension file.
@@ -197,27 +199,73 @@ def _alert_settings(r: _Reader) -> AlertSettings:
 
 
 def _accounts(r: _Reader) -> tuple[PublishingAccount, ...]:
-    accounts = []
+    accounts: list[PublishingAccount] = []
     for i, item in enumerate(r.get("accounts", list)):
         name = f"accounts[{i}]"
         if not isinstance(item, Mapping):
             raise r.fail(name, "expected a mapping with platform, handle, daily_quota_units")
+        unknown = set(item) - {
+            "platform",
+            "handle",
+            "daily_quota_units",
+            "quota_timezone",
+            "daily_posts",
+        }
+        if unknown:
+            raise r.fail(f"{name}.{sorted(unknown)[0]}", "is not an account setting")
         platform = item.get("platform")
         if platform not in PLATFORMS:
             raise r.fail(f"{name}.platform", f"must be one of {', '.join(PLATFORMS)}")
+        for j, earlier in enumerate(accounts):
+            if earlier.platform == platform:
+                raise r.fail(
+                    f"{name}.platform",
+                    f"{platform} already has an account (accounts[{j}]): a dimension publishes "
+                    "to one account per platform",
+                )
         handle = item.get("handle")
         if not isinstance(handle, str) or not handle:
             raise r.fail(f"{name}.handle", "is required")
-        quota = item.get("daily_quota_units", 10_000)
-        if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
-            raise r.fail(f"{name}.daily_quota_units", "expected a non-negative integer")
+        counts = {}
+        for key, default in (
+            ("daily_quota_units", 10_000),
+            ("daily_posts", DAILY_POSTS[platform]),
+        ):
+            value = item.get(key, default)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise r.fail(f"{name}.{key}", "expected a non-negative integer")
+            counts[key] = value
         timezone = item.get("quota_timezone", DEFAULT_QUOTA_TIMEZONE)
         if not _is_time_zone(timezone):
             raise r.fail(f"{name}.quota_timezone", "expected an IANA time zone like 'UTC'")
-        accounts.append(PublishingAccount(platform, handle, quota, timezone))
+        accounts.append(
+            PublishingAccount(
+                platform, handle, counts["daily_quota_units"], timezone, counts["daily_posts"]
+            )
+        )
     if not accounts:
         raise r.fail("accounts", "needs at least one publishing account")
     return tuple(accounts)
+
+
+def _publish_to(r: _Reader, accounts: tuple[PublishingAccount, ...]) -> tuple[str, ...]:
+    """The platforms the dimension publishes to (`publish_to`), each with its account; absent:
+    every account's. An account whose platform is not listed stays registered (its grant
+    kept) but publishes nothing."""
+    have = [a.platform for a in accounts]
+    if "publish_to" not in r.data:
+        return tuple(have)
+    wanted = r.strings("publish_to", [])
+    if not wanted:
+        raise r.fail("publish_to", "needs a platform; to stop the dimension, set active: false")
+    for platform in wanted:
+        if platform not in PLATFORMS:
+            raise r.fail("publish_to", f"{platform!r} is not a platform ({', '.join(PLATFORMS)})")
+        if platform not in have:
+            raise r.fail(
+                "publish_to", f"{platform} has no account: add one to accounts ({platform}, handle)"
+            )
+    return tuple(dict.fromkeys(wanted))
 
 
 def _is_time_zone(name: Any) -> bool:

@@ -46,6 +46,12 @@ TIKTOK_BASE_URL = "https://open.tiktokapis.com"
 RATE_LIMITED, DAILY_CAP = "rate_limit_exceeded", "spam_risk_too_many_posts"
 # An access token is refreshed this long before TikTok says it expires.
 TOKEN_EARLY_S = 60.0
+# The calls TikTok limits per minute per access token, by the bucket the pacer counts them in.
+PACED_CALLS = {
+    "/v2/post/publish/creator_info/query/": "creator_info",
+    "/v2/post/publish/video/init/": "init",
+    "/v2/post/publish/status/fetch/": "status",
+}
 
 
 def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
@@ -70,6 +76,7 @@ class TikTokApi(OneShotHttp):
         base_url: str | None = None,
         timeout_s: float = 60.0,
         on_rotate: Callable[[str], None] | None = None,
+        pace: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(timeout_s)
         root = base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL
@@ -78,6 +85,7 @@ class TikTokApi(OneShotHttp):
         self._client = (client_key, client_secret)
         self._access: tuple[str, float] | None = None  # token, when to refresh it
         self.on_rotate = on_rotate
+        self.pace = pace  # called with a PACED_CALLS bucket before its request
         self.open_id: str | None = None
 
     def _access_token(self) -> str:
@@ -131,6 +139,8 @@ class TikTokApi(OneShotHttp):
 
     def _api(self, path: str, what: str, payload: dict[str, Any], **params: str) -> Any:
         """A JSON call to the API: its `data`, or ChannelError with TikTok's error code."""
+        if self.pace is not None and path in PACED_CALLS:
+            self.pace(PACED_CALLS[path])  # before the token: a wait may outlast it
         token = self._access_token()
         response = self._send(
             "POST",

@@ -433,3 +433,70 @@ BEGIN
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame._quota_key_dimension(p_quota_key text) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- Takes one call of an account's per-window limit (a platform's calls per minute per creator):
+-- 0 when taken (the call recorded now), else the milliseconds until a call leaves the window,
+-- nothing taken. The account row's lock puts concurrent takers in line, so no window ever
+-- holds more than p_limit calls, whichever process or run takes them.
+CREATE OR REPLACE FUNCTION mdame._take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_now timestamptz := clock_timestamp();
+  v_window interval := make_interval(secs => p_window_ms / 1000.0);
+  v_count integer;
+  v_leaves timestamptz;
+BEGIN
+  PERFORM mdame._require_match('bucket', p_bucket, '^[a-z][a-z0-9_]{0,39}$'),
+          mdame._require_range('limit', p_limit, 1, 100000),
+          mdame._require_range('window_ms', p_window_ms, 1, 86400000);
+  PERFORM 1 FROM dimension_accounts
+   WHERE id = mdame._require_not_null('account_id', p_account_id) FOR NO KEY UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: account %s does not exist', p_account_id);
+  END IF;
+  DELETE FROM call_windows
+   WHERE account_id = p_account_id AND bucket = p_bucket AND called_at <= v_now - v_window;
+  SELECT count(*) INTO v_count
+    FROM call_windows WHERE account_id = p_account_id AND bucket = p_bucket;
+  IF v_count >= p_limit THEN
+    -- The window has room once all but p_limit - 1 of its calls left it.
+    SELECT called_at + v_window INTO v_leaves
+      FROM call_windows WHERE account_id = p_account_id AND bucket = p_bucket
+     ORDER BY called_at OFFSET v_count - p_limit LIMIT 1;
+    RETURN greatest(1, ceil(extract(epoch FROM v_leaves - v_now) * 1000))::integer;
+  END IF;
+  INSERT INTO call_windows (account_id, bucket, called_at) VALUES (p_account_id, p_bucket, v_now);
+  RETURN 0;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer) FROM PUBLIC, mdame_app, mdame_admin;
+
+CREATE OR REPLACE FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+BEGIN
+  RETURN mdame._take_call_slot(p_account_id, p_bucket, p_limit, p_window_ms);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer) TO mdame_admin;
+
+CREATE OR REPLACE FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer, p_lock_token bigint)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+BEGIN
+  PERFORM mdame._fence(mdame._account_dimension(p_account_id), p_lock_token);
+  RETURN mdame._take_call_slot(p_account_id, p_bucket, p_limit, p_window_ms);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.take_call_slot(p_account_id bigint, p_bucket text, p_limit integer, p_window_ms integer, p_lock_token bigint) TO mdame_app;

@@ -66,7 +66,8 @@ REVOKE ALL ON FUNCTION mdame.set_dimensions_active(p_active_slugs text[]) FROM P
 GRANT EXECUTE ON FUNCTION mdame.set_dimensions_active(p_active_slugs text[]) TO mdame_admin;
 
 -- Creates or updates a publishing account; an account belongs to exactly one dimension.
-CREATE OR REPLACE FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean DEFAULT true, p_quota_timezone text DEFAULT 'America/Los_Angeles'::text)
+-- daily_posts caps the uploads it may start a quota day (the ledger's insert bucket).
+CREATE OR REPLACE FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean DEFAULT true, p_quota_timezone text DEFAULT 'America/Los_Angeles'::text, p_daily_posts integer DEFAULT 100)
  RETURNS bigint
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -80,17 +81,20 @@ BEGIN
           mdame._require_text('handle', p_handle, 200),
           mdame._require_range('daily_quota_units', p_daily_quota_units, 0, 2147483647),
           mdame._require_not_null('active', p_active),
-          mdame._require_text('quota_timezone', p_quota_timezone, 64);
+          mdame._require_text('quota_timezone', p_quota_timezone, 64),
+          mdame._require_range('daily_posts', p_daily_posts, 0, 2147483647);
   IF NOT mdame._is_time_zone(p_quota_timezone) THEN
     PERFORM mdame._invalid(format('quota_timezone %s is not a known time zone (e.g. America/Los_Angeles)',
                                   mdame._clip(p_quota_timezone)));
   END IF;
   INSERT INTO dimension_accounts AS a (dimension_id, platform, handle, daily_quota_units, active,
-                                       quota_timezone)
-  VALUES (v_dimension, p_platform, p_handle, p_daily_quota_units, p_active, p_quota_timezone)
+                                       quota_timezone, daily_insert_calls)
+  VALUES (v_dimension, p_platform, p_handle, p_daily_quota_units, p_active, p_quota_timezone,
+          p_daily_posts)
   ON CONFLICT (platform, handle) DO UPDATE
     SET daily_quota_units = excluded.daily_quota_units, active = excluded.active,
-        quota_timezone = excluded.quota_timezone, updated_at = now()
+        quota_timezone = excluded.quota_timezone,
+        daily_insert_calls = excluded.daily_insert_calls, updated_at = now()
     WHERE a.dimension_id = excluded.dimension_id
   RETURNING id INTO v_id;
   IF v_id IS NULL THEN
@@ -101,8 +105,8 @@ BEGIN
   RETURN v_id;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text) TO mdame_admin;
+REVOKE ALL ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text, p_daily_posts integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text, p_daily_posts integer) TO mdame_admin;
 
 -- A real IANA zone name (what now() AT TIME ZONE accepts, minus POSIX-style offsets).
 CREATE OR REPLACE FUNCTION mdame._is_time_zone(p_name text)

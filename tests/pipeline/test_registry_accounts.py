@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from tests.adminkit import as_admin
 
 
@@ -41,3 +41,31 @@ def test_removed_accounts_are_deactivated_and_restored(state, tmp_path: Path) ->
     report = sync_registry(as_admin(state), folder)
     assert report.errors
     assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}
+
+
+def test_publish_to_and_daily_posts_reach_the_registry(state, tmp_path: Path) -> None:
+    folder = tmp_path / "dimensions"
+    shutil.copytree(DIMENSIONS_DIR, folder)
+    tech = folder / "tech.yaml"
+    original = tech.read_text()
+    both = original.replace(
+        "accounts:\n",
+        "accounts:\n  - {platform: tiktok, handle: '@tech-tt'}\n",
+    )
+    tech.write_text(both)
+    sync_registry(as_admin(state), folder)
+    posts = {a.handle: (a.active, a.daily_posts) for a in state.list_accounts("tech")}
+    assert posts == {"tech-in-60": (True, 100), "@tech-tt": (True, 15)}
+    assert registry_drift(state, folder).drift == ()
+
+    # TikTok left out of publish_to: its account stays registered, and publishes nothing.
+    tech.write_text(both + "publish_to: [outbox]\n")
+    assert registry_drift(state, folder).drift  # until synced
+    sync_registry(as_admin(state), folder)
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-tt": False}
+    assert registry_drift(state, folder).drift == ()
+
+    tech.write_text(both.replace("handle: '@tech-tt'", "handle: '@tech-tt', daily_posts: 3"))
+    sync_registry(as_admin(state), folder)
+    posts = {a.handle: (a.active, a.daily_posts) for a in state.list_accounts("tech")}
+    assert posts == {"tech-in-60": (True, 100), "@tech-tt": (True, 3)}

@@ -137,6 +137,8 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
             InvalidInput,
         ),
         ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, None), InvalidInput),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, "UTC", -1), InvalidInput),
+        ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, "UTC", None), InvalidInput),
         ("set_dimension_accounts_active", ("tech", None), InvalidInput),
         ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": "youtube"}])), InvalidInput),
         ("set_dimension_accounts_active", ("tech", Jsonb(["youtube/@tech"])), InvalidInput),
@@ -328,6 +330,10 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("reserve_bucket_quota", (account, "insert", 0, "k"), InvalidInput),
         ("reserve_bucket_quota", (999_999, "insert", 1, "k"), NotFound),
         ("reserve_bucket_quota", (account, "insert", 10, "quota-open"), IdempotencyConflict),
+        ("take_call_slot", (account, "Init!", 6, 60_000, token), InvalidInput),
+        ("take_call_slot", (account, "init", 0, 60_000, token), InvalidInput),
+        ("take_call_slot", (account, "init", 6, 0, token), InvalidInput),
+        ("take_call_slot", (999_999, "init", 6, 60_000, token), NotFound),
         ("pause_account", (account, "because", token), InvalidInput),
         ("pause_account", (999_999, "quotaExceeded", token), NotFound),
         ("mark_needs_reauth", (account, "", token), InvalidInput),
@@ -681,6 +687,7 @@ def test_bad_input_to_every_rpc_raises_and_changes_nothing(state, owner) -> None
         "media_collections",  # 0018: filled by housekeeping only
         "paid_call_refusals",  # 0019: needs a provider's refusal
         "upload_charges",  # 0027: needs an initiation in flight
+        "call_windows",  # 0029: needs a paced call
     }
 
     for rpc, args, expected in cases:

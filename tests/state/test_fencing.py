@@ -121,6 +121,7 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
         ("record_video_processing", (ids["publication"], "succeeded", Jsonb({}), token)),
         ("retire_publication", (ids["publication"], "why", token)),
         ("pause_account", (ids["account"], "quotaExceeded", token)),
+        ("take_call_slot", (ids["account"], "init", 6, 60_000, token)),
         ("mark_needs_reauth", (ids["account"], "why", token)),
         (
             "replace_rotated_credential",

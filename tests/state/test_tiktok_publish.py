@@ -27,6 +27,7 @@ from fakes import tiktok
 from fakes.tiktok import FakeTikTok
 from mdame_core.state import StateStore
 from mdame_domain.analytics import VideoCounters
+from mdame_domain.channel import ChannelError
 from mdame_domain.credentials import MasterKey
 from mdame_domain.tiktok import MIB
 from mdame_resources.providers.publisher import TikTokPublisher
@@ -162,6 +163,43 @@ def test_the_daily_post_cap_pauses_the_account(state, tmp_path, server, master) 
     assert status.pause_reason == "spam_risk_too_many_posts" and status.paused_until
     assert state.get_work_unit("publication", "pu").state == "pending"
     assert server.videos(creator) == []
+
+
+@pytest.mark.parametrize("paced", [True, False])
+def test_status_polls_keep_to_the_per_minute_limit_through_the_ledger(
+    state, tmp_path, server, master, paced
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    # Processing outlasts two polls, and TikTok's window allows only two: a third must wait.
+    server.set_limits(status_per_minute=2, rate_window=1.0, processing_delay=0.5)
+    [creator] = list(server.snapshot()["creators"])
+    pub = _publisher(
+        server,
+        processing_polls=8,
+        processing_poll_s=0.05,
+        status_per_minute=2 if paced else 50,
+        rate_window_s=1.0,
+    )
+    if not paced:  # the control: TikTok's limit is real, and a poll past it is answered 429
+        with pytest.raises(ChannelError, match="rate_limit_exceeded"):
+            publish_once(a, pub, s, [])
+        assert server.counters(creator)["throttled"] == 1
+        return
+    video_id = publish_once(a, pub, s, [])
+    assert video_id is not None and server.counters(creator)["throttled"] == 0
+    assert sum("status/fetch" in r for r in server.requests()) >= 3
+    _assert_posted_once(state, server, s, video_id)
+
+
+def test_the_accounts_daily_posts_in_the_ledger_hold_the_post_back(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    as_admin(a).upsert_dimension_account("tech", "tiktok", "@tech-tt", 10_000, daily_posts=0)
+    logs: list[Any] = []
+    assert publish_once(a, _publisher(server), s, logs) is None
+    assert server.publishes() == [] and not any("creator_info" in r for r in server.requests())
+    assert state.get_work_unit("publication", "pu").state == "pending"
 
 
 def test_a_public_post_from_an_unaudited_app_is_refused_with_the_fix(

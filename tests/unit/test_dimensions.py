@@ -176,3 +176,57 @@ def test_published_settings_with_contact_details_are_refused(
     # Keywords that are not the tags are not published as written.
     if field == "keywords":
         parse_dimension(_data(youtube={"tags": ["ai"]}, **extra), "t.yaml")
+
+
+ACCOUNTS = [
+    {"platform": "youtube", "handle": "@tech"},
+    {"platform": "tiktok", "handle": "@tech-tt"},
+    {"platform": "instagram", "handle": "tech.reels", "daily_posts": 25},
+]
+
+
+def test_each_platform_has_its_daily_posts_and_every_account_publishes_by_default() -> None:
+    config = parse_dimension(_data(accounts=ACCOUNTS), "tech.yaml")
+    assert [a.daily_posts for a in config.accounts] == [100, 15, 25]
+    assert config.publish_to == ("youtube", "tiktok", "instagram")
+    assert config.publishing_accounts() == config.accounts
+    assert dimension_from_json(config.to_json()) == config
+
+
+def test_publish_to_leaves_an_accounts_platform_out() -> None:
+    config = parse_dimension(_data(accounts=ACCOUNTS, publish_to=["tiktok", "youtube"]), "t.yaml")
+    assert [a.platform for a in config.publishing_accounts()] == ["youtube", "tiktok"]
+    assert len(config.accounts) == 3  # the Instagram account stays, publishing nothing
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "reason"),
+    [
+        ({"publish_to": ["instagram"]}, "publish_to", "instagram has no account"),
+        ({"publish_to": ["vimeo"]}, "publish_to", "'vimeo' is not a platform"),
+        ({"publish_to": []}, "publish_to", "set active: false"),
+        ({"publish_to": "youtube"}, "publish_to", "expected list"),
+        (
+            {"accounts": [{"platform": "youtube", "handle": "@a"}] * 2},
+            "accounts[1].platform",
+            "youtube already has an account (accounts[0])",
+        ),
+        (
+            {"accounts": [{"platform": "tiktok", "handle": "@a", "daily_posts": -1}]},
+            "accounts[0].daily_posts",
+            "non-negative integer",
+        ),
+        (
+            {"accounts": [{"platform": "tiktok", "handle": "@a", "daily_post": 3}]},
+            "accounts[0].daily_post",
+            "is not an account setting",
+        ),
+    ],
+)
+def test_bad_publishing_names_the_field_and_the_fix(
+    extra: dict[str, Any], field: str, reason: str
+) -> None:
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(**extra), "tech.yaml")
+    assert err.value.field_name == field
+    assert reason in str(err.value)

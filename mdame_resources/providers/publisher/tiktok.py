@@ -7,6 +7,9 @@ the post's status is polled until it is published (PUBLISH_COMPLETE), or left to
 to ask again. A failed post, an expired upload_url or an unknown upload is a gone session: it
 is settled through the creator's video list, which holds public posts only.
 
+TikTok's per-minute limits per creator (init, status, creator_info) are kept in the ledger by a
+CallPacer: a call waits for its slot, or is left unsent for a later run, never answered 429.
+
 A post has no thumbnail call: TikTok takes its cover from the video (video_cover_timestamp_ms).
 """
 
@@ -17,6 +20,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from mdame_core.settings import seconds_setting
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import AppRefused, ChannelError, SessionState, TransferInterrupted
@@ -33,10 +37,13 @@ from mdame_domain.tiktok import (
 from mdame_domain.video_metadata import POST_SETTINGS, body_marker
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
+from mdame_resources.providers.publisher.pacing import CallPacer
 from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
 
 # Where in the video TikTok takes the cover from.
 COVER_AT_MS = 1000
+# The window of TikTok's per-minute limits (a setting, so that a test can shorten it).
+RATE_WINDOW_ENV = "MDAME_TIKTOK_RATE_WINDOW_S"
 
 
 def _session(session_uri: str) -> tuple[str, str, int]:
@@ -172,6 +179,12 @@ class TikTokPublisher(MarkedPostPublisher):
     initiation_counted: bool = True
     processing_polls: int = 6  # status polls after the last chunk (30 a minute at most)
     processing_poll_s: float = 5.0
+    # TikTok's limits per access token, kept through the ledger: a backfill's posts, and the
+    # processes and runs of one creator, never send a call TikTok would answer with 429.
+    init_per_minute: int = 6
+    status_per_minute: int = 30
+    creator_info_per_minute: int = 20
+    rate_window_s: float | None = None  # None: MDAME_TIKTOK_RATE_WINDOW_S, else 60
 
     def _app(self, account: Account) -> tuple[str, str]:
         key = self.client_key or os.environ.get(CLIENT_KEY_VAR, "")
@@ -198,6 +211,19 @@ class TikTokPublisher(MarkedPostPublisher):
             base_url=self.base_url or None,
             timeout_s=self.timeout_s,
             on_rotate=rotated,
+        )
+        window = self.rate_window_s
+        api.pace = CallPacer(
+            state,
+            account.id,
+            "TikTok",
+            {
+                "init": self.init_per_minute,
+                "status": self.status_per_minute,
+                "creator_info": self.creator_info_per_minute,
+            },
+            seconds_setting(RATE_WINDOW_ENV, 60.0) if window is None else window,
+            lambda: api.deadline,
         )
         return TikTokChannel(api, self.chunk_size, self.processing_polls, self.processing_poll_s)
 
