@@ -300,6 +300,13 @@ class FakeTikTok(LocalServer):
             self.state.data["limits"].update(limits)
             self.state.save()
 
+    def count_post(self, open_id: str) -> None:
+        """The creator posted through the app now, by another way than this server's API (as
+        another deployment would): it counts against the daily caps."""
+        with self.state.lock:
+            self.state.data["creators"][open_id]["posts"].append(self.clock())
+            self.state.save()
+
     def expire_publish(self, publish_id: str) -> None:
         """The publish's upload_url expires now (as if its hour had passed)."""
         with self.state.lock:

@@ -14,14 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-# Refusals that end when the channel's quota window does: YouTube's, TikTok's daily post cap,
-# and Instagram's 24-hour publishing limit.
+# Refusals that end when the channel's quota window does: YouTube's, TikTok's daily post cap
+# and its unaudited app's daily cap on posting creators, and Instagram's 24-hour publishing limit.
 QUOTA_REASONS = (
     "quotaExceeded",
     "uploadLimitExceeded",
     "spam_risk_too_many_posts",
+    "reached_active_user_cap",
     "content_publishing_limit",
 )
+# What lifts a quota for good, where waiting for its window is not all there is to do.
+QUOTA_FIXES = {
+    "reached_active_user_cap": (
+        "an unaudited TikTok app lets 5 creators post in 24 hours; have the app audited "
+        "(developers.tiktok.com) to post for more"
+    ),
+}
 
 
 class ChannelError(Exception):

@@ -200,11 +200,12 @@ DECLARE
   v_account dimension_accounts;
   v_until timestamptz;
 BEGIN
-  -- YouTube's daily quota and 24-hour upload limit; TikTok's daily post cap and Instagram's
-  -- publishing limit (24-hour windows).
+  -- YouTube's daily quota and 24-hour upload limit; TikTok's daily post cap and its unaudited
+  -- app's cap on posting creators, and Instagram's publishing limit (24-hour windows).
   PERFORM mdame._require_one_of('reason', p_reason,
                                 ARRAY['quotaExceeded', 'uploadLimitExceeded',
-                                      'spam_risk_too_many_posts', 'content_publishing_limit']);
+                                      'spam_risk_too_many_posts', 'reached_active_user_cap',
+                                      'content_publishing_limit']);
   SELECT * INTO v_account FROM dimension_accounts
    WHERE id = mdame._require_not_null('account_id', p_account_id);
   IF v_account.id IS NULL THEN

@@ -165,6 +165,23 @@ def test_the_daily_post_cap_pauses_the_account(state, tmp_path, server, master) 
     assert server.videos(creator) == []
 
 
+def test_the_unaudited_apps_creator_cap_pauses_the_account_and_names_the_fix(
+    state, tmp_path, server, master
+) -> None:
+    a, s = _granted(state, tmp_path, master, size=2000)
+    server.unaudited_user_cap = 1
+    other = server.add_creator("other", "rt-other-not-secret")
+    server.count_post(other)  # one creator already posted for the app today
+    logs: list[Any] = []
+    assert publish_once(a, _publisher(server), s, logs) is None
+    status = state.account_status(s.account.id)
+    assert status.pause_reason == "reached_active_user_cap" and status.paused_until
+    assert not status.needs_reauth  # the creator's grant is fine: nothing to reconnect
+    [alert] = _alerts(state, "quota_exhausted")
+    assert "reached_active_user_cap" in alert and "have the app audited" in alert
+    assert state.get_work_unit("publication", "pu").state == "pending"
+
+
 @pytest.mark.parametrize("paced", [True, False])
 def test_status_polls_keep_to_the_per_minute_limit_through_the_ledger(
     state, tmp_path, server, master, paced

@@ -3,7 +3,13 @@ its refusals turned into alerts and paused or reconnected accounts."""
 
 from __future__ import annotations
 
-from mdame_domain.channel import QUOTA_REASONS, AppRefused, ChannelError, GrantRevoked
+from mdame_domain.channel import (
+    QUOTA_FIXES,
+    QUOTA_REASONS,
+    AppRefused,
+    ChannelError,
+    GrantRevoked,
+)
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.publisher.job import AccountUnavailable, UploadJob
 from mdame_resources.providers.publisher.sessions import UploadSessions
@@ -90,7 +96,8 @@ class PublisherResource(UploadSessions):
                     job.dimension_slug,
                     "quota_exhausted",
                     f"account {job.account.handle}: {job.account.platform} answered {exc.reason}; "
-                    f"paused until {until.isoformat()}",
+                    f"paused until {until.isoformat()}"
+                    + (f"; {QUOTA_FIXES[exc.reason]}" if exc.reason in QUOTA_FIXES else ""),
                 )
                 self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", exc.reason)
                 raise AccountUnavailable(f"account {job.account.handle}: {exc.reason}") from None
