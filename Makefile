@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-render bench-scale bench-ui lint clean
+.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-first-run bench-render bench-scale bench-ui lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -21,6 +21,7 @@ help:
 	@echo "               (ARGS=\"--fresh --seed N --kills N\"; --help for every option)"
 	@echo "make bench     queue throughput next to a SKIP LOCKED floor;  make lint  ruff and mypy"
 	@echo "make bench-gpu clips/min, s/clip, peak VRAM per diffusers engine (tiny CPU models without CUDA)"
+	@echo "make bench-first-run  a fresh make demo next to its videos' encode floors"
 	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
 	@echo "make bench-scale   the schedule's and sensors' ticks with 1,000 dimensions (BENCH_ARGS=\"--dims 100\")"
 	@echo "make bench-ui      the UI's partitions view of renders, 1,000 dimensions x 365 days, in chromium"
@@ -88,6 +89,9 @@ bench: db
 # CPU without one), and the scene cache's saving on a day that repeats half of another's prompts.
 bench-gpu: db
 	@$(BIN)/python bench/gpu.py
+# A fresh `mdame demo` next to the encode floors of the videos it published (scratch databases).
+bench-first-run: db
+	@PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.first_run $(BENCH_ARGS)
 # Render wall and CPU time next to the raw encode floor, and the probe pass's share; no database.
 bench-render: install
 	@PYTHONPATH=$(CURDIR) $(BIN)/python bench/render.py $(BENCH_ARGS)
