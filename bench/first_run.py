@@ -14,7 +14,6 @@ ratios demo / sum of floors, for the whole command and for its runs alone (targe
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -27,19 +26,10 @@ from bench.render import _cpu_children, _prepare, _timed
 from bench.scratch import scratch_databases
 from mdame_domain.dimensions import load_dimension_file
 from mdame_domain.mediatools import run_tool
+from mdame_domain.probe import probe_media
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS_LINE = re.compile(r"\[demo\] time: ([0-9.]+) s of runs")
-
-
-def _duration(path: Path) -> float:
-    out = subprocess.run(
-        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(path)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return float(json.loads(out)["format"]["duration"])
 
 
 def _floor_seconds(floor_args: list[str], seconds: float) -> float:
@@ -84,7 +74,7 @@ def main() -> None:
         found = RUNS_LINE.search(demo.stderr)  # the breakdown goes to stderr
         runs = float(found.group(1)) if found else float("nan")
         videos = sorted((home / "outbox").glob("*/*/video.mp4"))
-        durations = [_duration(v) for v in videos]
+        durations = [probe_media(str(v)).duration_s for v in videos]
         before = [_floor_seconds(floor_args, d) for d in durations]
         after = [_floor_seconds(floor_args, d) for d in durations]
         floors = [(b + a) / 2 for b, a in zip(before, after, strict=True)]
