@@ -1,6 +1,8 @@
 """The media profile: the frame size of everything the pipeline makes.
 
-`shorts` is the product: 1080x1920 renders from 540x960 procedural clips. `tiny` runs the same
+`shorts` is the product: 1080x1920 renders from 360x640 procedural clips (their patterns are
+drawn at 180x320 and scaled: a bigger clip only costs its encode more, and the render scales it
+to the frame anyway). `tiny` runs the same
 code on frames a fifth as wide and tall (216x384 renders from 108x192 clips), so that tests and
 benches whose subject is orchestration, state and recovery are not dominated by the encode.
 Captions are laid out on the 1080x1920 frame in both (libass scales them to the render), so
@@ -28,7 +30,7 @@ class MediaProfile:
     clip_height: int
 
 
-SHORTS = MediaProfile("shorts", 1080, 1920, 540, 960)
+SHORTS = MediaProfile("shorts", 1080, 1920, 360, 640)
 TINY = MediaProfile("tiny", 216, 384, 108, 192)
 PROFILES = {p.name: p for p in (SHORTS, TINY)}
 

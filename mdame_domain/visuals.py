@@ -182,8 +182,9 @@ def _life(spec: ClipSpec) -> str:
     dark, one, two = spec.colours
     rule = _LIFE_RULES[spec.seed[3] % len(_LIFE_RULES)]
     ratio = spec.pick(4, 0.2, 0.5)
-    # Bigger cells than the other fields: a fine life grid reads as noise on a phone.
-    grid_w, grid_h = max(8, spec.width // 6), max(8, spec.height // 6)
+    # Bigger cells than the other fields: a fine life grid reads as noise on a phone. Half the
+    # field, so the clip scales it by a whole number and every cell is the same size.
+    grid_w, grid_h = max(8, spec.field_w // 2), max(8, spec.field_h // 2)
     # A life field can settle into still lifes within seconds, and a still clip fails the
     # render's freeze gate for good (the scene_hash makes the same clip again): the stitched
     # (toroidal) grid scrolls slowly upwards, without a seam, so the picture always moves.
@@ -197,7 +198,7 @@ def _life(spec: ClipSpec) -> str:
 
 def _cellular(spec: ClipSpec) -> str:
     rule = _CELLAUTO_RULES[spec.seed[3] % len(_CELLAUTO_RULES)]
-    grid_w, grid_h = max(8, spec.width // 5), max(8, spec.height // 5)
+    grid_w, grid_h = max(8, spec.field_w // 2), max(8, spec.field_h // 2)
     return (
         f"cellauto=s={grid_w}x{grid_h}:r={spec.fps}:rule={rule}:"
         f"seed={spec.seed_int}:ratio=0.5,format=gray,{_ramp_lut(spec.colours)}"
@@ -244,8 +245,8 @@ def _spec(
     return ClipSpec(
         width=width,
         height=height,
-        field_w=_even(width // 3),
-        field_h=_even(height // 3),
+        field_w=_even(width // 2),
+        field_h=_even(height // 2),
         fps=fps,
         duration_s=duration_s,
         colours=_scene_colours(palette, seed),
@@ -263,8 +264,8 @@ def procedural_clip_filter(
     scene_hash: str,
     palette: Sequence[str],
     duration_s: float,
-    width: int = 540,
-    height: int = 960,
+    width: int = 360,
+    height: int = 640,
     fps: int = 24,
 ) -> str:
     """The lavfi source graph for one scene's clip."""
@@ -278,8 +279,8 @@ def procedural_clip_args(
     palette: Sequence[str],
     duration_s: float,
     out_path: str,
-    width: int = 540,
-    height: int = 960,
+    width: int = 360,
+    height: int = 640,
     fps: int = 24,
 ) -> list[str]:
     """ffmpeg arguments for a moving, palette-tinted H.264 clip without audio."""
@@ -305,8 +306,8 @@ def render_procedural_clip(
     palette: Sequence[str],
     duration_s: float,
     out_path: str,
-    width: int = 540,
-    height: int = 960,
+    width: int = 360,
+    height: int = 640,
     fps: int = 24,
 ) -> str:
     """Generate the clip at out_path and return the path."""

@@ -17,8 +17,8 @@ def test_the_default_is_the_products_frame_and_tiny_is_chosen_by_name() -> None:
     assert (SHORTS.width, SHORTS.height, SHORTS.clip_width, SHORTS.clip_height) == (
         1080,
         1920,
-        540,
-        960,
+        360,
+        640,
     )
     assert media_profile({"MDAME_MEDIA_PROFILE": " Tiny "}) == TINY
 

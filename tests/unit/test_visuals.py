@@ -55,7 +55,7 @@ def test_args_are_a_deterministic_h264_clip_without_audio() -> None:
         "+faststart",
     ):
         assert expected in joined
-    assert "scale=540:960" in args[args.index("-i") + 1]
+    assert "scale=360:640" in args[args.index("-i") + 1]
 
 
 def test_scene_hash_and_palette_change_the_pattern() -> None:
@@ -108,7 +108,7 @@ def test_a_life_field_that_settles_still_moves(tmp_path) -> None:
 def test_two_second_clip_probe_and_motion(tmp_path) -> None:
     out = render_procedural_clip(_hash("probe-me"), PALETTE, 2.0, str(tmp_path / "clip.mp4"))
     probe = probe_media(out)
-    assert (probe.width, probe.height) == (540, 960)
+    assert (probe.width, probe.height) == (360, 640)
     assert probe.video_codec == "h264" and probe.audio_codec is None
     assert probe.fps == pytest.approx(24.0)
     assert probe.duration_s == pytest.approx(2.0, abs=0.1)
