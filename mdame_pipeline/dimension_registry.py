@@ -8,14 +8,16 @@ and reports files that differ from what is registered.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mdame_core.settings import REPO_ROOT, dimensions_dir
 from mdame_core.state import StateStore
-from mdame_domain.dimensions import load_registry
+from mdame_domain.dimensions import DimensionConfig, RegistryReader, load_registry
 
 DIMENSIONS_DIR = REPO_ROOT / "dimensions"  # the checkout's own niches
 
@@ -64,6 +66,18 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
     )
 
 
+def _stored_form(dim: DimensionConfig) -> Any:
+    """The config as the registry stores it: through JSON, as jsonb keeps it (tuples become
+    lists). Kept per config: unchanged files give the same (equal) configs every minute. The
+    source is part of the key, since equal configs differ in it and it is stored."""
+    return _stored_form_of(dim, dim.source)
+
+
+@functools.lru_cache(maxsize=65536)
+def _stored_form_of(dim: DimensionConfig, source: str) -> Any:
+    return json.loads(json.dumps(dim.to_json()))
+
+
 @dataclass(frozen=True)
 class RegistryView:
     active: tuple[str, ...]  # active in the database
@@ -71,11 +85,14 @@ class RegistryView:
     errors: tuple[str, ...]  # malformed files
 
 
-def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryView:
+def registry_drift(
+    state: StateStore, folder: Path | None = None, files: RegistryReader | None = None
+) -> RegistryView:
     """The registered active dimensions, and each file that differs from its registration
-    (a new, changed or deactivated dimension, or changed accounts) until an operator syncs."""
+    (a new, changed or deactivated dimension, or changed accounts) until an operator syncs.
+    `files`: a reader kept between calls, so that unchanged files are not parsed again."""
     where = folder or dimensions_dir()
-    registry = load_registry(where)
+    registry = (files or RegistryReader()).load(where)
     stored = {d.slug: d for d in state.list_dimensions()}
     # Every dimension's accounts in one read: the sensor runs this each minute for every niche.
     registered: dict[int, set[tuple[str, str, int, str, int]]] = defaultdict(set)
@@ -90,8 +107,7 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
         if row is None:
             drift.append(f"{where.name}/{dim.slug}.yaml is not registered yet: {fix}")
             continue
-        # Compared as stored: through JSON, as jsonb keeps it (tuples become lists).
-        stored_json = json.loads(json.dumps(dim.to_json()))
+        stored_json = _stored_form(dim)
         if (row.title, row.config, row.active) != (dim.title, stored_json, dim.active):
             drift.append(f"{where.name}/{dim.slug}.yaml differs from its registration: {fix}")
             continue
@@ -104,9 +120,9 @@ def registry_drift(state: StateStore, folder: Path | None = None) -> RegistryVie
             drift.append(
                 f"{where.name}/{dim.slug}.yaml lists other accounts than registered: {fix}"
             )
-    files = {d.slug for d in registry.dimensions} | {Path(e.source).stem for e in registry.errors}
+    present = {d.slug for d in registry.dimensions} | {Path(e.source).stem for e in registry.errors}
     for slug, row in stored.items():
-        if row.active and slug not in files:
+        if row.active and slug not in present:
             drift.append(f"dimension {slug} is active but {where.name}/{slug}.yaml is gone: {fix}")
     return RegistryView(
         active=tuple(slug for slug, row in sorted(stored.items()) if row.active),

@@ -31,6 +31,7 @@ from mdame_domain.dimensions.constants import (
 )
 from mdame_domain.dimensions.loading import (
     Registry,
+    RegistryReader,
     dimension_from_json,
     load_dimension_file,
     load_registry,
@@ -109,5 +110,6 @@ __all__ = [
     "dimension_from_json",
     "load_dimension_file",
     "load_registry",
+    "RegistryReader",
     "parse_dimension",
 ]

@@ -55,13 +55,46 @@ class Registry:
 
 def load_registry(folder: Path) -> Registry:
     """Every *.yaml in `folder`; a bad file is reported in `errors` and does not stop the rest."""
-    dimensions, errors = [], []
-    for path in sorted(folder.glob("*.yaml")):
-        try:
-            dimensions.append(load_dimension_file(path))
-        except DimensionConfigError as exc:
-            errors.append(exc)
-    return Registry(tuple(dimensions), tuple(errors))
+    return RegistryReader().load(folder)
+
+
+# A file's (size, modification time, change time), and what parsing it gave.
+_Parsed = tuple[tuple[int, int, int], DimensionConfig | DimensionConfigError]
+
+
+class RegistryReader:
+    """load_registry that keeps what it parsed: a file is parsed again only once its size or its
+    modification or change time differ. The registry sensor reads the folder every minute, and
+    parsing every file was most of its tick with a thousand of them."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[
+            Path, tuple[tuple[int, int, int], DimensionConfig | DimensionConfigError]
+        ] = {}
+
+    def load(self, folder: Path) -> Registry:
+        dimensions, errors = [], []
+        seen: dict[Path, _Parsed] = {}
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue  # removed while the folder was listed
+            key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+            found = self._parsed.get(path)
+            if found is None or found[0] != key:
+                try:
+                    found = (key, load_dimension_file(path))
+                except DimensionConfigError as exc:
+                    found = (key, exc)
+            seen[path] = found
+            parsed = found[1]
+            if isinstance(parsed, DimensionConfigError):
+                errors.append(parsed)
+            else:
+                dimensions.append(parsed)
+        self._parsed = seen  # a removed file is forgotten
+        return Registry(tuple(dimensions), tuple(errors))
 
 
 def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:

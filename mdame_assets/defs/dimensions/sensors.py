@@ -8,15 +8,19 @@ is logged on every evaluation until it is synced.
 import dagster as dg
 
 from mdame_assets.partitions import DIMENSION_PARTITION, dimension_partitions
+from mdame_domain.dimensions import RegistryReader
 from mdame_pipeline.dimension_registry import registry_drift
 from mdame_resources.state import StateStoreResource
+
+# Kept by the code server between ticks: only changed niche files are parsed again.
+_FILES = RegistryReader()
 
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def dimension_registry_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
-    view = registry_drift(state.get_client())
+    view = registry_drift(state.get_client(), files=_FILES)
     for error in view.errors:
         context.log.error(error)
     for line in view.drift:
