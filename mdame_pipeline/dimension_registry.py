@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mdame_core.settings import REPO_ROOT, dimensions_dir
-from mdame_core.state import StateStore
+from mdame_core.state import Dimension, StateStore
 from mdame_domain.dimensions import DimensionConfig, RegistryReader, load_registry
 
 DIMENSIONS_DIR = REPO_ROOT / "dimensions"  # the checkout's own niches
@@ -38,7 +38,12 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
     not silently stop a running niche (nor start a stopped one), nor its accounts.
     """
     registry = load_registry(folder or dimensions_dir())
+    stored = {d.slug: d for d in state.list_dimensions()}
+    registered = _registered_accounts(state)
     for dim in registry.dimensions:
+        row = stored.get(dim.slug)
+        if row is not None and not _differences(dim, row, registered[row.id]):
+            continue  # registered as the file says: a sync of unchanged files only reads
         state.upsert_dimension(dim.slug, dim.title, dim.to_json(), dim.active)
         publishing = dim.publishing_accounts()
         for account in dim.accounts:
@@ -56,7 +61,7 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
             dim.slug, [(account.platform, account.handle) for account in publishing]
         )
     broken = [Path(e.source).stem for e in registry.errors]
-    keep_as_is = [s for s in broken if (row := state.get_dimension(s)) is not None and row.active]
+    keep_as_is = [s for s in broken if (row := stored.get(s)) is not None and row.active]
     active = tuple(d.slug for d in registry.dimensions if d.active)
     state.set_dimensions_active(list(active) + keep_as_is)
     return SyncReport(
@@ -64,6 +69,44 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
         inactive=tuple(d.slug for d in registry.dimensions if not d.active),
         errors=tuple(str(e) for e in registry.errors),
     )
+
+
+# An account as registered: (platform, handle) -> (units, quota time zone, daily posts, active).
+Registered = dict[tuple[str, str], tuple[int, str, int, bool]]
+
+
+def _registered_accounts(state: StateStore) -> dict[int, Registered]:
+    """Every dimension's accounts, in one read: the sensor compares them every minute."""
+    out: dict[int, Registered] = defaultdict(dict)
+    for a in state.list_accounts(None):
+        out[a.dimension_id][(a.platform, a.handle)] = (
+            a.daily_quota_units,
+            a.quota_timezone,
+            a.daily_posts,
+            a.active,
+        )
+    return out
+
+
+def _differences(dim: DimensionConfig, row: Dimension, registered: Registered) -> str:
+    """What in the file differs from its registration ('' when nothing does): the dimension
+    itself, or its accounts (their settings, or which of them publish)."""
+    if (row.title, row.config, row.active) != (dim.title, _stored_form(dim), dim.active):
+        return "differs from its registration"
+    publishing = dim.publishing_accounts()
+    wanted = {
+        (a.platform, a.handle): (
+            a.daily_quota_units,
+            a.quota_timezone,
+            a.daily_posts,
+            a in publishing,
+        )
+        for a in dim.accounts
+    }
+    left_out = {key for key, value in registered.items() if key not in wanted and value[3]}
+    if left_out or any(registered.get(key) != value for key, value in wanted.items()):
+        return "lists other accounts than registered"
+    return ""
 
 
 def _stored_form(dim: DimensionConfig) -> Any:
@@ -94,32 +137,15 @@ def registry_drift(
     where = folder or dimensions_dir()
     registry = (files or RegistryReader()).load(where)
     stored = {d.slug: d for d in state.list_dimensions()}
-    # Every dimension's accounts in one read: the sensor runs this each minute for every niche.
-    registered: dict[int, set[tuple[str, str, int, str, int]]] = defaultdict(set)
-    for a in state.list_accounts(None, active_only=True):
-        registered[a.dimension_id].add(
-            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone, a.daily_posts)
-        )
+    registered = _registered_accounts(state)
     fix = "run `mdame dimensions sync`"
     drift: list[str] = []
     for dim in registry.dimensions:
         row = stored.get(dim.slug)
         if row is None:
             drift.append(f"{where.name}/{dim.slug}.yaml is not registered yet: {fix}")
-            continue
-        stored_json = _stored_form(dim)
-        if (row.title, row.config, row.active) != (dim.title, stored_json, dim.active):
-            drift.append(f"{where.name}/{dim.slug}.yaml differs from its registration: {fix}")
-            continue
-        accounts = registered[row.id]
-        wanted = {
-            (a.platform, a.handle, a.daily_quota_units, a.quota_timezone, a.daily_posts)
-            for a in dim.publishing_accounts()
-        }
-        if accounts != wanted:
-            drift.append(
-                f"{where.name}/{dim.slug}.yaml lists other accounts than registered: {fix}"
-            )
+        elif found := _differences(dim, row, registered[row.id]):
+            drift.append(f"{where.name}/{dim.slug}.yaml {found}: {fix}")
     present = {d.slug for d in registry.dimensions} | {Path(e.source).stem for e in registry.errors}
     for slug, row in stored.items():
         if row.active and slug not in present:

@@ -69,3 +69,25 @@ def test_publish_to_and_daily_posts_reach_the_registry(state, tmp_path: Path) ->
     sync_registry(as_admin(state), folder)
     posts = {a.handle: (a.active, a.daily_posts) for a in state.list_accounts("tech")}
     assert posts == {"tech-in-60": (True, 100), "@tech-tt": (True, 3)}
+
+
+def test_a_sync_restores_whatever_differs_from_the_files_and_leaves_the_rest(
+    state, owner, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dimensions"
+    shutil.copytree(DIMENSIONS_DIR, folder)
+    sync_registry(as_admin(state), folder)
+    stamps = owner.execute("SELECT slug, updated_at FROM mdame.dimensions ORDER BY slug").fetchall()
+    owner.execute(
+        "UPDATE mdame.dimension_accounts SET daily_insert_calls = 1 WHERE handle = 'tech-in-60'"
+    )
+    owner.execute("UPDATE mdame.dimensions SET title = 'Edited' WHERE slug = 'science'")
+    drift = registry_drift(state, folder).drift
+    assert any("tech.yaml lists other accounts" in line for line in drift), drift
+    assert any("science.yaml differs from its registration" in line for line in drift), drift
+    sync_registry(as_admin(state), folder)
+    assert registry_drift(state, folder).drift == ()
+    assert {a.handle: a.daily_posts for a in state.list_accounts("tech")} == {"tech-in-60": 100}
+    again = owner.execute("SELECT slug, updated_at FROM mdame.dimensions ORDER BY slug").fetchall()
+    assert again[0] == stamps[0]  # cooking, unchanged, was not written
+    assert state.get_dimension("science").title == "Science Snacks"
