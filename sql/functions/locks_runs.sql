@@ -281,9 +281,14 @@ BEGIN
         OR EXISTS (SELECT FROM topics t JOIN work_states w ON (w.kind, w.state) = (t.kind, t.state)
                     WHERE t.dimension_id = a.dimension_id AND t.partition_date = p_day
                       AND NOT w.is_terminal)
+        -- The day's scripts, and those of any day the recovery pass acts on
+        -- (mdame_pipeline.recovery.STALLED_STATES); another day's script waiting for its own
+        -- partition's stage is that partition's work, not this one's.
         OR EXISTS (SELECT FROM scripts sc
                      JOIN work_states w ON (w.kind, w.state) = (sc.kind, sc.state)
-                    WHERE sc.dimension_id = a.dimension_id AND NOT w.is_terminal)
+                    WHERE sc.dimension_id = a.dimension_id AND NOT w.is_terminal
+                      AND (sc.partition_date = p_day
+                           OR sc.state IN ('voice_queued', 'render_queued', 'publishing')))
         OR EXISTS (SELECT FROM publications p
                      JOIN scripts sc ON sc.id = p.script_id
                      JOIN work_states w ON (w.kind, w.state) = (p.kind, p.state)

@@ -208,6 +208,20 @@ def test_only_a_succeeded_publishing_run_finishes_a_partition(state: StateStore)
     assert state.unfinished_partitions(DAY, ["tech"]) == []
 
 
+def test_another_days_script_waiting_for_its_own_stage_leaves_the_partition_finished(
+    partition: Partition,
+) -> None:
+    # Planned on the 28th: its clips come from the 28th's scene_clips run, never from the 29th's
+    # runs, whose recovery pass acts only on stalled voice, render and publishing scripts.
+    base = {"dimension_id": partition.dimension_id, "partition_date": "2026-11-28"}
+    topic = partition.work.upsert_work_unit("topic", "topic-old", base)
+    partition.walk("topic", topic, "approved", "scripted")
+    script = partition.work.upsert_work_unit("script", "script-old", {**base, "topic_id": topic})
+    partition.walk("script", script, "approved", "planned")
+    assert partition.state.unfinished_partitions(DAY, ["tech"]) == []
+    assert partition.state.unfinished_partitions(date(2026, 11, 28), ["tech"]) == ["tech"]
+
+
 def test_a_sync_that_changes_nothing_leaves_the_partition_finished(partition: Partition) -> None:
     admin = as_admin(partition.state)
     admin.upsert_dimension("tech", "Tech", {"daily_budget_micros": 1_000})
