@@ -1,6 +1,6 @@
 """Render cost next to the raw encode floor, and the probe pass as a fraction of the render.
 
-Prepares, once: five procedural scene clips (540x960, as the offline visuals make them), an
+Prepares, once: five procedural scene clips (360x640, as the offline visuals make them), an
 espeak voice of about --seconds, its captions as the renders asset builds them
 (mdame_domain.captions.build_captions over the voice's word timings, with the hook, one title
 per scene and the --dimension file's caption style), the procedural music bed, and the floor's
