@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +44,14 @@ def sync_registry(state: StateStore, folder: Path | None = None) -> SyncReport:
         row = stored.get(dim.slug)
         if row is not None and not _differences(dim, row, registered[row.id]):
             continue  # registered as the file says: a sync of unchanged files only reads
-        state.upsert_dimension(dim.slug, dim.title, dim.to_json(), dim.active)
         publishing = dim.publishing_accounts()
-        for account in dim.accounts:
-            state.upsert_dimension_account(
-                dim.slug,
-                account.platform,
-                account.handle,
-                account.daily_quota_units,
-                account in publishing,
-                account.quota_timezone,
-                account.daily_posts,
-            )
         # An account left out of the file, or of publish_to, publishes nothing (its grant kept).
-        state.set_dimension_accounts_active(
-            dim.slug, [(account.platform, account.handle) for account in publishing]
+        state.register_dimension(
+            dim.slug,
+            dim.title,
+            dim.to_json(),
+            dim.active,
+            [{**asdict(account), "active": account in publishing} for account in dim.accounts],
         )
     broken = [Path(e.source).stem for e in registry.errors]
     keep_as_is = [s for s in broken if (row := stored.get(s)) is not None and row.active]

@@ -18,6 +18,21 @@ class Registry(ClientBase):
     ) -> int:
         return self._scalar("upsert_dimension", slug, title, _obj(config), active)
 
+    def register_dimension(
+        self,
+        slug: str,
+        title: str,
+        config: JsonObject,
+        active: bool,
+        accounts: Sequence[JsonObject],
+    ) -> int:
+        """A dimension file's registration in one transaction: the dimension, its accounts
+        ({platform, handle, daily_quota_units, quota_timezone, daily_posts, active}), and
+        exactly the active ones publishing."""
+        return self._scalar(
+            "register_dimension", slug, title, _obj(config), active, Jsonb(list(accounts))
+        )
+
     def set_dimensions_active(self, active_slugs: Sequence[str]) -> int:
         """Exactly the listed dimensions are active; returns how many flags changed."""
         return self._scalar("set_dimensions_active", list(active_slugs))

@@ -108,6 +108,71 @@ $function$;
 REVOKE ALL ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text, p_daily_posts integer) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.upsert_dimension_account(p_dimension_slug text, p_platform text, p_handle text, p_daily_quota_units integer, p_active boolean, p_quota_timezone text, p_daily_posts integer) TO mdame_admin;
 
+-- A dimension file's registration in one transaction: the dimension, each of its accounts, and
+-- which of them publish (the others are deactivated, their grants kept). p_accounts: an array of
+-- {platform, handle, daily_quota_units, quota_timezone, daily_posts, active}. One commit for
+-- the whole file, and a failure anywhere leaves the dimension as it was.
+CREATE OR REPLACE FUNCTION mdame.register_dimension(p_slug text, p_title text, p_config jsonb, p_active boolean, p_accounts jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_id bigint;
+  v_account jsonb;
+  v_publishing jsonb := '[]'::jsonb;
+BEGIN
+  PERFORM mdame._require_json('accounts', p_accounts, 'array');
+  IF EXISTS (SELECT FROM jsonb_array_elements(p_accounts) e
+              WHERE jsonb_typeof(e) <> 'object'
+                 OR jsonb_typeof(e -> 'platform') IS DISTINCT FROM 'string'
+                 OR jsonb_typeof(e -> 'handle') IS DISTINCT FROM 'string'
+                 OR jsonb_typeof(e -> 'daily_quota_units') IS DISTINCT FROM 'number'
+                 OR jsonb_typeof(e -> 'quota_timezone') IS DISTINCT FROM 'string'
+                 OR jsonb_typeof(e -> 'daily_posts') IS DISTINCT FROM 'number'
+                 OR jsonb_typeof(e -> 'active') IS DISTINCT FROM 'boolean') THEN
+    PERFORM mdame._invalid('accounts must be an array of {"platform": text, "handle": text, '
+                           '"daily_quota_units": int, "quota_timezone": text, '
+                           '"daily_posts": int, "active": bool}');
+  END IF;
+  v_id := mdame.upsert_dimension(p_slug, p_title, p_config, p_active);
+  FOR v_account IN SELECT e FROM jsonb_array_elements(p_accounts) e LOOP
+    PERFORM mdame.upsert_dimension_account(
+      p_slug, v_account ->> 'platform', v_account ->> 'handle',
+      mdame._json_int('daily_quota_units', v_account -> 'daily_quota_units'),
+      (v_account ->> 'active')::boolean, v_account ->> 'quota_timezone',
+      mdame._json_int('daily_posts', v_account -> 'daily_posts'));
+    IF (v_account ->> 'active')::boolean THEN
+      v_publishing := v_publishing || jsonb_build_array(
+        jsonb_build_object('platform', v_account -> 'platform', 'handle', v_account -> 'handle'));
+    END IF;
+  END LOOP;
+  PERFORM mdame.set_dimension_accounts_active(p_slug, v_publishing);
+  RETURN v_id;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.register_dimension(p_slug text, p_title text, p_config jsonb, p_active boolean, p_accounts jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.register_dimension(p_slug text, p_title text, p_config jsonb, p_active boolean, p_accounts jsonb) TO mdame_admin;
+
+-- A JSON number that must be a whole integer (an account's counts).
+CREATE OR REPLACE FUNCTION mdame._json_int(p_name text, p_value jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  v_number numeric := (p_value #>> '{}')::numeric;
+BEGIN
+  IF v_number IS NULL OR v_number <> trunc(v_number) OR v_number NOT BETWEEN 0 AND 2147483647 THEN
+    PERFORM mdame._invalid(format('%s must be a whole number from 0 to 2147483647, got %s',
+                                  p_name, mdame._clip(coalesce(p_value::text, 'NULL'))));
+  END IF;
+  RETURN v_number::integer;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._json_int(p_name text, p_value jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+
 -- A real IANA zone name (what now() AT TIME ZONE accepts, minus POSIX-style offsets).
 CREATE OR REPLACE FUNCTION mdame._is_time_zone(p_name text)
  RETURNS boolean

@@ -42,6 +42,17 @@ LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open
 STALE = uuid.UUID(int=1)  # an alert claim token that never was the current one (0023)
 
 
+# tech's account as register_dimension takes it.
+ACCOUNT = {
+    "platform": "youtube",
+    "handle": "@tech",
+    "daily_quota_units": 100,
+    "quota_timezone": "UTC",
+    "daily_posts": 5,
+    "active": True,
+}
+
+
 def _populate(state: StateStore) -> dict[str, Any]:
     """Rows in every table, so 'changes nothing' means something."""
     ids: dict[str, Any] = {}
@@ -139,6 +150,29 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, None), InvalidInput),
         ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, "UTC", -1), InvalidInput),
         ("upsert_dimension_account", ("tech", "youtube", "@x", 1, True, "UTC", None), InvalidInput),
+        ("register_dimension", ("tech", "Tech 2", E, True, None), InvalidInput),
+        (
+            "register_dimension",
+            ("tech", "Tech 2", E, True, Jsonb([{"platform": "youtube", "handle": "@tech"}])),
+            InvalidInput,
+        ),
+        (
+            "register_dimension",
+            ("tech", "Tech 2", E, True, Jsonb([{**ACCOUNT, "daily_posts": 1.5}])),
+            InvalidInput,
+        ),
+        (  # the second account fails after the first was written: the whole file is undone
+            "register_dimension",
+            (
+                "tech",
+                "Tech 2",
+                E,
+                True,
+                Jsonb([ACCOUNT, {**ACCOUNT, "handle": "@x", "quota_timezone": "Mars/Olympus"}]),
+            ),
+            InvalidInput,
+        ),
+        ("register_dimension", ("news", "News 2", E, True, Jsonb([ACCOUNT])), IdempotencyConflict),
         ("set_dimension_accounts_active", ("tech", None), InvalidInput),
         ("set_dimension_accounts_active", ("tech", Jsonb([{"platform": "youtube"}])), InvalidInput),
         ("set_dimension_accounts_active", ("tech", Jsonb(["youtube/@tech"])), InvalidInput),

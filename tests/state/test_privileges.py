@@ -141,6 +141,7 @@ def test_money_quota_credential_registry_and_queue_rpcs_are_the_admins(fresh_db,
         "rewrap_account_credentials(text, text, jsonb)": ("a", "b", "[]"),
         "upsert_dimension(text, text, jsonb, boolean)": ("tech", "Tech", "{}", True),
         "set_dimensions_active(text[])": (["tech"],),
+        "register_dimension(text, text, jsonb, boolean, jsonb)": ("tech", "Tech", "{}", True, "[]"),
         "upsert_dimension_account(text, text, text, integer, boolean, text, integer)": (
             "tech",
             "youtube",
