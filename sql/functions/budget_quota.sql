@@ -443,7 +443,7 @@ CREATE OR REPLACE FUNCTION mdame._take_call_slot(p_account_id bigint, p_bucket t
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_now timestamptz := clock_timestamp();
+  v_now timestamptz;
   v_window interval := make_interval(secs => p_window_ms / 1000.0);
   v_count integer;
   v_leaves timestamptz;
@@ -457,6 +457,9 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'MD006',
       MESSAGE = format('mdame: account %s does not exist', p_account_id);
   END IF;
+  -- Read after the lock: a taker that waited for it must not date its call, or judge the
+  -- window, by the time before the calls taken meanwhile.
+  v_now := clock_timestamp();
   DELETE FROM call_windows
    WHERE account_id = p_account_id AND bucket = p_bucket AND called_at <= v_now - v_window;
   SELECT count(*) INTO v_count
