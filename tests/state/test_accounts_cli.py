@@ -7,6 +7,8 @@ import http.client
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -135,7 +137,10 @@ def _env(fresh_db: Any, tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def test_connect_a_tiktok_creator_with_pkce(state, fresh_db, tmp_path: Path) -> None:
+@contextmanager
+def _tiktok_creator(state, fresh_db, tmp_path: Path) -> Iterator[tuple[Any, str, int, dict]]:
+    """tech's TikTok account, its creator on the local TikTok server, and the CLI's environment
+    pointed at it: (server, open_id, account id, env)."""
     as_admin(state).upsert_dimension("tech", "Tech")
     account = as_admin(state).upsert_dimension_account("tech", "tiktok", "tech.tt", 15)
     with tiktok.running(tmp_path / "tiktok") as fake:
@@ -148,6 +153,11 @@ def test_connect_a_tiktok_creator_with_pkce(state, fresh_db, tmp_path: Path) -> 
             MDAME_TIKTOK_CLIENT_KEY="ck",
             MDAME_TIKTOK_CLIENT_SECRET="cs-not-secret",
         )
+        yield fake, open_id, account, env
+
+
+def test_connect_a_tiktok_creator_with_pkce(state, fresh_db, tmp_path: Path) -> None:
+    with _tiktok_creator(state, fresh_db, tmp_path) as (fake, open_id, account, env):
         code, out, err = _connect_through_consent(
             ["accounts", "connect", "tech", "--platform", "tiktok", "--console"], env
         )
@@ -165,17 +175,7 @@ def test_connect_a_tiktok_creator_with_pkce(state, fresh_db, tmp_path: Path) -> 
 def test_a_tiktok_code_without_its_verifier_is_refused(state, fresh_db, tmp_path: Path) -> None:
     """The fake checks PKCE: a pasted address from another consent (its challenge not this
     verifier's) is refused with TikTok's words, and nothing is stored."""
-    as_admin(state).upsert_dimension("tech", "Tech")
-    account = as_admin(state).upsert_dimension_account("tech", "tiktok", "tech.tt", 15)
-    with tiktok.running(tmp_path / "tiktok") as fake:
-        open_id = fake.add_creator("tech.tt", "rft.before-consent")
-        env = _env(
-            fresh_db,
-            tmp_path,
-            MDAME_TIKTOK_BASE_URL=fake.base_url,
-            MDAME_TIKTOK_CLIENT_KEY="ck",
-            MDAME_TIKTOK_CLIENT_SECRET="cs-not-secret",
-        )
+    with _tiktok_creator(state, fresh_db, tmp_path) as (fake, open_id, account, env):
         code = fake.issue_code(open_id, "http://127.0.0.1:8765/callback/", "0" * 64)
         proc, printed = _started_connect(
             ["accounts", "connect", "tech", "--platform", "tiktok", "--console"], env
