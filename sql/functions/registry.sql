@@ -173,13 +173,21 @@ END
 $function$;
 REVOKE ALL ON FUNCTION mdame._json_int(p_name text, p_value jsonb) FROM PUBLIC, mdame_app, mdame_admin;
 
--- A real IANA zone name (what now() AT TIME ZONE accepts, minus POSIX-style offsets).
+-- A real IANA zone name (what now() AT TIME ZONE accepts, minus POSIX-style offsets): one of
+-- the names read at migrate (mdame.time_zones), or, for a name the server learnt since (a newer
+-- tzdata) or a wrong one, the server's list itself, which is slow but only met then.
 CREATE OR REPLACE FUNCTION mdame._is_time_zone(p_name text)
  RETURNS boolean
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  SELECT p_name IS NOT NULL AND EXISTS (SELECT FROM pg_timezone_names WHERE name = p_name)
+BEGIN
+  IF p_name IS NULL THEN
+    RETURN false;
+  END IF;
+  RETURN EXISTS (SELECT FROM mdame.time_zones WHERE name = p_name)
+      OR EXISTS (SELECT FROM pg_timezone_names WHERE name = p_name);
+END
 $function$;
 REVOKE ALL ON FUNCTION mdame._is_time_zone(p_name text) FROM PUBLIC, mdame_app, mdame_admin;
 -- The account's quota day is in a real time zone; the check calls the function above, so it is
