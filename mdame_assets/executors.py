@@ -96,6 +96,16 @@ def render_step_tags() -> dict[str, Any]:
     }
 
 
+def ensure_pool_limit(instance: dg.DagsterInstance, pool: str) -> None:
+    """Creates `pool`'s limit row (dagster.yaml's default limit) unless it exists. Dagster
+    creates it on the pool's first claim, and two runs claiming a pool for the first time at
+    once race on that insert: one of them fails with a unique violation. Whoever launches the
+    pool's runs calls this first."""
+    storage = instance.event_log_storage
+    if pool not in storage.get_concurrency_keys():
+        storage.initialize_concurrency_limit_to_default(pool)
+
+
 class ExecutorConfigError(ValueError):
     """The environment names an executor that cannot be built as configured."""
 

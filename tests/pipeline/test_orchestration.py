@@ -16,6 +16,7 @@ from mdame_assets.defs.schedules import daily_content_schedule
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
+from mdame_assets.executors import GPU_POOL
 from mdame_assets.gpu_defs.clips.assets import scene_clips
 from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.partitions import partition_key
@@ -182,6 +183,22 @@ def test_hop_sensors_request_the_next_location_from_database_state(pipeline):
     assert publish.partition_key == key
     # The same database state asks for the same run: the run_key dedupes repeated ticks.
     assert publishing_sensor(context).run_requests[0].run_key == publish.run_key
+
+
+def test_the_gpu_hop_creates_the_gpu_pool_before_its_first_runs_claim_it(pipeline):
+    """Dagster creates a pool's limit on its first claim, and two runs claiming it for the first
+    time at once race on that insert; the sensor that launches them creates it first."""
+    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as fresh:
+        assert GPU_POOL not in fresh.event_log_storage.get_concurrency_keys()
+        context = dg.build_sensor_context(
+            instance=fresh, resources={"state": pipeline.resources["state"]}
+        )
+        scene_jobs_sensor(context)
+        [limit] = fresh.event_log_storage.get_pool_limits()
+        assert (limit.name, limit.limit, limit.from_default) == (GPU_POOL, 1, True)
+
+        scene_jobs_sensor(context)  # a later tick leaves it as it is
+        assert fresh.event_log_storage.get_pool_limits() == [limit]
 
 
 class BrokenGpu(VisualsResource):

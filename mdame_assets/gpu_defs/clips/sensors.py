@@ -3,6 +3,7 @@
 import dagster as dg
 
 from mdame_assets.defs.hops import AWAITING_CLIPS, HOP_SENSOR_INTERVAL_S, hop_sensor_result
+from mdame_assets.executors import GPU_POOL, ensure_pool_limit
 from mdame_assets.jobs import scene_clips_job
 from mdame_resources.state import StateStoreResource
 
@@ -15,5 +16,6 @@ from mdame_resources.state import StateStoreResource
 def scene_jobs_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
+    ensure_pool_limit(context.instance, GPU_POOL)
     work = state.get_client().partitions_with_scripts_in(AWAITING_CLIPS)
     return hop_sensor_result(context, scene_clips_job.name, "clips", work)
