@@ -22,6 +22,13 @@ from mdame_resources.providers.voice import EdgeGeminiVoiceChain, EspeakVoice
 from mdame_resources.providers.writer import GeminiScriptWriter, LocalScriptWriter
 
 
+def upload_grace_s() -> int:
+    """How long a killed holder's upload request may still be in flight before another run
+    takes its session over (MDAME_UPLOAD_GRACE_S, default 120): a setting, so a crash test
+    need not wait it out. Every publisher, the outbox's included, speaks the same protocol."""
+    return round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120))
+
+
 def offline_providers() -> dict[str, Any]:
     return {
         "trend_source": FeedFileTrendSource(),
@@ -29,10 +36,10 @@ def offline_providers() -> dict[str, Any]:
         "writer": LocalScriptWriter(),
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
-        "publisher": OutboxPublisher(),
+        "publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
         # Offline, every platform's videos go out to the outbox.
-        "tiktok_publisher": OutboxPublisher(),
-        "instagram_publisher": OutboxPublisher(),
+        "tiktok_publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
+        "instagram_publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
         "notifier": OutboxNotifier(),  # alerts to the outbox
     }
 
@@ -58,21 +65,19 @@ def production_providers() -> dict[str, Any]:
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
         "publisher": YouTubePublisher(
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS"),
-            # How long a killed holder's upload request may still be in flight (a setting, so
-            # a crash test need not wait it out).
-            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+            upload_grace_s=upload_grace_s(),
         ),
         # The app's key and secret are read when a TikTok account is opened (see
         # TikTokPublisher); the API at MDAME_TIKTOK_BASE_URL, else open.tiktokapis.com.
         "tiktok_publisher": TikTokPublisher(
-            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+            upload_grace_s=upload_grace_s(),
             # Between status polls after the last chunk (TikTok allows 30 a minute).
             processing_poll_s=seconds_setting("MDAME_TIKTOK_STATUS_POLL_S", 5),
         ),
         # Each account's long-lived token is its sealed grant; the API at
         # MDAME_INSTAGRAM_GRAPH_URL, else graph.instagram.com.
         "instagram_publisher": InstagramPublisher(
-            upload_grace_s=round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120)),
+            upload_grace_s=upload_grace_s(),
             processing_poll_s=seconds_setting("MDAME_INSTAGRAM_STATUS_POLL_S", 5),
         ),
         # The Bot API at MDAME_TELEGRAM_API_URL (default

@@ -44,6 +44,7 @@ from mdame_domain.probe import MediaAnalysis, PictureStats
 from mdame_resources.media import media_root
 from mdame_resources.providers.publisher import (
     InstagramPublisher,
+    OutboxPublisher,
     TikTokPublisher,
     YouTubePublisher,
 )
@@ -66,11 +67,10 @@ def run_child(key: str) -> int:
     observer = install_from_env()
     if os.environ.get(MEMO_ENV) == "1":
         install_memos()
-    platform = os.environ.get(PUBLISHER_ENV)
-    if platform:
-        use_publisher(platform)
-        if observer is not None:
-            install_transfer_points(observer, platform)
+    platform = os.environ.get(PUBLISHER_ENV) or "outbox"
+    use_publisher(platform)
+    if observer is not None and platform != "outbox":
+        install_transfer_points(observer, platform)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(DIMENSION_PARTITION, [PartitionRef.parse(key).dimension])
     outcome = run_partition(instance, key)
@@ -106,14 +106,22 @@ def forked_main(key: str, env: Mapping[str, str | None], log_path: str) -> None:
 # The publisher mode
 # ------------------------------------------------------------------------------------------
 def use_publisher(platform: str) -> None:
-    """The publishing job with the platform's production publisher (the other providers stay
-    offline): the orchestrator's definitions again, with that publisher, for this process's
-    run_partition. Short polls, and no grace: a killed holder's chunk is never in flight."""
+    """The publishing job with the platform's production publisher, or the offline outbox's
+    (the other providers stay offline): the orchestrator's definitions again, with that
+    publisher, for this process's run_partition. Short polls, and no grace: a killed holder's
+    chunk is never in flight."""
     import mdame_cli.runs
     from mdame_assets import orchestrator
 
     resources: dict[str, Any]
-    if platform == "youtube":
+    if platform == "outbox":  # the offline publishers, every platform's to the outbox
+        outbox = OutboxPublisher(upload_grace_s=0)
+        resources = {
+            "publisher": outbox,
+            "tiktok_publisher": outbox,
+            "instagram_publisher": outbox,
+        }
+    elif platform == "youtube":
         resources = {
             "publisher": YouTubePublisher(
                 client_secrets_file=os.environ["MDAME_YOUTUBE_CLIENT_SECRETS"],
@@ -141,7 +149,9 @@ def use_publisher(platform: str) -> None:
             )
         }
     else:
-        raise ValueError(f"{PUBLISHER_ENV} must be youtube, tiktok or instagram, not {platform!r}")
+        raise ValueError(
+            f"{PUBLISHER_ENV} must be outbox, youtube, tiktok or instagram, not {platform!r}"
+        )
     old = orchestrator.defs
     defs = dg.Definitions(
         assets=old.assets,

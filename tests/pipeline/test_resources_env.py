@@ -8,7 +8,7 @@ import pytest
 
 from mdame_assets.partitions import PartitionRef, content_partitions, partition_key
 from mdame_assets.resources import shared_resources
-from mdame_resources.providers.selection import production_providers
+from mdame_resources.providers.selection import offline_providers, production_providers
 from mdame_resources.state import StateStoreResource, close_clients
 
 
@@ -111,3 +111,16 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
         match="MDAME_PROVIDERS must be one of offline, production, fakes, not 'mocks'",
     ):
         providers_for_environment()
+
+
+def test_every_publishers_upload_grace_is_the_one_setting(monkeypatch):
+    """How long a killed holder's upload may still be in flight is MDAME_UPLOAD_GRACE_S for the
+    outbox as for the platforms (a crash test shortens it), 120 s unless set."""
+    publishers = ("publisher", "tiktok_publisher", "instagram_publisher")
+    monkeypatch.delenv("MDAME_UPLOAD_GRACE_S", raising=False)
+    for providers in (offline_providers(), production_providers()):
+        assert [providers[key].upload_grace_s for key in publishers] == [120, 120, 120]
+
+    monkeypatch.setenv("MDAME_UPLOAD_GRACE_S", "3")
+    for providers in (offline_providers(), production_providers()):
+        assert [providers[key].upload_grace_s for key in publishers] == [3, 3, 3]
