@@ -322,6 +322,15 @@ class Harness:
 
     # -- the clean run -------------------------------------------------------------------
     def clean_run(self) -> CleanRun:
+        if not any(self.media.iterdir()):
+            # The first run on an empty media store stores its render and thumbnail, which
+            # every later run finds there (the render step's own derived-output memo), so the
+            # crash cases' runs never make those two stores: warm the store first, so that the
+            # recorded run commits what theirs do and each of its crash points is reached.
+            with self._fresh("warm-up") as case:
+                run = self._run(case)
+                if run.exitcode != 0:
+                    raise RuntimeError(f"the warm-up run failed: {run.error()} (log {run.log})")
         with self._fresh("clean") as case:
             run = self._run(case)
             if run.exitcode != 0:
