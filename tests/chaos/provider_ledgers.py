@@ -164,9 +164,10 @@ def budget_against_gemini(
 
 def quota_against_channels(app_url: str, channel: Any, *, slack_units: int = 0) -> list[str]:
     """Each account's committed quota ledger (per bucket, every day) against what the fake
-    channel charged. A list call killed around its request cannot be asked about: the next run
-    commits it, so the units bucket may count up to `slack_units` (one per kill) more than the
-    channel charged, never less; inserts are known exactly."""
+    channel charged. A call killed around its request cannot be asked about: the next run
+    commits it, so the units bucket may count up to `slack_units` (a list call's unit or
+    thumbnails.set's 50 per kill) more than the channel charged, never less; inserts are
+    known exactly."""
     view = channel.view()
     found = []
     with psycopg.connect(app_url, autocommit=True) as conn:

@@ -23,6 +23,10 @@ GONE_RECHECK_ENV = "MDAME_GONE_SESSION_RECHECK_S"
 GONE_RECHECK_DEFAULT_S = 300.0
 
 
+# thumbnails.set's cost in the units bucket (YouTube's quota table); a list call costs 1.
+THUMBNAIL_SET_UNITS = 50
+
+
 class ChannelListing(ProviderResource):
     """What a publisher asks the channel besides the upload itself: a gone session's upload
     searched for by its marker, processing polls and thumbnails.set. Every call is charged to
@@ -34,7 +38,7 @@ class ChannelListing(ProviderResource):
     search_pages: int = 20  # uploads pages searched for a lost upload (1 unit each)
     processing_polls: int = 6
     processing_poll_s: float = 10.0
-    thumbnail_quota_units: int = 50  # thumbnails.set, units bucket
+    thumbnail_quota_units: int = THUMBNAIL_SET_UNITS
     # A 5xx on thumbnails.set is the channel's hiccup, not a refusal: tried again, backing off
     # from thumbnail_retry_s, before it is recorded as failed (the publication stands).
     thumbnail_attempts: int = 3
