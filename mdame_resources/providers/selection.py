@@ -30,16 +30,17 @@ def upload_grace_s() -> int:
 
 
 def offline_providers() -> dict[str, Any]:
+    # Offline, every platform's videos go out to the outbox.
+    outbox = OutboxPublisher(upload_grace_s=upload_grace_s())
     return {
         "trend_source": FeedFileTrendSource(),
         "safety": RuleSafetyClassifier(),
         "writer": LocalScriptWriter(),
         "visuals": ProceduralVisuals(),
         "voice": EspeakVoice(),
-        "publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
-        # Offline, every platform's videos go out to the outbox.
-        "tiktok_publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
-        "instagram_publisher": OutboxPublisher(upload_grace_s=upload_grace_s()),
+        "publisher": outbox,
+        "tiktok_publisher": outbox,
+        "instagram_publisher": outbox,
         "notifier": OutboxNotifier(),  # alerts to the outbox
     }
 

@@ -20,8 +20,8 @@ import psycopg
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.outbox import list_outbox
 from mdame_domain.video_metadata import publication_marker
-from mdame_resources.providers.publisher.listing import THUMBNAIL_SET_UNITS
 from tests.chaos.channel import Channel, ChannelView
+from tests.chaos.provider_ledgers import killed_call_excesses
 
 # A list call's quota key: the publication's key, then ":units:" and a one-off suffix
 # (YouTubePublisher._metered). How many list calls a run makes depends on where it was killed.
@@ -368,7 +368,7 @@ def _quota_against_counters(
             # next run commits it, so the ledger may count that one call more than the channel
             # charged (one crash per case: a list call's unit, or thumbnails.set's 50), never
             # less.
-            if committed - charged not in (0, 1, THUMBNAIL_SET_UNITS):
+            if committed - charged not in killed_call_excesses(1):
                 found.append(
                     f"quota of account {handle}, {bucket} bucket: the ledger committed "
                     f"{committed}, the channel charged {charged}"

@@ -24,6 +24,7 @@ import psycopg
 from mdame_domain.dimensions import load_registry
 from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+from mdame_resources.providers.publisher.listing import THUMBNAIL_SET_UNITS
 from tests.chaos.channel import (
     ChannelView,
     instagram_view,
@@ -162,12 +163,21 @@ def budget_against_gemini(
     return found
 
 
-def quota_against_channels(app_url: str, channel: Any, *, slack_units: int = 0) -> list[str]:
+def killed_call_excesses(kills: int) -> set[int]:
+    """What `kills` calls of the units bucket killed around their requests may add to the
+    ledger beyond the channel's charge: each is a list call's unit or thumbnails.set's 50."""
+    return {
+        lists + THUMBNAIL_SET_UNITS * thumbnails
+        for lists in range(kills + 1)
+        for thumbnails in range(kills + 1 - lists)
+    }
+
+
+def quota_against_channels(app_url: str, channel: Any, *, kills: int = 0) -> list[str]:
     """Each account's committed quota ledger (per bucket, every day) against what the fake
     channel charged. A call killed around its request cannot be asked about: the next run
-    commits it, so the units bucket may count up to `slack_units` (a list call's unit or
-    thumbnails.set's 50 per kill) more than the channel charged, never less; inserts are
-    known exactly."""
+    commits it, so the units bucket may count one such call more per kill
+    (`killed_call_excesses`), never less; inserts are known exactly."""
     view = channel.view()
     found = []
     with psycopg.connect(app_url, autocommit=True) as conn:
@@ -185,8 +195,8 @@ def quota_against_channels(app_url: str, channel: Any, *, slack_units: int = 0) 
         for bucket in ("insert", "search", "units"):
             charged = view.charged.get((handle, bucket), 0)
             committed = ledger.get((account, bucket), 0)
-            slack = slack_units if bucket == "units" else 0
-            if not charged <= committed <= charged + slack:
+            allowed = killed_call_excesses(kills if bucket == "units" else 0)
+            if committed - charged not in allowed:
                 found.append(
                     f"quota of account {handle}, {bucket} bucket: the ledger committed "
                     f"{committed}, the channel charged {charged}"

@@ -55,7 +55,6 @@ from fakes.demo import (
 )
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
-from mdame_resources.providers.publisher.listing import THUMBNAIL_SET_UNITS
 from tests.adminkit import admin_url
 from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import (
@@ -253,11 +252,9 @@ def run(
     channel = InProcessChannel(services.channel, services.tiktok, services.instagram)
     media = world.home / "media"
     found = violations(world.app_url, world.home, media, channel=channel)
-    # Quota is compared below with one uncertain list call allowed per kill, not per case.
+    # Quota is compared below with one uncertain call allowed per kill, not per case.
     report.violations += [v for v in found if not v.startswith("quota of account")]
-    report.violations += quota_against_channels(
-        world.app_url, channel, slack_units=kills * THUMBNAIL_SET_UNITS
-    )
+    report.violations += quota_against_channels(world.app_url, channel, kills=kills)
     report.violations += _published_once(world.app_url, dimensions, day)
     report.violations += budget_against_gemini(
         world.app_url, services.model.counters(), killed=kills > 0, since=since
