@@ -120,7 +120,7 @@ def timed(name: str, ticks: int, evaluate: Callable[[], int]) -> Ticks:
     return Ticks(name, seconds, requests)
 
 
-def run(dims: int, ticks: int, runs: bool, as_processes: int = 0) -> None:
+def run(dims: int, ticks: int, runs: bool, launched: int = 0) -> None:
     with scratch_databases() as (owner, app_url, dagster_url), tempfile.TemporaryDirectory() as t:
         niches = Path(t) / "dimensions"
         niches.mkdir()
@@ -138,21 +138,21 @@ def run(dims: int, ticks: int, runs: bool, as_processes: int = 0) -> None:
 
         apply_dagster_environment()
         if runs:
-            run_partitions(dims, niches, owner, dagster_url, as_processes)
+            run_partitions(dims, niches, owner, dagster_url, launched)
         else:
             measure(dims, ticks, niches, owner, app_url)
 
 
 def run_partitions(
-    dims: int, niches: Path, owner: str, dagster_url: str, as_processes: int = 0
+    dims: int, niches: Path, owner: str, dagster_url: str, launched: int = 0
 ) -> None:
     """Today's partition of `dims` dimensions through the demo's own loop, then of
-    `as_processes` more as run workers in processes of their own, measured."""
+    `launched` more as the daemon launches them, measured."""
     import resource
 
     from mdame_cli.demo import main as demo_main
 
-    slugs = write_dimensions(niches, dims + as_processes)
+    slugs = write_dimensions(niches, dims + launched)
     before = _transactions(owner)
     sessions_before = _sessions(dagster_url)
     cpu_before = _cpu_seconds(resource)
@@ -182,48 +182,119 @@ def run_partitions(
     print(f"  PostgreSQL transactions per partition (state database): {transactions / dims:.0f}")
     print(f"  Dagster event-log rows per partition: {events / dims:.0f}")
     print(f"  connections opened to Dagster's storage per partition: {sessions / dims:.0f}")
-    if as_processes:
-        run_workers(slugs[dims:], cpu / dims)
+    if launched:
+        run_workers(slugs[dims:], cpu / dims, media / dims)
 
 
-def run_workers(slugs: list[str], in_process_cpu: float) -> None:
-    """Each partition's three runs as the daemon launches them: a run worker process per run
-    (`dagster asset materialize`, loading the definitions, executing in process, Dagster's
-    storage without a pool), one after another."""
-    import resource
+def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
+    """Each partition's three runs launched as the daemon launches them (a code server per
+    location, `instance.launch_run` through dagster.yaml's WarmRunLauncher), one after another,
+    alternating between the two ways a run worker starts: spawned by its location's code server
+    (no run servers: the DefaultRunLauncher) and forked by its location's run server. The CPU
+    is that of the code servers and run servers with everything they started (their reaped
+    children, the media tools included)."""
     import subprocess
 
-    from mdame_assets import gpu
-    from mdame_cli.runs import JOBS
+    import dagster as dg
 
+    from mdame_assets.jobs import partition_tags
+    from mdame_assets.run_server import call
+    from tests.launchkit import launch, wait_finished, workspace
+
+    stages = (("orchestrator", "content_job"), ("gpu", "scene_clips_job"),
+              ("orchestrator", "publishing_job"))  # fmt: skip
     today = datetime.now(UTC).date().isoformat()
-    stages = []
-    for defs, job_name in JOBS:
-        job = defs.resolve_job_def(job_name)
-        keys = sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys)
-        module = "mdame_assets.gpu" if defs is gpu.defs else "mdame_assets.orchestrator"
-        stages.append((module, ",".join(keys)))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    for slug in slugs:
-        for module, select in stages:
-            done = subprocess.run(
-                [sys.executable, "-m", "dagster", "asset", "materialize", "-m", module,
-                 "--select", select, "--partition", f"{today}|{slug}"],
-                cwd=settings.REPO_ROOT, capture_output=True, text=True,
-            )  # fmt: skip
-            if done.returncode != 0:
-                print(f"  {module} {select} {today}|{slug} failed:\n{done.stderr[-2000:]}")
+    addresses = {location: f"127.0.0.1:{_free_port()}" for location in ("orchestrator", "gpu")}
+    mdame = str(Path(sys.executable).parent / "mdame")
+    servers = [
+        subprocess.Popen(
+            [mdame, "run-server", "--location", location, "--bind", address],
+            cwd=settings.REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for location, address in addresses.items()
+    ]
+    spent: dict[str, list[float]] = {
+        "spawned by the code server": [],
+        "forked by the run server": [],
+    }
+    try:
+        for address in addresses.values():
+            _wait_answering(address, call)
+        with dg.DagsterInstance.get() as instance, workspace(instance) as request:
+            launcher = instance.run_launcher
+            for index, slug in enumerate(slugs):
+                mode = list(spent)[index % 2]
+                launcher.servers = {} if index % 2 == 0 else dict(addresses)  # type: ignore[attr-defined]
+                key = f"{today}|{slug}"
+                tags = {**partition_tags(key), "dagster/partition": key}
+                before = _children_cpu()
+                started = time.perf_counter()
+                for location, job_name in stages:
+                    run = wait_finished(
+                        instance, launch(instance, request, location, job_name, tags)
+                    )
+                    if run.status != dg.DagsterRunStatus.SUCCESS:
+                        print(f"  {job_name} of {key} ({mode}) ended {run.status.value}")
+                        return
+                for address in addresses.values():
+                    _wait_answering(address, call, idle=True)
+                time.sleep(1.0)  # the code server reaps its spawned run workers
+                spent[mode].append(_children_cpu() - before)
+                print(f"  {key}: {mode}, {time.perf_counter() - started:.1f} s wall, "
+                      f"{spent[mode][-1]:.2f} s CPU")  # fmt: skip
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+    print(f"\n{len(slugs)} partitions launched as the daemon launches them (3 runs each), CPU per "
+          f"partition with the media (in the demo's loop: {loop_cpu:.2f} s, of which media "
+          f"{loop_media:.2f} s):")  # fmt: skip
+    medians = {mode: statistics.median(values) for mode, values in spent.items() if values}
+    for mode, value in medians.items():
+        print(f"  {mode:<28} {value:6.2f} s  (orchestration, less the loop's media: "
+              f"{value - loop_media:.2f} s; runs: {len(spent[mode])})")  # fmt: skip
+    if len(medians) == 2:
+        spawned, forked = medians.values()
+        print(f"  forked / spawned: {forked / spawned:.2f}x; orchestration against the 2 s "
+              f"target: {(forked - loop_media) / 2.0:.2f}x")  # fmt: skip
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_answering(address: str, call: Callable, idle: bool = False) -> None:  # type: ignore[type-arg]
+    """Until the run server answers (and, with `idle`, has reaped every run worker)."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if not idle or not call(address, {"ping": True}, 2.0)["runs"]:
                 return
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    n = len(slugs)
-    print(
-        f"\n{n} partitions as run worker processes (3 each): {wall / n:.2f} s wall, "
-        f"{cpu / n:.2f} s CPU per partition (media included); in the demo's loop "
-        f"{in_process_cpu:.2f} s: a process per run adds {cpu / n - in_process_cpu:.2f} s"
-    )
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the run server at {address} did not answer")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's child processes and of everything they reaped."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                raw = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2 :].split()
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / ticks
 
 
 def _transactions(url: str) -> int:
@@ -342,15 +413,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=15, help="evaluations of each (default 15)")
     parser.add_argument("--runs", action="store_true", help="run the partitions end to end")
     parser.add_argument(
-        "--as-processes",
+        "--launched",
         type=int,
         default=0,
-        help="with --runs: this many more partitions as run worker processes (default 0)",
+        help="with --runs: this many more partitions launched as the daemon launches them, "
+        "alternately spawned by the code servers and forked by run servers (default 0)",
     )
     args = parser.parse_args(argv)
     if args.dims < 1 or args.ticks < 1:
         parser.error("--dims and --ticks must be at least 1")
-    run(args.dims, args.ticks, args.runs, args.as_processes)
+    run(args.dims, args.ticks, args.runs, args.launched)
     return 0
 
 

@@ -11,6 +11,8 @@
     mdame report [--dimension D]     today's analytics and this week's Strategic Auditor report
     mdame celery-worker --queue gpu --gpu N | --queue dagster
                                      a dagster-celery worker (docs/deployment.md)
+    mdame run-server --location orchestrator|gpu [--bind HOST:PORT]
+                                     a location's run workers, forked from one warm process
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
                                      authorise a YouTube channel; its grant is stored encrypted
     mdame accounts list              accounts, stored grants, needs_reauth and pauses
@@ -50,6 +52,7 @@ from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
 from mdame_cli.doctor import add_parser as add_doctor_parser
 from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_cli.params import add_parsers as add_params_parsers
+from mdame_cli.run_server import add_parser as add_run_server_parser
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -232,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)
     add_celery_worker_parser(groups)
+    add_run_server_parser(groups)
     add_account_parsers(groups)
     add_model_parsers(groups)
     add_params_parsers(groups)

@@ -22,6 +22,9 @@ def _ensure_handler() -> None:
     if _logger.handlers:
         return
     path = os.environ.get("MDAME_LOG_FILE")
+    if path:
+        # A log file in a folder not made yet (a new home) would fail the step that logs.
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     _logger.addHandler(handler)
