@@ -190,83 +190,105 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
     """Each partition's three runs launched as the daemon launches them (a code server per
     location, `instance.launch_run` through dagster.yaml's WarmRunLauncher), one after another,
     alternating between the two ways a run worker starts: spawned by its location's code server
-    (no run servers: the DefaultRunLauncher) and forked by its location's run server. The CPU
-    is that of the code servers and run servers with everything they started (their reaped
-    children, the media tools included)."""
+    (no run servers: the DefaultRunLauncher) and forked by its location's run server.
+
+    A partition's CPU is that of the code servers and run servers with what they reaped (their
+    run workers, and the workers' media tools), counted once every worker is gone. A forked
+    worker also logs its own CPU and its media tools' (run_server.WORKER_CPU_LINE): its own is
+    the run's orchestration."""
+    import re
     import subprocess
 
     import dagster as dg
 
+    from bench.browser import free_port
     from mdame_assets.jobs import partition_tags
-    from mdame_assets.run_server import call
+    from mdame_assets.run_server import WORKER_CPU_LINE, call
     from tests.launchkit import launch, wait_finished, workspace
 
     stages = (("orchestrator", "content_job"), ("gpu", "scene_clips_job"),
               ("orchestrator", "publishing_job"))  # fmt: skip
     today = datetime.now(UTC).date().isoformat()
-    addresses = {location: f"127.0.0.1:{_free_port()}" for location in ("orchestrator", "gpu")}
+    addresses = {location: f"127.0.0.1:{free_port()}" for location in ("orchestrator", "gpu")}
+    logs = Path(os.environ["MDAME_HOME"]) / "run-servers.log"
+    logs.parent.mkdir(parents=True, exist_ok=True)
     mdame = str(Path(sys.executable).parent / "mdame")
-    servers = [
-        subprocess.Popen(
-            [mdame, "run-server", "--location", location, "--bind", address],
-            cwd=settings.REPO_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for location, address in addresses.items()
-    ]
-    spent: dict[str, list[float]] = {
-        "spawned by the code server": [],
-        "forked by the run server": [],
-    }
+    with open(logs, "ab") as out:
+        servers = [
+            subprocess.Popen(
+                [mdame, "run-server", "--location", location, "--bind", address],
+                cwd=settings.REPO_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            for location, address in addresses.items()
+        ]
+    spawned, forked = "spawned by the code server", "forked by the run server"
+    spent: dict[str, list[float]] = {spawned: [], forked: []}
+    worker_cpu: list[tuple[float, float]] = []  # per forked partition: its workers', media
+    pattern = re.compile(re.escape(WORKER_CPU_LINE).replace("%s", "(\\S+)").replace(
+        "%\\.3f", "([0-9.]+)"))  # fmt: skip
     try:
         for address in addresses.values():
             _wait_answering(address, call)
         with dg.DagsterInstance.get() as instance, workspace(instance) as request:
             launcher = instance.run_launcher
             for index, slug in enumerate(slugs):
-                mode = list(spent)[index % 2]
-                launcher.servers = {} if index % 2 == 0 else dict(addresses)  # type: ignore[attr-defined]
+                mode = spawned if index % 2 == 0 else forked
+                launcher.servers = dict(addresses) if mode == forked else {}  # type: ignore[attr-defined]
                 key = f"{today}|{slug}"
                 tags = {**partition_tags(key), "dagster/partition": key}
                 before = _children_cpu()
                 started = time.perf_counter()
+                run_ids = []
                 for location, job_name in stages:
-                    run = wait_finished(
-                        instance, launch(instance, request, location, job_name, tags)
-                    )
+                    run_ids.append(launch(instance, request, location, job_name, tags))
+                    run = wait_finished(instance, run_ids[-1])
                     if run.status != dg.DagsterRunStatus.SUCCESS:
                         print(f"  {job_name} of {key} ({mode}) ended {run.status.value}")
                         return
-                for address in addresses.values():
-                    _wait_answering(address, call, idle=True)
-                time.sleep(1.0)  # the code server reaps its spawned run workers
+                _wait_reaped(instance, run_ids)
                 spent[mode].append(_children_cpu() - before)
-                print(f"  {key}: {mode}, {time.perf_counter() - started:.1f} s wall, "
-                      f"{spent[mode][-1]:.2f} s CPU")  # fmt: skip
+                line = f"  {key}: {mode}, {time.perf_counter() - started:.1f} s wall, "
+                line += f"{spent[mode][-1]:.2f} s CPU"
+                if mode == forked:
+                    found = {m[1]: m for m in pattern.finditer(logs.read_text())}
+                    own = sum(float(found[r][2]) for r in run_ids if r in found)
+                    tools = sum(float(found[r][3]) for r in run_ids if r in found)
+                    worker_cpu.append((own, tools))
+                    line += f" (its workers {own:.2f} s, their media tools {tools:.2f} s)"
+                print(line)
     finally:
         for server in servers:
             server.terminate()
             server.wait(30)
     print(f"\n{len(slugs)} partitions launched as the daemon launches them (3 runs each), CPU per "
-          f"partition with the media (in the demo's loop: {loop_cpu:.2f} s, of which media "
-          f"{loop_media:.2f} s):")  # fmt: skip
+          f"partition, media included (median; in the demo's loop {loop_cpu:.2f} s, of which "
+          f"the media tools {loop_media:.2f} s):")  # fmt: skip
     medians = {mode: statistics.median(values) for mode, values in spent.items() if values}
     for mode, value in medians.items():
-        print(f"  {mode:<28} {value:6.2f} s  (orchestration, less the loop's media: "
-              f"{value - loop_media:.2f} s; runs: {len(spent[mode])})")  # fmt: skip
-    if len(medians) == 2:
-        spawned, forked = medians.values()
-        print(f"  forked / spawned: {forked / spawned:.2f}x; orchestration against the 2 s "
-              f"target: {(forked - loop_media) / 2.0:.2f}x")  # fmt: skip
+        print(f"  {mode:<28} {value:6.2f} s  ({len(spent[mode])} partitions)")
+    if len(medians) == 2 and worker_cpu:
+        own = statistics.median(o for o, _ in worker_cpu)
+        media = statistics.median(t for _, t in worker_cpu)
+        print(f"  forked / spawned: {medians[forked] / medians[spawned]:.2f}x; forked / the "
+              f"loop: {medians[forked] / loop_cpu:.2f}x")  # fmt: skip
+        print(f"  orchestration per partition (the forked workers' own CPU): {own:.2f} s, "
+              f"{own / 2.0:.2f}x the 2 s target; spawned, less the same media "
+              f"({media:.2f} s): {medians[spawned] - media:.2f} s")  # fmt: skip
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _wait_reaped(instance, run_ids: list[str]) -> None:  # noqa: ANN001
+    """Until every run's worker ("Started process for run (pid: N)") is gone from /proc, so
+    its parent has counted its CPU."""
+    deadline = time.monotonic() + 60
+    for run_id in run_ids:
+        for record in instance.get_records_for_run(run_id).records:
+            message = record.event_log_entry.message or ""
+            if message.startswith("Started process for run (pid: "):
+                pid = message.split("pid: ")[1].rstrip(").")
+                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
 
 
 def _wait_answering(address: str, call: Callable, idle: bool = False) -> None:  # type: ignore[type-arg]

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import re
+import resource
 import signal
 import socket
 import sys
@@ -46,7 +47,8 @@ from types import FrameType, ModuleType
 
 import mdame_assets
 
-log = logging.getLogger("mdame.run_server")
+# Not under "mdame": that logger writes the JSON lines of MDAME_LOG_FILE (mdame_core/logs.py).
+log = logging.getLogger(__name__)
 
 # The modules a location's run workers load (workspace.yaml names the same).
 LOCATION_MODULES: Mapping[str, str] = {
@@ -56,6 +58,9 @@ LOCATION_MODULES: Mapping[str, str] = {
 DEFAULT_PORTS: Mapping[str, int] = {"orchestrator": 4310, "gpu": 4311}
 # The run worker's entry point, imported before the first fork so that no run pays for it.
 WARM_IMPORTS = ("dagster._cli.api", "dagster._core.execution.api")
+# Logged by each run worker as it exits (a fork's counters start at zero): its own CPU, which is
+# the run's orchestration, and its child processes' (ffmpeg, espeak).
+WORKER_CPU_LINE = "run %s: %.3f CPU s in its worker, %.3f CPU s in the worker's child processes"
 RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_REQUEST_BYTES = 4096
 # How long a request may take to arrive whole; a client that stalls is dropped.
@@ -294,6 +299,15 @@ class RunServer:
         except BaseException:
             log.exception("run %s failed in its run worker", run_id)
         finally:
+            own, tools = (
+                resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+            )
+            log.info(
+                WORKER_CPU_LINE,
+                run_id,
+                own.ru_utime + own.ru_stime,
+                tools.ru_utime + tools.ru_stime,
+            )
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()

@@ -5,6 +5,10 @@ children (the webserver, the daemon, one code server per location, the runs they
 kept running after it exited. Now `dagster dev` leads a process group of its own, and every
 stop signal this process gets is passed to the whole group; when `dagster dev` exits for any
 reason, whatever is left of the group is terminated too (SIGKILL after a grace period).
+
+The group also holds a run server per code location (`mdame run-server`, on free ports named in
+MDAME_RUN_SERVERS), so the daemon's runs are forked warm rather than spawned (docs/deployment.md:
+Warm run workers).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +26,7 @@ from types import FrameType
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 20.0
+RESTART_S = 5.0
 
 
 def dagster_dev_command(workspace: Path, port: int, host: str = "127.0.0.1") -> list[str]:
@@ -53,17 +59,33 @@ def stop_group(pgid: int, grace_s: float = GRACE_S) -> None:
 
 
 def run_in_own_group(
-    command: Sequence[str], grace_s: float = GRACE_S, cwd: Path | None = None
+    command: Sequence[str],
+    grace_s: float = GRACE_S,
+    cwd: Path | None = None,
+    companions: Sequence[Sequence[str]] = (),
 ) -> int:
     """Run `command` as the leader of a new process group; forward stop signals to the group
     and leave nothing of it behind. Returns the command's exit status (128+N if signalled).
 
+    `companions` run in the same group for as long as `command` runs, each started again when
+    it exits (a run server exits when the code under it changes).
+
     `dagster dev` does not always finish its own shutdown (it was seen waiting on its code
     servers for over a minute), so `grace_s` after the first stop signal the group is killed.
     """
-    child = subprocess.Popen(list(command), start_new_session=True, cwd=cwd)
+    # A group of its own in this session: its companions may join it (setpgid stays within a
+    # session), and a terminal's Ctrl-C still reaches only this process, which forwards it.
+    child = subprocess.Popen(list(command), process_group=0, cwd=cwd)
     pgid = child.pid
     stopping: list[float] = []
+
+    started: dict[int, float] = {}
+
+    def start(i: int) -> subprocess.Popen:
+        started[i] = time.monotonic()
+        return subprocess.Popen(list(companions[i]), process_group=pgid, cwd=cwd)
+
+    running = {i: start(i) for i in range(len(companions))}
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         stopping.append(time.monotonic())
@@ -78,6 +100,12 @@ def run_in_own_group(
                 code = child.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
+                for i, proc in running.items():
+                    # Not more often than every RESTART_S: one that cannot start (its database
+                    # is down) would otherwise load its definitions twice a second.
+                    due = time.monotonic() - started[i] >= RESTART_S
+                    if not stopping and due and proc.poll() is not None:
+                        running[i] = start(i)
                 if stopping and time.monotonic() - stopping[0] > grace_s:
                     _signal_group(pgid, signal.SIGKILL)
                     code = child.wait()
@@ -96,5 +124,31 @@ def ui_cwd() -> Path:
     return Path(os.environ["DAGSTER_HOME"])
 
 
+def run_server_commands() -> list[list[str]]:
+    """A run server per code location on a free port, named to the daemon and the webserver in
+    MDAME_RUN_SERVERS; none when the operator set MDAME_RUN_SERVERS (empty: no run servers)."""
+    from mdame_assets.run_launcher import SERVERS_ENV
+    from mdame_assets.run_server import LOCATION_MODULES
+
+    if SERVERS_ENV in os.environ:
+        return []
+    mdame = str(Path(sys.executable).parent / "mdame")
+    addresses = {location: f"127.0.0.1:{free_port()}" for location in LOCATION_MODULES}
+    os.environ[SERVERS_ENV] = ",".join(f"{loc}={addr}" for loc, addr in addresses.items())
+    return [
+        [mdame, "run-server", "--location", location, "--bind", address]
+        for location, address in addresses.items()
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def run_ui(workspace: Path, port: int) -> int:
-    return run_in_own_group(dagster_dev_command(workspace, port), cwd=ui_cwd())
+    """`dagster dev` and the locations' run servers, one process group."""
+    return run_in_own_group(
+        dagster_dev_command(workspace, port), cwd=ui_cwd(), companions=run_server_commands()
+    )

@@ -8,6 +8,7 @@ still running when a process is killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -141,6 +142,10 @@ def test_the_run_server_forks_the_launched_run_and_the_run_succeeds(setup):
         assert run.status == dg.DagsterRunStatus.SUCCESS, engine_messages(instance, run_id)
         assert run.tags[RUN_SERVER_TAG] == server.address
         assert instance.get_latest_materialization_event(dg.AssetKey("housekeeping")) is not None
+    # The worker's CPU, as it exited, in the server's log; the JSON log holds only JSON lines.
+    wait_for("the worker's CPU line", lambda: f"run {run_id}: " in server.log.read_text(), 10)
+    pipeline_log = Path(world.env()["MDAME_LOG_FILE"]).read_text().splitlines()
+    assert pipeline_log and all(json.loads(line) for line in pipeline_log)
 
 
 def test_a_run_survives_its_run_server_killed_and_the_next_run_goes_to_the_code_server(setup):

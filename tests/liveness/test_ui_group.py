@@ -88,3 +88,50 @@ def test_a_dagster_dev_that_hangs_in_its_shutdown_is_killed_after_the_grace(tmp_
         if ui.poll() is None:
             ui.kill()
             ui.wait()
+
+
+# `mdame ui` with a companion (as the run servers are): it appends its pid to a file and exits
+# at once the first time (as a run server does when its code changed), then stays.
+COMPANION = """
+import sys, time
+path = sys.argv[1]
+with open(path, "a") as f:
+    f.write(f"{__import__('os').getpid()} ")
+if len(open(path).read().split()) == 1:
+    sys.exit(3)
+time.sleep(300)
+"""
+UI_WITH_COMPANION = """
+import sys
+from mdame_cli.ui import run_in_own_group
+companion = [sys.executable, "-c", sys.argv[3], sys.argv[4]]
+sys.exit(run_in_own_group([sys.executable, "-c", sys.argv[1], sys.argv[2]], grace_s=5,
+                          companions=[companion]))
+"""
+
+
+def test_a_companion_runs_in_the_group_is_restarted_when_it_exits_and_stops_with_it(tmp_path):
+    pids_file, companion_file = tmp_path / "pids", tmp_path / "companion"
+    ui = subprocess.Popen(
+        [sys.executable, "-c", UI_WITH_COMPANION, FAKE_DEV, str(pids_file), COMPANION,
+         str(companion_file)]
+    )  # fmt: skip
+    try:
+        companions = wait_for(
+            "the companion started again",
+            lambda: companion_file.exists() and len(companion_file.read_text().split()) == 2,
+            timeout=30,
+        ) and [int(p) for p in companion_file.read_text().split()]
+        listed = wait_for("children", lambda: pids_file.exists() and pids_file.read_text(), 30)
+        children = [int(p) for p in listed.split()]
+        assert os.getpgid(companions[1]) == os.getpgid(children[0]) != os.getpgid(0)
+        assert alive(companions[1]) and not alive(companions[0])
+        ui.send_signal(signal.SIGTERM)
+        assert ui.wait(timeout=20) == 128 + signal.SIGTERM
+        wait_for("all gone", lambda: not any(alive(p) for p in [*children, companions[1]]), 10)
+        time.sleep(1.0)  # no companion is started again once the group stops
+        assert len(companion_file.read_text().split()) == 2
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()

@@ -16,9 +16,12 @@ from __future__ import annotations
 import re
 import time
 
+import psycopg
 import pytest
 from playwright.sync_api import Page, expect
 from uikit import ARTIFACTS, DagsterUI
+
+from mdame_assets.run_launcher import RUN_SERVER_TAG
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +107,15 @@ def test_dagster_ui_backfills_one_dimension_from_the_browser(
     # The backfill's own runs are Dagster's implicit asset job; the hops launch these two.
     for job in ("scene_clips_job", "publishing_job"):
         expect(page.get_by_text(job).first).to_be_visible()
+    # Every run the daemon launched was forked by its location's run server (`mdame ui` starts
+    # them), none spawned by a code server.
+    with psycopg.connect(ui.dagster_url) as conn:
+        launched = conn.execute(
+            """SELECT r.pipeline_name, t.value FROM runs r
+                 LEFT JOIN run_tags t ON t.run_id = r.run_id AND t.key = %s""",
+            (RUN_SERVER_TAG,),
+        ).fetchall()
+    assert launched and all(server for _, server in launched), launched
     page.goto(f"{ui.url}/assets/publications?view=partitions")
     expect(page.get_by_text(re.compile(r"Materialized \(2\)"))).to_be_visible()
     shot(page, "4-published")

@@ -1,16 +1,17 @@
-"""The Dagster UI as an operator meets it: `dagster dev` (webserver, daemon, one code server per
-location of workspace.yaml) on a free port, against a scratch MD-AME database, a scratch Dagster
-storage database and a scratch home, on the offline providers; and Debian's chromium, driven by
-Playwright (`playwright install` cannot download a browser here, so it is launched by path).
+"""The Dagster UI as an operator meets it: `mdame ui` (`dagster dev`: webserver, daemon, one code
+server per location of workspace.yaml; and a run server per location) on a free port, against a
+scratch MD-AME database, a scratch Dagster storage database and a scratch home, on the offline
+providers; and Debian's chromium, driven by Playwright (`playwright install` cannot download a
+browser here, so it is launched by path).
 
-The whole `dagster dev` process group is stopped at the end (mdame_cli.ui.stop_group), the
-way `mdame ui` stops it.
+`mdame ui` is stopped at the end with SIGTERM, which it passes to its whole group.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ import psycopg
 
 from bench.browser import free_port
 from mdame_assets.partitions import DIMENSION_PARTITION
-from mdame_cli.ui import dagster_dev_command, stop_group
+from mdame_cli.ui import GRACE_S, stop_group
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
@@ -100,7 +101,7 @@ def dagster_dev(
     port = free_port()
     out = open(log, "ab")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(
-        dagster_dev_command(REPO / "workspace.yaml", port),
+        [str(Path(sys.executable).parent / "mdame"), "ui", "--port", str(port)],
         cwd=REPO,
         env=_env(owner_url, app_url, dagster_url, home),
         stdout=out,
@@ -124,5 +125,6 @@ def dagster_dev(
             time.sleep(0.5)
         yield ui
     finally:
-        stop_group(proc.pid, grace_s=15)
+        # `mdame ui` stops its own group (dagster dev and the run servers) within GRACE_S.
+        stop_group(proc.pid, grace_s=GRACE_S + 10)
         proc.wait()
