@@ -44,7 +44,7 @@ def parse_servers(value: str) -> dict[str, str]:
     for item in filter(None, (part.strip() for part in value.split(","))):
         location, sep, address = item.partition("=")
         if not sep:
-            raise ValueError(f"run servers: {item!r} is not LOCATION=HOST:PORT")
+            raise ValueError(f"{item!r} is not LOCATION=HOST:PORT")
         if location not in LOCATION_MODULES:
             raise ValueError(
                 f"run servers: {location!r} is not a code location ({', '.join(LOCATION_MODULES)})"
@@ -82,11 +82,16 @@ class WarmRunLauncher(DefaultRunLauncher):
     def from_config_value(
         cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]
     ) -> Self:
-        return cls(
-            inst_data=inst_data,
-            servers=config_value.get("servers") or os.environ.get(SERVERS_ENV, ""),
-            request_timeout_s=config_value.get("request_timeout_s", REQUEST_TIMEOUT_S),
-        )
+        configured = config_value.get("servers")
+        source = "the run launcher's servers" if configured else SERVERS_ENV
+        try:
+            return cls(
+                inst_data=inst_data,
+                servers=configured or os.environ.get(SERVERS_ENV, ""),
+                request_timeout_s=config_value.get("request_timeout_s", REQUEST_TIMEOUT_S),
+            )
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run

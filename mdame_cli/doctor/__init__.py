@@ -23,6 +23,8 @@ order, each from one module of this package (CHECKS below):
     telegram      getMe at MDAME_TELEGRAM_API_URL; a chat for every active dimension
     redis         PING of MDAME_CELERY_BROKER_URL (and the result backend) when
                   MDAME_GPU_EXECUTOR=celery
+    run_servers   each run server of MDAME_RUN_SERVERS answers as its location (unreachable:
+                  WARN, its code server spawns the runs)
     object_store  MDAME_MEDIA_URL: s3 -> HEAD bucket; a local folder -> writable
     gpu           torch.cuda: device, free VRAM. SKIP on a host without an NVIDIA device unless
                   this host generates clips (production visuals in process) or --gpu required
@@ -47,7 +49,17 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mdame_cli.doctor import broker, database, disk, environment, ffmpeg, gpu, providers, store
+from mdame_cli.doctor import (
+    broker,
+    database,
+    disk,
+    environment,
+    ffmpeg,
+    gpu,
+    providers,
+    run_servers,
+    store,
+)
 from mdame_cli.doctor.context import (
     DEFAULT_MIN_FREE_GB,
     GROUPS,
@@ -67,6 +79,7 @@ CHECKS: tuple[tuple[str, Callable[[Doctor], None]], ...] = (
     ("youtube", providers.check_youtube),
     ("telegram", providers.check_telegram),
     ("redis", broker.check_redis),
+    ("run_servers", run_servers.check_run_servers),
     ("object_store", store.check_object_store),
     ("gpu", gpu.check_gpu),
     ("ffmpeg", ffmpeg.check_ffmpeg),

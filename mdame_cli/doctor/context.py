@@ -21,6 +21,7 @@ GROUPS = (
     "youtube",
     "telegram",
     "redis",
+    "run_servers",
     "object_store",
     "gpu",
     "ffmpeg",

@@ -21,6 +21,7 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
+import yaml
 from liveness_kit import REPO, World, wait_for
 
 from mdame_assets.liveness import run_is_dead, sweep
@@ -249,3 +250,41 @@ def test_launcher_settings_name_what_is_wrong():
     ]:
         with pytest.raises(ValueError, match=said):
             parse_servers(bad)
+
+
+def test_doctor_reports_each_run_server_by_location(setup, monkeypatch: pytest.MonkeyPatch):
+    from mdame_cli.doctor import Options, run_doctor
+    from mdame_domain.doctor import Status
+
+    _, server = setup
+    down = f"127.0.0.1:{free_port()}"
+
+    def rows(servers: str) -> dict[str, tuple[Status, str]]:
+        monkeypatch.setenv("MDAME_RUN_SERVERS", servers)
+        checks = run_doctor(Options(only=frozenset({"run_servers"}), timeout_s=5))
+        return {c.name: (c.status, c.detail) for c in checks}
+
+    found = rows(f"orchestrator={server.address},gpu={down}")
+    assert found["run_servers:orchestrator"][0] is Status.OK
+    assert f"pid {server.proc.pid}" in found["run_servers:orchestrator"][1]
+    status, detail = found["run_servers:gpu"]
+    assert status is Status.WARN and down in detail and "spawns gpu's runs instead" in detail
+    status, detail = rows(f"gpu={server.address}")["run_servers:gpu"]
+    assert status is Status.FAIL and "the run server of 'orchestrator', not 'gpu'" in detail
+    status, detail = rows("gpu=nowhere")["run_servers"]
+    assert status is Status.FAIL and "'nowhere' is not HOST:PORT" in detail
+    assert rows("")["run_servers"][0] is Status.SKIP
+
+
+def test_a_bad_run_servers_setting_fails_the_launcher_naming_it(monkeypatch):
+    """As Dagster builds it from dagster.yaml's run_launcher entry (every process's instance)."""
+    from dagster._core.launcher import RunLauncher
+    from dagster._serdes.config_class import ConfigurableClassData
+
+    entry = yaml.safe_load((REPO / "dagster.yaml").read_text())["run_launcher"]
+    data = ConfigurableClassData(entry["module"], entry["class"], yaml.safe_dump({}))
+    monkeypatch.setenv("MDAME_RUN_SERVERS", "orchestrator:4310")
+    with pytest.raises(ValueError, match=r"MDAME_RUN_SERVERS: 'orchestrator:4310' is not LOC"):
+        data.rehydrate(RunLauncher)
+    monkeypatch.setenv("MDAME_RUN_SERVERS", "gpu=127.0.0.1:4311")
+    assert data.rehydrate(RunLauncher).servers == {"gpu": "127.0.0.1:4311"}  # type: ignore[attr-defined]
