@@ -45,5 +45,6 @@ def check_run_servers(doctor: Doctor) -> None:
                 f"fix {SERVERS_ENV}",
             )
             continue
-        runs = reply.get("runs") or []
-        doctor.add(name, Status.OK, f"{address} answers (pid {reply.get('pid')}, {len(runs)} runs)")
+        runs = reply.get("runs")
+        count = len(runs) if isinstance(runs, list) else 0
+        doctor.add(name, Status.OK, f"{address} answers (pid {reply.get('pid')}, {count} runs)")
