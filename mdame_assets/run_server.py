@@ -246,10 +246,11 @@ class RunServer:
     def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(REQUEST_TIMEOUT_S)
         try:
-            request = _read_request(conn)
-            reply = self.handle(request)
-        except (OSError, ValueError) as exc:
+            reply = self.handle(_read_request(conn))
+        except ValueError as exc:
             reply = {"error": f"bad request: {exc}"}
+        except OSError as exc:  # the request cut off, or no fork (no memory, no pids left)
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
