@@ -20,13 +20,14 @@ why: a run server that is down costs CPU, never a run.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Self
 
 from dagster._config.config_schema import UserConfigSchema
 from dagster._core.launcher import DefaultRunLauncher
 from dagster._core.launcher.base import LaunchRunContext
-from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes.config_class import ConfigurableClassData
 
 from mdame_assets.run_server import LOCATION_MODULES, call, parse_address
@@ -118,11 +119,13 @@ class WarmRunLauncher(DefaultRunLauncher):
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id) if self.has_instance else None
-        address = run.tags.get(RUN_SERVER_TAG) if run is not None else None
-        if run is None or address is None:
+        if run is None or run.is_finished:
             return super().terminate(run_id)
-        if run.is_finished:
-            return False
+        # Either worker: its RUN_START would overwrite a CANCELING reported before it.
+        run = self._started(run)
+        address = run.tags.get(RUN_SERVER_TAG)
+        if address is None:
+            return super().terminate(run_id)
         self._instance.report_run_canceling(run)
         try:
             reply = call(address, {"terminate": run_id}, self.request_timeout_s)
@@ -133,6 +136,16 @@ class WarmRunLauncher(DefaultRunLauncher):
             self._report_unterminated(run, f"the run server at {address} has no such run worker")
             return False
         return True
+
+    def _started(self, run: DagsterRun) -> DagsterRun:
+        """The run once its worker has reported RUN_START (or after the request timeout): the
+        run storage sets STARTED on RUN_START whatever the status was, so a CANCELING reported
+        before it would be lost and the interrupted run failed, not canceled."""
+        deadline = time.monotonic() + self.request_timeout_s
+        while run.status == DagsterRunStatus.STARTING and time.monotonic() < deadline:
+            time.sleep(0.1)
+            run = self._instance.get_run_by_id(run.run_id) or run
+        return run
 
     def _report_unterminated(self, run: DagsterRun, why: str) -> None:
         # The liveness sweep fails the run if its worker is gone.

@@ -149,7 +149,7 @@ def test_the_run_server_forks_the_launched_run_and_the_run_succeeds(setup):
     assert pipeline_log and all(json.loads(line) for line in pipeline_log)
 
 
-def test_a_run_survives_its_run_server_killed_and_the_next_run_goes_to_the_code_server(setup):
+def test_a_run_survives_its_run_server_killed_and_the_next_runs_go_to_the_code_server(setup):
     world, server = setup
     with world.instance() as instance, launchkit.workspace(instance, LOCATION) as request:
         with dimensions_locked(world):
@@ -164,6 +164,12 @@ def test_a_run_survives_its_run_server_killed_and_the_next_run_goes_to_the_code_
         assert RUN_SERVER_TAG not in run.tags
         said = [m for m in engine_messages(instance, fallback) if "did not start the run" in m]
         assert said and server.address in said[0] and "its code server starts it" in said[0]
+
+        # A code server's run terminated while STARTING is canceled too.
+        with dimensions_locked(world):
+            spawned = launch(instance, request)
+            assert instance.run_launcher.terminate(spawned)
+            assert finished(instance, spawned, 30).status == dg.DagsterRunStatus.CANCELED
 
 
 def test_a_killed_run_worker_is_found_dead_and_its_run_failed(setup):
@@ -190,10 +196,9 @@ def test_a_forked_run_is_terminated_through_its_run_server(setup):
     with world.instance() as instance, launchkit.workspace(instance, LOCATION) as request:
         with dimensions_locked(world):
             run_id = launch(instance, request)
-            # Terminated in its step: a termination before RUN_START is overwritten by it
-            # (Dagster's run storage sets STARTED), under any launcher.
-            wait_for("the step to start", lambda: instance.get_records_for_run(
-                run_id, of_type=dg.DagsterEventType.STEP_START).records, 60)  # fmt: skip
+            # At once, while the run is STARTING: the launcher waits for its RUN_START, which
+            # would overwrite an earlier CANCELING (the run would fail instead).
+            assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTING
             assert instance.run_launcher.terminate(run_id)
             run = finished(instance, run_id, timeout=30)
         assert run.status == dg.DagsterRunStatus.CANCELED, engine_messages(instance, run_id)
