@@ -5,7 +5,6 @@ here, so chromium is launched by path)."""
 from __future__ import annotations
 
 import shutil
-import socket
 from pathlib import Path
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
@@ -15,9 +14,3 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or (
         "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -201,13 +201,14 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
 
     import dagster as dg
 
-    from bench.browser import free_port
+    from mdame_assets import gpu
     from mdame_assets.jobs import partition_tags
     from mdame_assets.run_server import WORKER_CPU_LINE, call
+    from mdame_cli.runs import JOBS
+    from mdame_cli.ui import free_port
     from tests.launchkit import launch, wait_finished, workspace
 
-    stages = (("orchestrator", "content_job"), ("gpu", "scene_clips_job"),
-              ("orchestrator", "publishing_job"))  # fmt: skip
+    stages = [("gpu" if defs is gpu.defs else "orchestrator", name) for defs, name in JOBS]
     today = datetime.now(UTC).date().isoformat()
     addresses = {location: f"127.0.0.1:{free_port()}" for location in ("orchestrator", "gpu")}
     logs = Path(os.environ["MDAME_HOME"]) / "run-servers.log"
@@ -279,16 +280,15 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
 
 
 def _wait_reaped(instance, run_ids: list[str]) -> None:  # noqa: ANN001
-    """Until every run's worker ("Started process for run (pid: N)") is gone from /proc, so
-    its parent has counted its CPU."""
+    """Until every run's worker (the pid it reported) is gone from /proc, so its parent has
+    counted its CPU."""
+    from mdame_assets.liveness import worker_pid
+
     deadline = time.monotonic() + 60
     for run_id in run_ids:
-        for record in instance.get_records_for_run(run_id).records:
-            message = record.event_log_entry.message or ""
-            if message.startswith("Started process for run (pid: "):
-                pid = message.split("pid: ")[1].rstrip(").")
-                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                    time.sleep(0.1)
+        reported = worker_pid(instance, run_id)
+        while reported and Path(f"/proc/{reported[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def _wait_answering(address: str, call: Callable, idle: bool = False) -> None:  # type: ignore[type-arg]
@@ -306,17 +306,15 @@ def _wait_answering(address: str, call: Callable, idle: bool = False) -> None:  
 
 def _children_cpu() -> float:
     """CPU seconds of this process's child processes and of everything they reaped."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    from mdame_assets.liveness import stat_fields
+
     total = 0
     for task in Path("/proc/self/task").iterdir():
         for pid in (task / "children").read_text().split():
-            try:
-                raw = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            fields = raw[raw.rindex(")") + 2 :].split()
-            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    return total / ticks
+            fields = stat_fields(pid)
+            if fields:
+                total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _transactions(url: str) -> int:

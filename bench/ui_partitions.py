@@ -41,8 +41,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.browser import CHROMIUM_ARGS, chromium_path, free_port
+from bench.browser import CHROMIUM_ARGS, chromium_path
 from bench.scratch import scratch_databases
+from mdame_cli.ui import free_port
 from mdame_core import settings
 
 TARGET_S = 5.0  # the target for this view at 1,000 dimensions x 365 days

@@ -58,15 +58,21 @@ def _boot_id() -> str:
         return ""
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) of a process, None if gone."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ..., utime at 11,
+    starttime at 19), None if the process is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
     # The command name may hold spaces and parentheses: fields start after the last ')'.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return fields[0], int(fields[19])
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of a process, None if gone."""
+    fields = stat_fields(pid)
+    return (fields[0], int(fields[19])) if fields else None
 
 
 def _pid_gone(pid: int) -> bool:
@@ -102,7 +108,7 @@ def process_alive(tags: Mapping[str, str]) -> bool | None:
     return not expected or expected == f"{_boot_id()}:{stat[1]}"
 
 
-def _worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+def worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
     """The pid a daemon-launched run worker reported ("Started process for run (pid: N)"), and
     when it reported it."""
     records = instance.get_records_for_run(
@@ -152,7 +158,7 @@ def run_is_dead(
         return False
     if location is not None and run_location(run) != location:
         return False  # that location's own liveness sensor judges it, on its host
-    reported = _worker_pid(instance, run.run_id)
+    reported = worker_pid(instance, run.run_id)
     if reported is None:
         # Not started yet (STARTING): the daemon's start_timeout_seconds covers it.
         return False

@@ -30,6 +30,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from mdame_cli.ui import free_port
 from tests.adminkit import as_admin
 from tests.childenv import child_environ
 from tests.scratch_db import DbUrls, create_database, drop_database
@@ -44,12 +45,6 @@ GPU_WORKER, CPU_WORKER = "gpu0", "dagster"
 JOB_LEASE_S = 8
 # A killed render worker's pipeline lock lapses before its step is redelivered.
 LOCK_TTL_S = 8
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, ready: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 from faultkit import DAY, DIMENSION, close_short_clients
 
 from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
+from mdame_cli.ui import free_port
 from mdame_core import settings
 from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
@@ -124,19 +124,13 @@ class Cluster:
         assert done.returncode == 0, f"db-local.sh {command}: {done.stdout}{done.stderr}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def throwaway_cluster() -> Iterator[Cluster]:
     if settings.is_external():
         pytest.skip("needs local PostgreSQL binaries (unset MDAME_DATABASE_URL)")
     home = Path(tempfile.mkdtemp(prefix="mdame-faults-pg-"))
     os.chmod(home, 0o755)  # as root, the server runs as 'postgres' and must reach its data
-    port = _free_port()
+    port = free_port()
     data = home / "pg" / "data"
     # Written first, so db-local.sh can only ever touch this data directory and port.
     (home / "pg.env").write_text(f"MDAME_PG_PORT={port}\nMDAME_PG_DATA={data}\n")

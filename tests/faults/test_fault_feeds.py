@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from fakes.feeds import INJECTION_TEXT, FeedServer, running
+from mdame_cli.ui import free_port
 from mdame_core.settings import REPO_ROOT
 from mdame_core.state import Fence, StateStore
 from mdame_domain.feed_sources import FeedSource
@@ -228,9 +228,7 @@ def test_each_provider_refuses_the_other_kind_of_source(fake: FeedServer) -> Non
 
 
 def test_the_server_runs_standalone() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "fakes.feeds", "--port", str(port), "--fault", "atom=500"],
         stdout=subprocess.PIPE,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mdame_cli.main import main
+from mdame_cli.ui import free_port
 from tests.gpu.tiny_pipelines import TINY_ADAPTER, TINY_IMAGE, TINY_SD_BASE, TINY_SVD
 
 # The default models, filled with the tiny ones (real files, real configs) under their ids.
@@ -84,12 +84,6 @@ def test_check_passes_when_no_active_dimension_needs_the_missing_model(model_dir
     assert "missing" in capsys.readouterr().out  # listed as missing, but nobody needs it
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends
-
-
 @pytest.mark.parametrize("offline", [True, False])
 def test_pull_names_what_it_would_pull_and_fails_clearly_without_the_hub(tmp_path, offline):
     env = {
@@ -97,7 +91,7 @@ def test_pull_names_what_it_would_pull_and_fails_clearly_without_the_hub(tmp_pat
         "MDAME_MODEL_DIR": str(tmp_path / "models"),
         # Either way the hub is unreachable: offline mode, or an endpoint on a closed port.
         "HF_HUB_OFFLINE": "1" if offline else "0",
-        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+        "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",
         "NO_PROXY": "127.0.0.1",
     }
     env.pop("HF_TOKEN", None)

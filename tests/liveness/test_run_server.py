@@ -24,11 +24,12 @@ import pytest
 import yaml
 from liveness_kit import REPO, World, wait_for
 
+from mdame_assets import liveness
 from mdame_assets.liveness import run_is_dead, sweep
 from mdame_assets.run_launcher import RUN_SERVER_TAG, WarmRunLauncher
 from mdame_assets.run_server import call
+from mdame_cli.ui import free_port
 from tests import launchkit
-from tests.cluster.conftest import free_port
 
 LOCATION = "orchestrator"
 
@@ -98,16 +99,8 @@ def finished(instance: dg.DagsterInstance, run_id: str, timeout: float = 90) -> 
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
-    def reported() -> int | None:
-        for record in instance.get_records_for_run(
-            run_id, of_type=dg.DagsterEventType.ENGINE_EVENT
-        ).records:
-            message = record.event_log_entry.message or ""
-            if message.startswith("Started process for run (pid: "):
-                return int(message.split("pid: ")[1].rstrip(")."))
-        return None
-
-    return wait_for("the run worker's pid", reported, timeout=60)
+    reported = wait_for("the run worker's pid", lambda: liveness.worker_pid(instance, run_id), 60)
+    return reported[0]
 
 
 def engine_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -116,8 +109,9 @@ def engine_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 
 
 def parent_pid(pid: int) -> int:
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return int(raw[raw.rindex(")") + 2 :].split()[1])
+    fields = liveness.stat_fields(pid)
+    assert fields is not None, f"process {pid} is gone"
+    return int(fields[1])
 
 
 @contextmanager
@@ -293,3 +287,14 @@ def test_a_bad_run_servers_setting_fails_the_launcher_naming_it(monkeypatch):
         data.rehydrate(RunLauncher)
     monkeypatch.setenv("MDAME_RUN_SERVERS", "gpu=127.0.0.1:4311")
     assert data.rehydrate(RunLauncher).servers == {"gpu": "127.0.0.1:4311"}  # type: ignore[attr-defined]
+
+
+def test_the_run_servers_locations_are_the_workspaces():
+    """LOCATION_MODULES repeats workspace.yaml for processes that do not read it: they agree."""
+    from mdame_assets.run_server import LOCATION_MODULES
+
+    entries = yaml.safe_load((REPO / "workspace.yaml").read_text())["load_from"]
+    workspace = {
+        e["python_module"]["location_name"]: e["python_module"]["module_name"] for e in entries
+    }
+    assert workspace == dict(LOCATION_MODULES)

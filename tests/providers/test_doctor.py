@@ -28,6 +28,7 @@ from fakes.edge_tts import running as edge_running
 from fakes.telegram import TelegramServer
 from mdame_cli.doctor import Options, run_doctor
 from mdame_cli.main import main as mdame_main
+from mdame_cli.ui import free_port
 from mdame_core.migrate import FUNCTIONS_DIR, MIGRATIONS_DIR, migrate
 from mdame_core.state import StateStore
 from mdame_domain.credentials import MasterKey, associated_data, seal_grant
@@ -46,12 +47,6 @@ HANDLE = "@tech"
 SECRETS = (GEMINI_KEY, BOT_TOKEN, REFRESH_TOKEN, CLIENT_SECRET, REDIS_PASSWORD, "not-secret")
 # (test-key-not-secret etc.: every secret-like value in these tests says "not-secret", and no
 # output may contain that word, so a leak of any of them fails the test.)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the servers -------------------------------------------------------------------------------

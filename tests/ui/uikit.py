@@ -22,9 +22,8 @@ import dagster as dg
 import httpx
 import psycopg
 
-from bench.browser import free_port
 from mdame_assets.partitions import DIMENSION_PARTITION
-from mdame_cli.ui import GRACE_S, stop_group
+from mdame_cli.ui import GRACE_S, free_port, stop_group
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from tests.adminkit import as_admin
