@@ -5,7 +5,7 @@ BIN   := $(VENV)/bin
 export ENV ?= dev
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install db db-stop demo test ui chaos chaos-sequence chaos-providers bench bench-gpu bench-first-run bench-render bench-scale bench-ui lint clean
+.PHONY: help install db db-stop demo test smoke ui chaos chaos-sequence chaos-providers bench bench-gpu bench-first-run bench-render bench-scale bench-ui lint clean
 
 help:
 	@echo "make demo      install, start the local PostgreSQL, run today's videos on offline providers"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench-render  render time next to the raw encode floor (BENCH_ARGS=\"--repeats 5\")"
 	@echo "make bench-scale   the schedule's and sensors' ticks with 1,000 dimensions (BENCH_ARGS=\"--dims 100\")"
 	@echo "make bench-ui      the UI's partitions view of renders, 1,000 dimensions x 365 days, in chromium"
+	@echo "make smoke     every make bench-* target at its smallest size (make test runs the cheap three)"
 	@echo "make clean     remove caches and scratch files (keeps .venv, the database and media)"
 
 install:
@@ -52,6 +53,11 @@ TEST_WORKERS ?= 3
 test: db
 	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/ui $(PYTEST_ARGS)
 	@$(BIN)/python -m pytest -q tests/ui
+
+# Every bench target at its smallest size, the slow ones included (tests/smoke); make test runs the
+# three that take seconds.
+smoke: db
+	@MDAME_SMOKE=1 $(BIN)/python -m pytest -q tests/smoke $(PYTEST_ARGS)
 
 ui: db
 	@$(BIN)/mdame ui
@@ -83,12 +89,12 @@ chaos-providers: db
 	@$(CHAOS_PROFILE) PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.chaos.providers $(ARGS)
 
 bench: db
-	@$(BIN)/python bench/queue.py
+	@$(BIN)/python bench/queue.py $(BENCH_ARGS)
 
 # Generated visuals: clips/min, s/clip, peak VRAM per engine on CUDA (the tiny pipelines on the
 # CPU without one), and the scene cache's saving on a day that repeats half of another's prompts.
 bench-gpu: db
-	@$(BIN)/python bench/gpu.py
+	@$(BIN)/python bench/gpu.py $(BENCH_ARGS)
 # A fresh `mdame demo` next to the encode floors of the videos it published (scratch databases).
 bench-first-run: db
 	@PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.first_run $(BENCH_ARGS)

@@ -115,6 +115,7 @@ def measure_engine(
 
 def run_day(
     state: StateStore,
+    admin: StateStore,
     store: LocalMediaStore,
     visuals: DiffusersVisuals,
     engine: str,
@@ -129,7 +130,7 @@ def run_day(
             continue
         out = visuals.generate(h, prompt, PALETTE, CLIP_SECONDS, scratch / f"{h}.mp4", engine)
         stored = store.put_file(out, ".mp4")
-        state.put_scene_cache(h, stored.uri, stored.sha256, CACHE_TTL_S)
+        admin.put_scene_cache(h, stored.uri, stored.sha256, CACHE_TTL_S)
         generated += 1
     return len(prompts), generated, time.perf_counter() - started
 
@@ -144,10 +145,14 @@ def measure_cache(visuals: DiffusersVisuals, engine: str, scenes: int, scratch: 
         day1 = [f"{SUBJECTS[i % len(SUBJECTS)]}, take {i} ({stamp})" for i in range(scenes)]
         half = scenes // 2
         day2 = day1[:half] + [f"{p}, day two" for p in day1[half:]]
-        # Filling the cache directly (put_scene_cache) is the admin role's, as in a GPU bench.
-        with StateStore(db.owner, role="admin", env="dev") as state:
-            p1, g1, s1 = run_day(state, store, visuals, engine, day1, scratch)
-            p2, g2, s2 = run_day(state, store, visuals, engine, day2, scratch)
+        # A GPU worker reads the cache as the app role; filling it directly, outside a claimed
+        # scene job, is the admin role's (put_scene_cache), so each call goes as its role.
+        with (
+            StateStore(db.app, env="dev", pool_max=1) as state,
+            StateStore(db.owner, role="admin", env="dev", pool_max=1) as admin,
+        ):
+            p1, g1, s1 = run_day(state, admin, store, visuals, engine, day1, scratch)
+            p2, g2, s2 = run_day(state, admin, store, visuals, engine, day2, scratch)
         return (
             f"scene cache ({engine}): day 1 planned {p1} scenes, generated {g1} in {s1:.1f}s; "
             f"day 2 (half of day 1's prompts again) planned {p2}, generated {g2} in {s2:.1f}s "

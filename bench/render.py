@@ -87,6 +87,9 @@ def _cpu_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+MIN_SECONDS = 10.0
+
+
 def _timed(action: Callable[[], object]) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), _cpu_children()
     action()
@@ -173,6 +176,10 @@ def main() -> None:
         help="dimension file whose caption style and duration range apply",
     )
     args = parser.parse_args()
+    # The voice must give every scene its 1.5 s (render.scene_durations); espeak runs short.
+    if args.seconds < MIN_SECONDS or args.repeats < 1:
+        parser.error(f"--seconds must be at least {MIN_SECONDS:g} ({len(WEIGHTS)} scenes of 1.5 s "
+                     "and espeak's pace), --repeats at least 1")  # fmt: skip
     dimension = load_dimension_file(args.dimension)
     rules = rules_for(dimension.duration_range_s)
     with tempfile.TemporaryDirectory(prefix="mdame-bench-render-") as tmp:
