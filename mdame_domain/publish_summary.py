@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from mdame_domain.waits import waiting_words
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,16 @@ class PartitionFacts:
     accounts: int = 0  # active publishing accounts
     blocked_accounts: tuple[str, ...] = ()  # 'handle (why)' of pending publications' accounts
     no_quota_accounts: tuple[str, ...] = ()  # handles whose publication waits for quota
+    # Until when an interrupted upload of its waits (another holder's lease, a gone session's
+    # second search), while that is still ahead; None when nothing waits.
+    waits_until: datetime | None = None
 
 
 @dataclass(frozen=True)
 class Verdict:
     reason: str
     expected: bool  # True: nothing to publish by the dimension's own rules; exit 0
+    waiting: bool = False  # True: the work waits for a time it names; nothing to fix
 
 
 HOOK = "hook"
@@ -80,6 +87,8 @@ def unpublished_reason(facts: PartitionFacts) -> Verdict:
             "the rest waits for tomorrow's budget or a higher cap",
             False,
         )
+    if facts.waits_until is not None:
+        return Verdict(waiting_words(facts.waits_until), False, waiting=True)
     if facts.blocked_accounts:
         return Verdict(
             f"account skipped: {', '.join(facts.blocked_accounts)} may not be published to now",

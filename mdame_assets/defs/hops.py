@@ -31,6 +31,7 @@ from mdame_assets.partitions import PartitionRef, partition_key
 from mdame_core.settings import count_setting, seconds_setting
 from mdame_core.state import PartitionWork, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
+from mdame_domain.waits import waiting_words
 from mdame_pipeline.lifecycle import script_states
 
 AWAITING_CLIPS = ("planned",)
@@ -115,11 +116,18 @@ def hop_decision(
     runs: Sequence[dg.RunRecord],
     now: datetime,
     window: RetryWindow,
+    waits_until: datetime | None = None,
 ) -> HopDecision:
-    """What to request for one partition, given its job's runs for it (newest first)."""
+    """What to request for one partition, given its job's runs for it (newest first) and until
+    when an upload of its waits (PartitionWork.waits_until): not before then, and at once
+    after it when the newest run ended before it (that run met the wait, which is no failure)."""
     if in_progress(runs):
         return HopDecision(None, f"{key}: a run is queued or in progress")
+    if waits_until is not None and waits_until > now:
+        return HopDecision(None, f"{key}: {waiting_words(waits_until)}")
     base = f"{prefix}:{key}:{last_update.isoformat()}"
+    if waits_until is not None and (not runs or ended_at(runs[0]) < waits_until):
+        return HopDecision(f"{base}:after:{waits_until.isoformat()}", f"{key}: its wait is over")
     since = [r for r in runs if r.create_timestamp > last_update]
     failed = failures_in_a_row(runs)
     # A failed run that touched the partition's rows moved its update past its own start: that
@@ -146,7 +154,9 @@ def hop_sensor_result(
     runs = runs_by_partition(context.instance, job_name, keys)
     requests, skipped = [], []
     for key, item in keys.items():
-        decision = hop_decision(prefix, key, item.last_update, runs.get(key, []), now, window)
+        decision = hop_decision(
+            prefix, key, item.last_update, runs.get(key, []), now, window, item.waits_until
+        )
         if decision.run_key is None:
             skipped.append(decision.reason)
             continue

@@ -7,6 +7,8 @@ A refused call raises a `StateError` carrying the SQLSTATE; a lost connection
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import psycopg
 
 
@@ -61,6 +63,15 @@ class MediaCollected(StateConflict):
     deleted): store the bytes again with put_file(..., registry=state) first."""
 
 
+class LeaseHeld(LeaseLost):
+    """MD011: another holder's lease on this work still runs (a killed run's upload may still
+    be answered until then). Not a failure: the work waits, and is asked again from `until`."""
+
+    def __init__(self, rpc: str, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(rpc, message, sqlstate)
+        self.until: datetime | None = None
+
+
 class FenceLost(Fenced):
     """Raised before anything is sent: this holder knows its lock is lost (taken over, or not
     renewed before its lease ran out), so it makes no further call."""
@@ -79,6 +90,7 @@ _ERRORS: dict[str, type[StateError]] = {
     "MD007": Fenced,
     "MD009": RetryNotDue,
     "MD010": MediaCollected,
+    "MD011": LeaseHeld,
 }
 
 
@@ -87,7 +99,17 @@ def _mapped(rpc: str, exc: psycopg.Error) -> StateError | None:
     if isinstance(exc, psycopg.OperationalError) or exc.sqlstate is None:
         return None
     message = _clipped(exc.diag.message_primary or str(exc))
-    return _ERRORS.get(exc.sqlstate, StateError)(rpc, message, exc.sqlstate)
+    mapped = _ERRORS.get(exc.sqlstate, StateError)(rpc, message, exc.sqlstate)
+    if isinstance(mapped, LeaseHeld):
+        mapped.until = _timestamp(exc.diag.message_detail)
+    return mapped
+
+
+def _timestamp(detail: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(detail) if detail else None
+    except ValueError:
+        return None
 
 
 MAX_ERROR_CHARS = 1000

@@ -10,6 +10,7 @@ again while an earlier submission may still land.
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import link_or_copy
 from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
+from mdame_domain.waits import NotYet
 from mdame_pipeline.recovery import in_flight
 from mdame_pipeline.work import advance
 from mdame_resources.alerts import raise_environment_alert
@@ -192,6 +194,10 @@ def publish_resumable(
     raise dg.Failure(f"publication {key[:16]} did not settle after three sessions")
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
 def retire_publication(
     state: StateStore,
     key: str,
@@ -226,6 +232,7 @@ def _publish_script(
     publishers: tuple[PublisherResource, Mapping[str, PublisherResource]],
     media: MediaStoreResource,
     uploads: dict[str, dict[str, int]] | None = None,
+    waits: dict[str, str] | None = None,
 ) -> list[str]:
     """`publishers`: the deployment's publisher and the platforms' own (see publisher_for)."""
     render = step.state.get_work_unit("render", script.result["render_id"])
@@ -260,10 +267,20 @@ def _publish_script(
                 progress=_progress_into(uploads, f"{script.id}:{account.handle}"),
                 thumbnail=thumbnail,
             )
-            if account.active:
-                video_id, settled = publish(), True
-            else:
-                video_id, settled = retire_publication(step.state, key, account, publish, step.log)
+            try:
+                if account.active:
+                    video_id, settled = publish(), True
+                else:
+                    video_id, settled = retire_publication(
+                        step.state, key, account, publish, step.log
+                    )
+            except NotYet as wait:
+                # Not a failure: the other accounts go on, and the hop sensor requests the
+                # partition again once the wait is over (hops.hop_decision).
+                step.log("upload_waits", account_id=account.id, until=_iso(wait.until))
+                if waits is not None:
+                    waits[f"{script.id}:{account.handle}"] = str(wait)
+                video_id, settled = None, False
             complete = complete and settled and (video_id is not None or not account.active)
             if video_id is not None:
                 video_ids.append(video_id)
@@ -291,13 +308,16 @@ def publications(
     `instagram_publisher`, every other account's through `publisher`; one platform failing
     never holds the others back."""
     uploads: dict[str, dict[str, int]] = {}
+    waits: dict[str, str] = {}
     publishers = (publisher, {"tiktok": tiktok_publisher, "instagram": instagram_publisher})
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
-            str(script.id): _publish_script(step, script, publishers, media, uploads)
+            str(script.id): _publish_script(step, script, publishers, media, uploads, waits)
             for script in scripts_entering(step, "rendered", "publishing")
         }
     metadata: dict[str, Any] = {"published_now": published}
     if uploads:
         metadata["uploads"] = uploads  # bytes the channel confirmed, per script:account
+    if waits:
+        metadata["waiting"] = waits  # per script:account, what it waits for and until when
     return dg.MaterializeResult(metadata=metadata)

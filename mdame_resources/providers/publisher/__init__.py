@@ -22,6 +22,7 @@ from mdame_resources.providers.publisher.instagram import InstagramPublisher
 from mdame_resources.providers.publisher.job import (
     AccountUnavailable,
     StatisticsUnavailable,
+    UploadInFlight,
     UploadJob,
     UploadUnsettled,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "TikTokPublisher",
     "StatisticsUnavailable",
     "UploadJob",
+    "UploadInFlight",
     "UploadUnsettled",
     "YouTubePublisher",
     "publisher_for",

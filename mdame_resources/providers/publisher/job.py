@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mdame_core.state import Account, StateStore
+from mdame_domain.waits import NotYet
 
 
 class StatisticsUnavailable(Exception):
@@ -21,10 +22,15 @@ class AccountUnavailable(Exception):
     missing): nothing is half published, the publication waits."""
 
 
-class UploadUnsettled(Exception):
+class UploadUnsettled(NotYet):
     """The upload's session is gone and the channel's uploads do not list it (yet): it may have
     completed, its answer lost. Nothing more is sent; the attempt is left 'unknown' and a later
-    run searches again before it is settled."""
+    run searches again, from `until`, before it is settled."""
+
+
+class UploadInFlight(NotYet):
+    """Another holder (a killed run) submitted this upload and its lease still runs: its answer
+    can still arrive until then, so the upload is taken over only after `until`."""
 
 
 @dataclass

@@ -158,8 +158,8 @@ class ChannelListing(ProviderResource):
                     return None
                 raise UploadUnsettled(
                     f"publication {job.publication_id}: its upload session is gone and the "
-                    f"channel's uploads do not list it; searched again from "
-                    f"{settle_after.isoformat()} before a new session"
+                    "channel's uploads do not list it yet; searched again before a new session",
+                    settle_after,
                 )
             asked_at = now
         job.state.reconcile_upload(job.publication_id, found, asked_at)
