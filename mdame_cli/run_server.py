@@ -13,7 +13,6 @@ Its runs in progress are processes of their own and finish without it.
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
 from mdame_assets.run_server import DEFAULT_PORTS, LOCATION_MODULES, RunServer, parse_address
@@ -22,12 +21,14 @@ from mdame_assets.run_server import DEFAULT_PORTS, LOCATION_MODULES, RunServer, 
 def _start(args: argparse.Namespace) -> int:
     from mdame_core import settings
     from mdame_core.dagster_home import apply_dagster_environment
+    from mdame_core.logs import configure_process_logging
 
     bind = args.bind or f"127.0.0.1:{DEFAULT_PORTS[args.location]}"
     host, port = parse_address(bind)
     settings.mdame_env()
     apply_dagster_environment()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # INFO, redacted, with the HTTP clients quiet: its forked run workers inherit this log.
+    configure_process_logging()
     return RunServer(args.location, host, port).serve_forever()
 
 

@@ -5,11 +5,14 @@ and live in mdame_cli/doctor/; nothing here imports a provider SDK.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
+
+# Re-exported: the checks and the providers' health checks import them from here.
+from mdame_domain.redaction import Redactor as Redactor
+from mdame_domain.redaction import display_url as display_url
 
 
 class Status(StrEnum):
@@ -73,49 +76,10 @@ def _wrap(text: str, width: int) -> list[str]:
 
 # -- secrets -----------------------------------------------------------------------------------
 
-MASK = "***"
-# Values shorter than this are not masked by value (masking "1" would garble every number); a
-# real key or token is far longer.
-_MIN_SECRET_LEN = 6
-# Telegram puts the bot token in the path: /bot<id>:<secret>/getMe.
-_BOT_PATH = re.compile(r"/bot[^/\s]+")
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
-
-
-class Redactor:
-    """Masks every known secret value, bot-token paths and URL passwords in a text: every
-    detail goes through it before it is printed, error messages of client libraries included."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets: list[str] = []
-        self.add(*secrets)
-
-    def add(self, *secrets: str) -> None:
-        known = set(self._secrets) | {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}
-        # Longest first: a secret that contains another is masked whole.
-        self._secrets = sorted(known, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, MASK)
-        text = _BOT_PATH.sub(f"/bot{MASK}", text)
-        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
-
 
 def secret_values(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
     """The values of the named variables that are set (what the Redactor must never print)."""
     return [environ[n] for n in names if environ.get(n)]
-
-
-def display_url(url: str) -> str:
-    """A URL as it may be printed: no password, no query string (it may carry keys)."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    if parts.username:
-        netloc = f"{parts.username}@{netloc}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def first_line(text: str, limit: int = 200) -> str:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from mdame_domain import redaction
 from mdame_domain.trends import FeedError, TrendItem
 
 # Kinds a dimension's `sources:` entry may name. rss/atom/json are one HTTP feed kind (the
@@ -262,20 +263,12 @@ def redirect_refusal(
 
 # --- secrets ----------------------------------------------------------------------------------
 
-_KEY_PARAM = re.compile(r"(?i)([?&;]key=)[^&#\s'\"<>]*")
-REDACTED = "[redacted]"
-
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """Text safe to log: every `key=` query value and every given secret (also URL-encoded)
-    replaced. httpx errors, for one, quote the request URL, which carries the API key."""
-    from urllib.parse import quote, quote_plus
-
-    for secret in secrets:
-        if secret:
-            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-                text = text.replace(form, REDACTED)
-    return _KEY_PARAM.sub(lambda m: m.group(1) + REDACTED, text)
+    """Text safe to log: every `key=` query value (and every other credential parameter) and
+    every given secret (also URL-encoded) replaced. httpx errors, for one, quote the request
+    URL, which carries the API key."""
+    return redaction.redact(text, secrets)
 
 
 # --- bodies -----------------------------------------------------------------------------------
