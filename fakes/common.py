@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import struct
 import threading
@@ -16,6 +17,21 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
+
+# Set by a test that searches logs and events for leaked credentials: every secret a server
+# hands out (access, refresh and upload tokens, consent codes, upload session ids) then carries
+# this mark, so one substring finds any of them. Letters and digits only (the servers reshape
+# some tokens' '-' and '_').
+SECRET_MARK_VAR = "MDAME_FAKES_SECRET_MARK"
+
+
+def secret_mark() -> str:
+    return os.environ.get(SECRET_MARK_VAR, "")
+
+
+def new_secret(prefix: str, nbytes: int) -> str:
+    """A credential the server hands out: `prefix`, the secret mark (when set), random bytes."""
+    return prefix + secret_mark() + secrets.token_urlsafe(nbytes)
 
 
 class FaultQueue:

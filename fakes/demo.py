@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from fakes import edge_tts, feeds, gemini, instagram, telegram, tiktok, youtube
-from fakes.common import LocalServer
+from fakes.common import LocalServer, secret_mark
 from mdame_core.settings import dimensions_dir, mdame_env, mdame_home
 from mdame_core.state import StateStore
 
@@ -51,6 +51,15 @@ DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
 DEMO_TIKTOK_CLIENT = ("fakes-demo-tiktok-key", "fakes-demo-tiktok-secret")
+
+
+def demo_secret(name: str) -> str:
+    """A stand-in key or client secret, carrying the secret mark when a test sets one
+    (fakes.common.SECRET_MARK_VAR)."""
+    mark = secret_mark()
+    return f"{name}-{mark}" if mark else name
+
+
 # The account demo_niches gives a niche without one, per platform: its handle's suffix.
 CROSS_POSTS = {"tiktok": "-tiktok", "instagram": "-reels"}
 # Set (to 1) by whoever runs the servers in a process of its own: use those, start none.
@@ -59,7 +68,7 @@ RUNNING_VAR = "MDAME_FAKES_RUNNING"
 
 def _client_secrets(folder: Path) -> Path:
     path = folder / "client_secrets.json"
-    installed = {"client_id": "fakes-demo.apps.local", "client_secret": "fakes-demo"}
+    installed = {"client_id": "fakes-demo.apps.local", "client_secret": demo_secret("fakes-demo")}
     path.write_text(json.dumps({"installed": installed}), encoding="utf-8")
     return path
 
@@ -142,26 +151,29 @@ class FakeServices:
 def fake_services(folder: Path) -> Iterator[FakeServices]:
     """The local servers for the block (alerts and reports go to the local Bot API)."""
     folder.mkdir(parents=True, exist_ok=True)
+    gemini_key, youtube_key = demo_secret(DEMO_GEMINI_KEY), demo_secret(DEMO_YOUTUBE_KEY)
+    tiktok_secret = demo_secret(DEMO_TIKTOK_CLIENT[1])
+    bot_token = demo_secret(telegram.DEFAULT_TOKEN)
     with ExitStack() as servers:
         model = servers.enter_context(gemini.running())
         speech = servers.enter_context(edge_tts.running())
-        sources = servers.enter_context(feeds.running(youtube_key=DEMO_YOUTUBE_KEY))
+        sources = servers.enter_context(feeds.running(youtube_key=youtube_key))
         channel = servers.enter_context(_stable_port(folder, "youtube", youtube.running))
         creators = servers.enter_context(_stable_port(folder, "tiktok", tiktok.running))
         reels = servers.enter_context(_stable_port(folder, "instagram", instagram.running))
-        bot = servers.enter_context(telegram.TelegramServer())
+        bot = servers.enter_context(telegram.TelegramServer(bot_token))
         env = {
             "MDAME_PROVIDERS": "fakes",
-            "GEMINI_API_KEY": DEMO_GEMINI_KEY,
+            "GEMINI_API_KEY": gemini_key,
             "MDAME_GEMINI_BASE_URL": model.base_url,
             "MDAME_EDGE_TTS_URL": speech.wss_url,
-            "YOUTUBE_API_KEY": DEMO_YOUTUBE_KEY,
+            "YOUTUBE_API_KEY": youtube_key,
             "MDAME_YOUTUBE_ROOT_URL": channel.base_url,
             "MDAME_GOOGLE_TOKEN_URI": channel.token_uri,
             "MDAME_YOUTUBE_CLIENT_SECRETS": str(_client_secrets(folder)),
             "MDAME_TIKTOK_BASE_URL": creators.base_url,
             "MDAME_TIKTOK_CLIENT_KEY": DEMO_TIKTOK_CLIENT[0],
-            "MDAME_TIKTOK_CLIENT_SECRET": DEMO_TIKTOK_CLIENT[1],
+            "MDAME_TIKTOK_CLIENT_SECRET": tiktok_secret,
             # The fake processes a post in half a second; TikTok takes minutes.
             "MDAME_TIKTOK_STATUS_POLL_S": "0.5",
             "MDAME_INSTAGRAM_GRAPH_URL": reels.base_url,
@@ -169,7 +181,7 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
             "MDAME_GOOGLE_TRENDS_ROOT_URL": sources.base_url,
             "MDAME_REDDIT_ROOT_URL": sources.base_url,
             "MDAME_TELEGRAM_API_URL": bot.base_url,
-            "MDAME_TELEGRAM_BOT_TOKEN": telegram.DEFAULT_TOKEN,
+            "MDAME_TELEGRAM_BOT_TOKEN": bot_token,
             "MDAME_TELEGRAM_CHAT_ID": DEMO_TELEGRAM_CHAT,
         }
         print(

@@ -89,6 +89,7 @@ from fakes.common import (
     JsonHandler,
     JsonState,
     LocalServer,
+    new_secret,
     serving,
     store_demo_grant,
 )
@@ -648,7 +649,7 @@ class _Handler(JsonHandler):
                 ]
                 if len(found) != 1 or not params.get("redirect_uri"):
                     self._fail(400, _error("Invalid redirect_uri or account", 100))
-                code = "AQ" + secrets.token_urlsafe(24)
+                code = new_secret("AQ", 24)
                 st.data.setdefault("codes", {})[code] = {
                     "account": found[0],
                     "redirect_uri": params["redirect_uri"],
@@ -667,7 +668,7 @@ class _Handler(JsonHandler):
                         {"error_type": "OAuthException", "code": 400,
                          "error_message": "Invalid authorization code"},
                     )  # fmt: skip
-                short = "IGQ" + secrets.token_urlsafe(32)
+                short = new_secret("IGQ", 32)
                 self.fake._grant(code["account"], short, 3600)
                 st.save()
             self._send(
@@ -681,7 +682,7 @@ class _Handler(JsonHandler):
             if params.get("grant_type") != "ig_exchange_token" or not params.get("client_secret"):
                 self._fail(400, _error("Unsupported grant_type: use ig_exchange_token", 100))
             account = self._account_of(str(params.get("access_token", "")), "refresh")
-            fresh = "IGAA" + secrets.token_urlsafe(48).replace("-", "x").replace("_", "y")
+            fresh = new_secret("IGAA", 48).replace("-", "x").replace("_", "y")
             with st.lock:
                 self.fake._grant(account, fresh, TOKEN_LIFETIME)
                 st.save()
@@ -828,7 +829,7 @@ class _Handler(JsonHandler):
         if not token:
             self._fail(400, _error("An access token is required to request this resource.", 104))
         account = self._account_of(str(token), "refresh")
-        fresh = "IGAA" + secrets.token_urlsafe(48).replace("-", "x").replace("_", "y")
+        fresh = new_secret("IGAA", 48).replace("-", "x").replace("_", "y")
         with self.fake.state.lock:
             self.fake._grant(account, fresh, TOKEN_LIFETIME)
             self.fake.state.save()
@@ -1334,7 +1335,7 @@ def connect_accounts(fake: FakeInstagram, state: Any, env: str, accounts: list[A
     """Demo wiring (`make demo PROVIDERS=fakes`): each account is an Instagram professional
     account with a long-lived token, stored encrypted (fakes.common.store_demo_grant)."""
     for account in accounts:
-        token = "IGAAfake" + secrets.token_urlsafe(32)
+        token = new_secret("IGAAfake", 32)
         fake.add_account(account.handle, token)
         store_demo_grant(state, env, account, token)
 

@@ -64,6 +64,7 @@ from fakes.common import (
     JsonState,
     LocalServer,
     NamedFaults,
+    new_secret,
     serving,
     store_demo_grant,
 )
@@ -273,7 +274,7 @@ class FakeTikTok(LocalServer):
         """An authorization code for the creator, as the consent redirect would carry. With a
         `code_challenge` (Login Kit for Desktop's PKCE: the hex SHA-256 of the verifier), the
         exchange must send its code_verifier."""
-        code = "code." + secrets.token_urlsafe(24)
+        code = new_secret("code.", 24)
         with self.state.lock:
             self.state.data["codes"][code] = {
                 "open_id": open_id,
@@ -568,7 +569,7 @@ class _Handler(_Plumbing):
                 open_id = code["open_id"]
                 creator = st.data["creators"][open_id]
                 creator["revoked"] = False
-                creator["refresh_token"] = "rft." + secrets.token_urlsafe(32)
+                creator["refresh_token"] = new_secret("rft.", 32)
                 creator["refresh_expires_at"] = fake.clock() + fake.refresh_token_ttl
             elif grant == "refresh_token":
                 sent = form.get("refresh_token", "")
@@ -587,11 +588,11 @@ class _Handler(_Plumbing):
                 open_id = found[0]
                 creator = st.data["creators"][open_id]
                 # Rotation: the refresh token sent stops working once a new one is issued.
-                creator["refresh_token"] = "rft." + secrets.token_urlsafe(32)
+                creator["refresh_token"] = new_secret("rft.", 32)
             else:
                 self._oauth_error("unsupported_grant_type", f"grant_type {grant!r}")
                 return
-            access = "act." + secrets.token_urlsafe(32)
+            access = new_secret("act.", 32)
             scope = ",".join(creator["scopes"])
             st.data["tokens"][access] = {
                 "open_id": open_id,
@@ -709,7 +710,7 @@ class _Handler(_Plumbing):
             self._api("invalid_params", problem)
             return
         publish_id = f"v_pub_file~v2-1.{7 * 10**18 + secrets.randbelow(10**18)}"
-        upload_id, upload_token = secrets.token_hex(10), secrets.token_urlsafe(12)
+        upload_id, upload_token = secrets.token_hex(10), new_secret("", 12)
         with st.lock:
             creator["posts"].append(fake.clock())
             st.data["publishes"][publish_id] = {
@@ -1056,7 +1057,7 @@ def connect_accounts(fake: FakeTikTok, state: Any, env: str, accounts: list[Any]
     app, as an audited app sees it (its public posts are listed), and its grant is stored
     encrypted (fakes.common.store_demo_grant)."""
     for account in accounts:
-        token = "rft.fake-" + secrets.token_urlsafe(24)
+        token = new_secret("rft.fake-", 24)
         fake.add_creator(account.handle, token, audited=True)
         store_demo_grant(state, env, account, token)
 

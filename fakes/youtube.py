@@ -52,6 +52,7 @@ from fakes.common import (
     JsonState,
     LocalServer,
     NamedFaults,
+    new_secret,
     serving,
     store_demo_grant,
 )
@@ -341,7 +342,7 @@ class _Handler(JsonHandler):
                     },
                 )
                 return
-            access = "ya29.fake-" + secrets.token_urlsafe(24)
+            access = new_secret("ya29.fake-", 24)
             st.data["tokens"][access] = found[0]
             st.save()
         self._send(
@@ -365,7 +366,7 @@ class _Handler(JsonHandler):
             if len(found) != 1 or "redirect_uri" not in query:
                 self._send(400, {"error": "invalid_request"})
                 return
-            code = "code-" + secrets.token_urlsafe(12)
+            code = new_secret("code-", 12)
             st.data.setdefault("codes", {})[code] = found[0]
             st.save()
         target = f"{query['redirect_uri']}?code={code}&state={query.get('state', '')}"
@@ -380,7 +381,7 @@ class _Handler(JsonHandler):
                 return
             ch = st.data["channels"][channel]
             ch.pop("revoked", None)
-            access = "ya29.fake-" + secrets.token_urlsafe(24)
+            access = new_secret("ya29.fake-", 24)
             st.data["tokens"][access] = channel
             st.save()
         self._send(
@@ -482,7 +483,7 @@ class _Handler(JsonHandler):
         if total is None or not total.isdigit():
             self._send(400, _error(400, "badRequest", "X-Upload-Content-Length is required"))
             return
-        upload_id = secrets.token_urlsafe(16)
+        upload_id = new_secret("", 16)
         with st.lock:
             st.data["sessions"][upload_id] = {
                 "channel": channel,
@@ -853,7 +854,7 @@ def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any
     """Demo wiring (`make demo PROVIDERS=fakes`): each account gets a channel on the fake and
     its grant stored encrypted (fakes.common.store_demo_grant)."""
     for account in accounts:
-        token = "1//fake-" + secrets.token_urlsafe(24)
+        token = new_secret("1//fake-", 24)
         fake.add_channel(account.handle, token)
         store_demo_grant(state, env, account, token)
 

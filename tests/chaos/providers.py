@@ -111,6 +111,14 @@ class Report:
         return "\n".join(lines)
 
 
+# The demo as a run worker forked by `mdame run-server` logs: the root logger at INFO to stderr,
+# so any library's INFO line (a request URL) reaches the log.
+_LOGGED_AT_INFO = (
+    "import logging, runpy; logging.basicConfig(level=logging.INFO); "
+    "runpy.run_module('fakes.demo', run_name='__main__', alter_sys=True)"
+)
+
+
 def _demo(
     world: World,
     env: dict[str, str],
@@ -118,9 +126,12 @@ def _demo(
     dimensions: Sequence[str],
     day: date,
     niches: Path | None,
+    root_info: bool = False,
 ) -> Demo:
-    """`make demo PROVIDERS=fakes`'s process (its group's leader), using this process's servers."""
-    args = [sys.executable, "-m", "fakes.demo", "--day", day.isoformat()]
+    """`make demo PROVIDERS=fakes`'s process (its group's leader), using this process's servers;
+    `root_info`: with the root logger at INFO."""
+    start = ["-c", _LOGGED_AT_INFO] if root_info else ["-m", "fakes.demo"]
+    args = [sys.executable, *start, "--day", day.isoformat()]
     args += [f"--dimension={d}" for d in dimensions]
     args += [f"--niches={niches}"] if niches else []
     out = open(log, "ab")  # noqa: SIM115 - the child owns it
@@ -210,8 +221,10 @@ def run(
     max_delay_s: float = 8.0,
     bound_s: float = 900.0,
     log: Callable[[str], None] = print,
+    root_info: bool = False,
 ) -> Report:
-    """The kills under faults, then the converging demo and every check (see the module)."""
+    """The kills under faults, then the converging demo and every check (see the module);
+    `root_info`: every demo logs with the root logger at INFO."""
     rng = random.Random(seed)
     report = Report(seed)
     started = time.monotonic()
@@ -229,7 +242,7 @@ def run(
         outage = n < outage_runs
         case = Case(f"kill {n + 1}/{kills}", inject_random_faults(services, rng, outage))
         at = time.monotonic()
-        demo = _demo(world, env, logs / f"demo-{n}.log", dimensions, day, niches)
+        demo = _demo(world, env, logs / f"demo-{n}.log", dimensions, day, niches, root_info)
         runs = dimension_count * (1 if outage else 3)
         case.outcome = _kill_at_random(world, demo, rng, runs, max_delay_s)
         case.seconds = time.monotonic() - at
@@ -238,7 +251,7 @@ def run(
     report.unfired = clear_faults(services)
     final = Case("final", ["none (the faults stopped)"])
     at = time.monotonic()
-    demo = _demo(world, env, logs / "demo-final.log", dimensions, day, niches)
+    demo = _demo(world, env, logs / "demo-final.log", dimensions, day, niches, root_info)
     try:
         code = demo.wait(bound_s)
         final.outcome = f"exit {code}"

@@ -3,7 +3,11 @@ server faults (the first under a Gemini outage), then a demo that must converge 
 check of the harness: published once to each of the niche's YouTube, TikTok and Instagram
 accounts, the channels' videos and quota, the budget against
 Gemini's counters, nothing left running, held or leased. A fixed seed, one niche at its
-shortest length, so it stays within a couple of minutes on two cores."""
+shortest length, so it stays within a couple of minutes on two cores.
+
+The same demos search for leaked credentials: every secret the servers hand out and every key
+the demo is given carries a mark, the demos log with the root logger at INFO (as a forked run
+worker does), and no log file, event, compute log or alert may hold the mark."""
 
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from fakes.common import SECRET_MARK_VAR
 from fakes.demo import fake_services
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+from tests.chaos.leaks import in_alerts, in_dagster, in_files
 from tests.chaos.providers import run
 from tests.liveness.liveness_kit import World
 from tests.scratch_db import create_database, drop_database
@@ -23,6 +29,7 @@ pytestmark = pytest.mark.slow
 
 DAY = date(2026, 11, 29)
 SEED = 20261202
+MARK = "SeNtInElZq7"  # in every credential the servers and the demo hand out
 
 
 @pytest.fixture
@@ -41,6 +48,7 @@ def test_kills_while_every_server_faults_converge_on_the_next_demo(
 ) -> None:
     monkeypatch.setenv("MDAME_HOME", str(world.home))  # the grants' master key lives there
     monkeypatch.setenv("ENV", "dev")
+    monkeypatch.setenv(SECRET_MARK_VAR, MARK)
     niches = tmp_path / "niches"
     niches.mkdir()
     science = (DIMENSIONS_DIR / "science.yaml").read_text(encoding="utf-8")
@@ -59,8 +67,15 @@ def test_kills_while_every_server_faults_converge_on_the_next_demo(
             max_delay_s=4.0,
             bound_s=240.0,
             log=lambda line: None,
+            root_info=True,
         )
         gemini = services.model.counters()
+        upload_tokens = [
+            p["upload_token"] for p in services.tiktok.state.data["publishes"].values()
+        ]
+        leaked = in_files(MARK, [tmp_path], skip=[world.home / "fakes"])
+        leaked += in_dagster(MARK, world.dagster_url)
+        leaked += in_alerts(MARK, world.owner_url, services.bot)
 
     assert report.violations == [], f"{report.table()}\n" + "\n".join(report.violations)
     assert [c.label for c in report.cases] == ["kill 1/2", "kill 2/2", "final"]
@@ -68,3 +83,7 @@ def test_kills_while_every_server_faults_converge_on_the_next_demo(
     assert report.cases[-1].outcome == "exit 0"
     # The outage was met: Gemini answered 503s before it answered anything else.
     assert gemini["by_status"].get("503", 0) > 0 and gemini["billed"]
+    # Credentials were handed out and used (the mark is in them), and none was written down.
+    assert MARK in services.env["GEMINI_API_KEY"] and MARK in services.env["YOUTUBE_API_KEY"]
+    assert upload_tokens and all(MARK in token for token in upload_tokens)
+    assert leaked == [], "\n".join(leaked)
