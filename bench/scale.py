@@ -197,6 +197,7 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
     worker also logs its own CPU and its media tools' (run_server.WORKER_CPU_LINE): its own is
     the run's orchestration."""
     import re
+    import shutil
     import subprocess
 
     import dagster as dg
@@ -205,19 +206,20 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
     from mdame_assets.jobs import partition_tags
     from mdame_assets.run_server import WORKER_CPU_LINE, call
     from mdame_cli.runs import JOBS
-    from mdame_cli.ui import free_port
     from tests.launchkit import launch, wait_finished, workspace
 
     stages = [("gpu" if defs is gpu.defs else "orchestrator", name) for defs, name in JOBS]
     today = datetime.now(UTC).date().isoformat()
-    addresses = {location: f"127.0.0.1:{free_port()}" for location in ("orchestrator", "gpu")}
+    # Sockets of its own (mkdtemp's folder is 0700), beside any `mdame ui`'s.
+    sockets = tempfile.mkdtemp(prefix="mdame-bench-run-")
+    addresses = {location: f"{sockets}/{location}.sock" for location in ("orchestrator", "gpu")}
     logs = Path(os.environ["MDAME_HOME"]) / "run-servers.log"
     logs.parent.mkdir(parents=True, exist_ok=True)
     mdame = str(Path(sys.executable).parent / "mdame")
     with open(logs, "ab") as out:
         servers = [
             subprocess.Popen(
-                [mdame, "run-server", "--location", location, "--bind", address],
+                [mdame, "run-server", "--location", location, "--socket", address],
                 cwd=settings.REPO_ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -263,6 +265,7 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
         for server in servers:
             server.terminate()
             server.wait(30)
+        shutil.rmtree(sockets, ignore_errors=True)
     print(f"\n{len(slugs)} partitions launched as the daemon launches them (3 runs each), CPU per "
           f"partition, media included (median; in the demo's loop {loop_cpu:.2f} s, of which "
           f"the media tools {loop_media:.2f} s):")  # fmt: skip

@@ -6,15 +6,17 @@ dagster.yaml:
       module: mdame_assets.run_launcher
       class: WarmRunLauncher
 
-The run servers are `MDAME_RUN_SERVERS` (`orchestrator=127.0.0.1:4310,gpu=127.0.0.1:4311`) in
-the environment of the processes that launch runs (the daemon) or terminate them (the
-webserver), or the `servers` key of its config. With neither it is the DefaultRunLauncher.
+The run servers are `MDAME_RUN_SERVERS`
+(`orchestrator=/srv/mdame/run/orchestrator.sock,gpu=/srv/mdame/run/gpu.sock`, their Unix sockets)
+in the environment of the processes that launch runs (the daemon) or terminate them (the
+webserver), or the `servers` key of its config. With neither it is the DefaultRunLauncher. A
+run server answers only its own user: these processes must run as it, on its host.
 
 A location named there has its runs started by its run server (mdame_assets/run_server.py),
 which forks a warm run worker instead of spawning a new interpreter. A location not named, or a
-server that cannot be reached or answers with an error (its code changed, it is stopping), has
-the run started by its code server as the DefaultRunLauncher does, with an engine event saying
-why: a run server that is down costs CPU, never a run.
+server that cannot be reached or answers with an error (its code changed, it is stopping, it has
+as many runs as it may fork), has the run started by its code server as the DefaultRunLauncher
+does, with an engine event saying why: a run server that is down costs CPU, never a run.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dagster._core.launcher.base import LaunchRunContext
 from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes.config_class import ConfigurableClassData
 
-from mdame_assets.run_server import LOCATION_MODULES, call, parse_address
+from mdame_assets.run_server import LOCATION_MODULES, call, socket_path
 
 SERVERS_ENV = "MDAME_RUN_SERVERS"
 
@@ -40,18 +42,17 @@ REQUEST_TIMEOUT_S = 10.0
 
 
 def parse_servers(value: str) -> dict[str, str]:
-    """`LOCATION=HOST:PORT[,...]` -> {location: address}; empty means none."""
+    """`LOCATION=SOCKET_PATH[,...]` -> {location: socket path}; empty means none."""
     servers: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in value.split(","))):
         location, sep, address = item.partition("=")
         if not sep:
-            raise ValueError(f"{item!r} is not LOCATION=HOST:PORT")
+            raise ValueError(f"{item!r} is not LOCATION=SOCKET_PATH")
         if location not in LOCATION_MODULES:
             raise ValueError(
                 f"run servers: {location!r} is not a code location ({', '.join(LOCATION_MODULES)})"
             )
-        parse_address(address)
-        servers[location] = address
+        servers[location] = socket_path(address)
     return servers
 
 
@@ -74,7 +75,7 @@ class WarmRunLauncher(DefaultRunLauncher):
             "servers": Field(
                 Noneable(StringSource),
                 is_required=False,
-                description="LOCATION=HOST:PORT,... of the run servers (`mdame run-server`)",
+                description="LOCATION=SOCKET_PATH,... of the run servers (`mdame run-server`)",
             ),
             "request_timeout_s": Field(float, is_required=False, default_value=REQUEST_TIMEOUT_S),
         }

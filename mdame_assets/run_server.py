@@ -10,11 +10,19 @@ execute_run` does (the K8s and Docker launchers' run worker), reporting its pid 
 "Started process for run" event, so the liveness sweep judges it like any run worker.
 
 `WarmRunLauncher` (mdame_assets/run_launcher.py) sends the daemon's runs here. The protocol is
-one JSON line each way over TCP:
+one JSON line each way over a Unix socket:
 
     {"start": RUN_ID}       ->  {"pid": N}  or  {"error": "..."}
     {"terminate": RUN_ID}   ->  {"signalled": true|false}
     {"ping": true}          ->  {"location": NAME, "pid": N, "runs": [RUN_ID, ...]}
+
+Whoever reaches it can start and stop runs, so only its own user may: the socket is 0600 in a
+folder of that user's that no one else may enter (it refuses to serve from any other), and each
+peer's uid (SO_PEERCRED) must be its own. A run id is started once (again, it is refused: a run
+has one worker), at most MDAME_RUN_SERVER_MAX_RUNS at a time (over it, refused: the launcher
+has the code server start it). A request must arrive whole within
+MDAME_RUN_SERVER_REQUEST_TIMEOUT_S, and whatever it raises is answered as an error: no client
+stops or holds the loop for longer.
 
 The server keeps no connection to Dagster's storage open (it builds the instance once, to
 load its modules, and closes it): a connection inherited by a fork would be shared by two
@@ -37,6 +45,8 @@ import re
 import resource
 import signal
 import socket
+import stat
+import struct
 import sys
 import threading
 import time
@@ -46,6 +56,7 @@ from pathlib import Path
 from types import FrameType, ModuleType
 
 import mdame_assets
+from mdame_core import settings
 
 # Not under "mdame": that logger writes the JSON lines of MDAME_LOG_FILE (mdame_core/logs.py).
 log = logging.getLogger(__name__)
@@ -55,7 +66,10 @@ LOCATION_MODULES: Mapping[str, str] = {
     "orchestrator": "mdame_assets.orchestrator",
     "gpu": "mdame_assets.gpu",
 }
-DEFAULT_PORTS: Mapping[str, int] = {"orchestrator": 4310, "gpu": 4311}
+# `mdame run-server` listens on $MDAME_HOME/run/LOCATION.sock unless told otherwise.
+SOCKET_FOLDER = "run"
+# sockaddr_un.sun_path holds 108 bytes, its terminating NUL included.
+MAX_SOCKET_PATH_BYTES = 107
 # The run worker's entry point, imported before the first fork so that no run pays for it.
 WARM_IMPORTS = ("dagster._cli.api", "dagster._core.execution.api")
 # Logged by each run worker as it exits (a fork's counters start at zero): its own CPU, which is
@@ -63,8 +77,22 @@ WARM_IMPORTS = ("dagster._cli.api", "dagster._core.execution.api")
 WORKER_CPU_LINE = "run %s: %.3f CPU s in its worker, %.3f CPU s in the worker's child processes"
 RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_REQUEST_BYTES = 4096
-# How long a request may take to arrive whole; a client that stalls is dropped.
+# How long a request may take to arrive whole, from its connection; a client that stalls is
+# dropped.
+REQUEST_TIMEOUT_ENV = "MDAME_RUN_SERVER_REQUEST_TIMEOUT_S"
 REQUEST_TIMEOUT_S = 5.0
+# The most run workers alive at once (dagster.yaml runs at most 4 runs at a time in all).
+MAX_RUNS_ENV = "MDAME_RUN_SERVER_MAX_RUNS"
+MAX_RUNS = 16
+# The run ids remembered as started (their pids), so that none is forked twice; the oldest
+# are forgotten past this many (Dagster itself refuses a worker for a run already started).
+REMEMBERED_RUNS = 100_000
+# How often the loop looks up from accept() to reap its children and notice a stop signal.
+ACCEPT_POLL_S = 0.5
+
+
+class RunServerError(RuntimeError):
+    """The run server cannot serve where it was asked to (the message says why)."""
 
 
 class StaleCode(RuntimeError):
@@ -80,12 +108,59 @@ def location_module(location: str) -> str:
         ) from None
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """`HOST:PORT` -> (host, port), with a message naming the bad value."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{address!r} is not HOST:PORT (for example 127.0.0.1:4310)")
-    return host, int(port)
+def socket_path(value: str) -> str:
+    """A run server's socket: an absolute path that fits a Unix socket address, with a message
+    naming the bad value."""
+    if not value.startswith("/"):
+        raise ValueError(
+            f"{value!r} is not the absolute path of a Unix socket "
+            "(for example /srv/mdame/run/orchestrator.sock)"
+        )
+    size = len(os.fsencode(value))
+    if size > MAX_SOCKET_PATH_BYTES:
+        raise ValueError(
+            f"{value!r} is {size} bytes, over the {MAX_SOCKET_PATH_BYTES} of a Unix socket's path"
+        )
+    return value
+
+
+def default_socket(location: str) -> str:
+    """$MDAME_HOME/run/LOCATION.sock, where `mdame run-server` listens unless told otherwise."""
+    location_module(location)
+    path = str(settings.mdame_home().absolute() / SOCKET_FOLDER / f"{location}.sock")
+    try:
+        return socket_path(path)
+    except ValueError as exc:
+        raise ValueError(f"{exc}: give a shorter one (`--socket`, MDAME_RUN_SERVERS)") from None
+
+
+def private_folder(path: str) -> Path:
+    """The socket's folder, made 0700 if missing. File permissions are the run server's only
+    gate, so a folder that another user owns, or that its group or others may enter, is
+    refused."""
+    folder = Path(path).parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.geteuid():
+        raise RunServerError(
+            f"the run server's socket folder {folder} belongs to uid {info.st_uid}, not to this "
+            f"user (uid {os.geteuid()}): give it a folder of its own"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise RunServerError(
+            f"the run server's socket folder {folder} is mode {mode:04o}: other users could "
+            f"start and stop runs through it; `chmod 700 {folder}` or give it a folder of its own"
+        )
+    return folder
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket, as the kernel recorded it when
+    that process connected."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
 
 
 def _package_files(modules: Mapping[str, ModuleType]) -> dict[str, int]:
@@ -174,29 +249,78 @@ def run_in_child(location: str, run_id: str) -> int:
 @dataclass
 class RunServer:
     location: str
-    host: str = "127.0.0.1"
-    port: int = 0
-    children: dict[int, str] = field(default_factory=dict)  # pid -> run id
+    path: str
+    request_timeout_s: float = field(
+        default_factory=lambda: settings.seconds_setting(REQUEST_TIMEOUT_ENV, REQUEST_TIMEOUT_S)
+    )
+    max_runs: int = field(default_factory=lambda: settings.count_setting(MAX_RUNS_ENV, MAX_RUNS))
+    children: dict[int, str] = field(default_factory=dict)  # pid -> run id, alive
+    started: dict[str, int] = field(default_factory=dict)  # run id -> pid, alive or not
     stopping: bool = False
     exit_code: int = 0
 
     def __post_init__(self) -> None:
         self._loaded: dict[str, int] = {}
         self._listener: socket.socket | None = None
+        self._inode: int | None = None
 
-    def bind(self) -> tuple[str, int]:
-        """Load the location and listen; returns the bound address (port 0 picks one)."""
+    def bind(self) -> str:
+        """Load the location and listen on the socket; returns its path. What cannot work (the
+        folder, a server already there) is refused before the location's slow load."""
+        socket_path(self.path)
+        private_folder(self.path)
+        self._clear_stale_socket()
         warm_up(self.location)
         self._loaded = _package_files(sys.modules)
         if threading.active_count() != 1:
             # A fork copies only this thread; a lock another one holds would stay held.
             names = ", ".join(t.name for t in threading.enumerate())
             raise RuntimeError(f"loading {self.location} started threads ({names}): cannot fork")
-        listener = socket.create_server((self.host, self.port), backlog=64)
-        listener.settimeout(0.5)
+        self._clear_stale_socket()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Made 0600 from the start (the folder already keeps others out).
+        umask = os.umask(0o177)
+        try:
+            listener.bind(self.path)
+        except OSError:
+            listener.close()
+            raise
+        finally:
+            os.umask(umask)
+        listener.listen(64)
+        listener.settimeout(ACCEPT_POLL_S)
         self._listener = listener
-        self.host, self.port = listener.getsockname()[:2]
-        return self.host, self.port
+        self._inode = os.stat(self.path).st_ino
+        return self.path
+
+    def _clear_stale_socket(self) -> None:
+        """Removes the socket a killed run server left; refuses to replace a live one, or a
+        file that is not a socket."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(info.st_mode):
+            raise RunServerError(
+                f"{self.path} exists and is not a socket: remove it or choose another"
+            )
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(self.request_timeout_s)
+            try:
+                probe.connect(self.path)
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+                return
+            except OSError as exc:
+                raise RunServerError(f"cannot tell whether {self.path} is in use: {exc}") from None
+        raise RunServerError(f"another run server is listening on {self.path}")
+
+    def _remove_socket(self) -> None:
+        # Only its own: a server started since on the same path keeps its socket.
+        with contextlib.suppress(OSError):
+            if os.lstat(self.path).st_ino == self._inode:
+                os.unlink(self.path)
 
     def serve_forever(self) -> int:
         """Answer requests until SIGTERM or SIGINT, or until the code changes; returns the exit
@@ -210,22 +334,25 @@ class RunServer:
 
         previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         log.info(
-            "run server of %s listening on %s:%s (pid %s)",
-            self.location, self.host, self.port, os.getpid(),
+            "run server of %s listening on %s (pid %s, at most %d runs)",
+            self.location, self.path, os.getpid(), self.max_runs,
         )  # fmt: skip
         try:
             while not self.stopping:
                 self.reap()
                 try:
                     conn, _ = self._listener.accept()
-                except TimeoutError:
+                except (TimeoutError, InterruptedError):
                     continue
-                except InterruptedError:
+                except OSError as exc:  # out of file descriptors: wait, and go on
+                    log.warning("run server of %s could not accept: %s", self.location, exc)
+                    time.sleep(ACCEPT_POLL_S)
                     continue
                 with conn:
                     self._answer(conn)
         finally:
             self._listener.close()
+            self._remove_socket()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.reap()
@@ -248,14 +375,32 @@ class RunServer:
             log.info("run %s (pid %s) ended with status %s", run_id, pid, status)
 
     def _answer(self, conn: socket.socket) -> None:
-        conn.settimeout(REQUEST_TIMEOUT_S)
+        """One request, answered whatever it is or raises: the loop serves every client, so
+        none may stop it or hold it past the request timeout."""
+        deadline = time.monotonic() + self.request_timeout_s
         try:
-            reply = self.handle(_read_request(conn))
+            uid = peer_uid(conn)
+            if uid != os.geteuid():
+                log.warning("run server of %s refused a request from uid %s", self.location, uid)
+                reply: dict[str, object] = {
+                    "error": f"refused: uid {uid} is not this run server's user"
+                }
+            else:
+                reply = self.handle(_read_request(conn, deadline))
+        except TimeoutError:
+            reply = {"error": f"no whole request within {self.request_timeout_s:g} s"}
+        except RecursionError:
+            reply = {"error": "bad request: nested too deeply"}
         except ValueError as exc:
             reply = {"error": f"bad request: {exc}"}
         except OSError as exc:  # the request cut off, or no fork (no memory, no pids left)
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        with contextlib.suppress(OSError):
+        except Exception as exc:  # MemoryError or anything else: this request fails, not the loop
+            log.exception("run server of %s failed on a request", self.location)
+            reply = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        with contextlib.suppress(Exception):
+            # The reply is short (the runs are capped): it fits the socket's buffer.
+            conn.settimeout(self.request_timeout_s)
             conn.sendall(json.dumps(reply).encode() + b"\n")
 
     def handle(self, request: Mapping[str, object]) -> dict[str, object]:
@@ -282,7 +427,20 @@ class RunServer:
             if changed is not None:
                 self.stopping, self.exit_code = True, 3
                 return {"error": f"stale code: {changed} changed since this run server loaded it"}
-            return {"pid": self._fork(run_id)}
+            if run_id in self.started:
+                pid = self.started[run_id]
+                state = "running" if pid in self.children else "exited"
+                return {
+                    "error": f"run {run_id} was started already by this run server "
+                    f"(pid {pid}, {state}): a run has one worker"
+                }
+            if len(self.children) >= self.max_runs:
+                return {"error": f"at its cap of live run workers ({MAX_RUNS_ENV}={self.max_runs})"}
+            pid = self._fork(run_id)
+            self.started[run_id] = pid
+            if len(self.started) > REMEMBERED_RUNS:
+                del self.started[next(iter(self.started))]
+            return {"pid": pid}
         raise ValueError(f"unknown request {sorted(request)}")
 
     def _fork(self, run_id: str) -> int:
@@ -325,9 +483,15 @@ def _run_id(value: object) -> str:
     return value
 
 
-def _read_request(conn: socket.socket) -> dict[str, object]:
+def _read_request(conn: socket.socket, deadline: float) -> dict[str, object]:
+    """One line, whole by `deadline` (not a timeout per read: a byte now and then does not keep
+    the connection)."""
     data = b""
     while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        conn.settimeout(remaining)
         chunk = conn.recv(MAX_REQUEST_BYTES)
         if not chunk:
             break
@@ -341,11 +505,13 @@ def _read_request(conn: socket.socket) -> dict[str, object]:
 
 
 def call(address: str, request: Mapping[str, object], timeout_s: float) -> dict[str, object]:
-    """One request to a run server and its reply. Raises OSError when it cannot be reached or
-    does not answer within `timeout_s`."""
-    host, port = parse_address(address)
+    """One request to the run server listening on the socket `address` and its reply. Raises
+    OSError when it cannot be reached or does not answer within `timeout_s`."""
+    socket_path(address)
     started = time.monotonic()
-    with socket.create_connection((host, port), timeout=timeout_s) as conn:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout_s)
+        conn.connect(address)
         conn.sendall(json.dumps(request).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):

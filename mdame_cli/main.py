@@ -11,7 +11,7 @@
     mdame report [--dimension D]     today's analytics and this week's Strategic Auditor report
     mdame celery-worker --queue gpu --gpu N | --queue dagster
                                      a dagster-celery worker (docs/deployment.md)
-    mdame run-server --location orchestrator|gpu [--bind HOST:PORT]
+    mdame run-server --location orchestrator|gpu [--socket PATH]
                                      a location's run workers, forked from one warm process
     mdame accounts connect DIMENSION [--account HANDLE] [--console]
                                      authorise a YouTube channel; its grant is stored encrypted

@@ -6,9 +6,9 @@ kept running after it exited. Now `dagster dev` leads a process group of its own
 stop signal this process gets is passed to the whole group; when `dagster dev` exits for any
 reason, whatever is left of the group is terminated too (SIGKILL after a grace period).
 
-The group also holds a run server per code location (`mdame run-server`, on free ports named in
-MDAME_RUN_SERVERS), so the daemon's runs are forked warm rather than spawned (docs/deployment.md:
-Warm run workers).
+The group also holds a run server per code location (`mdame run-server`, on the Unix sockets
+$MDAME_HOME/run/LOCATION.sock, named in MDAME_RUN_SERVERS), so the daemon's runs are forked warm
+rather than spawned (docs/deployment.md: Warm run workers).
 """
 
 from __future__ import annotations
@@ -125,19 +125,25 @@ def ui_cwd() -> Path:
 
 
 def run_server_commands() -> list[list[str]]:
-    """A run server per code location on a free port, named to the daemon and the webserver in
-    MDAME_RUN_SERVERS; none when the operator set MDAME_RUN_SERVERS (empty: no run servers)."""
+    """A run server per code location on its default socket ($MDAME_HOME/run/LOCATION.sock),
+    named to the daemon and the webserver in MDAME_RUN_SERVERS; none when the operator set
+    MDAME_RUN_SERVERS (empty: no run servers), or when MDAME_HOME is too deep for a socket's
+    path (then the code servers spawn the runs, as this says)."""
     from mdame_assets.run_launcher import SERVERS_ENV
-    from mdame_assets.run_server import LOCATION_MODULES
+    from mdame_assets.run_server import LOCATION_MODULES, default_socket
 
     if SERVERS_ENV in os.environ:
         return []
+    try:
+        sockets = {location: default_socket(location) for location in LOCATION_MODULES}
+    except ValueError as exc:
+        print(f"mdame ui: no run servers, the code servers spawn every run: {exc}", file=sys.stderr)
+        return []
     mdame = str(Path(sys.executable).parent / "mdame")
-    addresses = {location: f"127.0.0.1:{free_port()}" for location in LOCATION_MODULES}
-    os.environ[SERVERS_ENV] = ",".join(f"{loc}={addr}" for loc, addr in addresses.items())
+    os.environ[SERVERS_ENV] = ",".join(f"{loc}={path}" for loc, path in sockets.items())
     return [
-        [mdame, "run-server", "--location", location, "--bind", address]
-        for location, address in addresses.items()
+        [mdame, "run-server", "--location", location, "--socket", path]
+        for location, path in sockets.items()
     ]
 
 

@@ -1,7 +1,8 @@
 """run_servers: each run server named in MDAME_RUN_SERVERS answers, as the location it is named
 for. Unset: SKIP (every run is spawned by its code server). Unreachable: WARN (its location's
 runs are spawned by the code server instead, at about 3.5 CPU s more a run). Another location
-answering: FAIL (the runs sent there would be refused)."""
+answering, or a refusal (a run server answers only its own user): FAIL (the runs sent there
+would be refused)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,16 @@ def check_run_servers(doctor: Doctor) -> None:
                 Status.WARN,
                 f"{address} not reachable ({type(exc).__name__}: {first_line(str(exc))}): "
                 f"the code server spawns {location}'s runs instead; start `mdame run-server "
-                f"--location {location} --bind {address}` on its code server's host",
+                f"--location {location} --socket {address}` on this host, as this user",
+            )
+            continue
+        if "error" in reply:
+            # Another user's run server (it answers only its own), or a broken reply.
+            doctor.add(
+                name,
+                Status.FAIL,
+                f"{address} refused: {first_line(str(reply['error']))}: the daemon and the "
+                "webserver must run as the run server's user",
             )
             continue
         if reply.get("location") != location:

@@ -4,15 +4,23 @@ a managed code server (Dagster's workspace), Dagster's storage and MD-AME's on P
 the orchestrator location's real housekeeping job.
 
 A run is held in its step by a lock on mdame.dimensions (its first read) taken here, so it is
-still running when a process is killed."""
+still running when a process is killed.
+
+The run server answers only its own user, on a Unix socket: the tests also play a hostile client
+(another user, a request that raises, one that trickles in, starts past its cap or twice)."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -28,7 +36,6 @@ from mdame_assets import liveness
 from mdame_assets.liveness import run_is_dead, sweep
 from mdame_assets.run_launcher import RUN_SERVER_TAG, WarmRunLauncher
 from mdame_assets.run_server import call
-from mdame_cli.ui import free_port
 from tests import launchkit
 
 LOCATION = "orchestrator"
@@ -44,16 +51,25 @@ class Server:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
 
 
-def start_server(world: World, port: int) -> Server:
-    log = world.home / f"run-server-{port}.log"
+# Short, so that a hostile client is dropped within the test; one run at a time, so that the
+# cap is reached with one held run.
+SERVER_ENV = {"MDAME_RUN_SERVER_REQUEST_TIMEOUT_S": "1", "MDAME_RUN_SERVER_MAX_RUNS": "1"}
+
+
+def server_command(path: str) -> list[str]:
+    mdame = str(Path(sys.executable).parent / "mdame")
+    return [mdame, "run-server", "--location", LOCATION, "--socket", path]
+
+
+def start_server(world: World, path: str) -> Server:
+    log = world.home / "run-server.log"
     out = open(log, "ab")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "mdame"), "run-server", "--location", LOCATION,
-         "--bind", f"127.0.0.1:{port}"],
-        cwd=REPO, env=world.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        server_command(path), cwd=REPO, env=world.env(**SERVER_ENV), stdout=out,
+        stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     out.close()
-    server = Server(proc, f"127.0.0.1:{port}", log)
+    server = Server(proc, path, log)
 
     def answers() -> bool:
         if proc.poll() is not None:
@@ -76,18 +92,21 @@ def stop(proc: subprocess.Popen, signum: int = signal.SIGTERM) -> None:
 @pytest.fixture
 def setup(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[World, Server]]:
     """The world's DAGSTER_HOME (the repository's dagster.yaml) and a run server, named to the
-    launcher in MDAME_RUN_SERVERS."""
-    port = free_port()
+    launcher in MDAME_RUN_SERVERS. Its socket is in a folder of its own (mkdtemp's are 0700):
+    the system temp folder keeps the path within a socket's 107 bytes."""
+    folder = tempfile.mkdtemp(prefix="mdame-run-")
+    path = f"{folder}/{LOCATION}.sock"
     dagster_home = world.home / "dagster"
     dagster_home.mkdir(parents=True)
     (dagster_home / "dagster.yaml").symlink_to(REPO / "dagster.yaml")
-    for key, value in world.env(MDAME_RUN_SERVERS=f"{LOCATION}=127.0.0.1:{port}").items():
+    for key, value in world.env(MDAME_RUN_SERVERS=f"{LOCATION}={path}").items():
         monkeypatch.setenv(key, value)
-    server = start_server(world, port)
+    server = start_server(world, path)
     try:
         yield world, server
     finally:
         stop(server.proc, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def launch(instance: dg.DagsterInstance, request) -> str:  # noqa: ANN001
@@ -215,37 +234,154 @@ def test_a_run_server_whose_code_changed_refuses_and_exits_for_a_restart(setup):
     assert server.proc.wait(10) == 3
 
 
-def test_a_bad_request_is_answered_with_what_was_wrong(setup):
-    import socket
+def send_line(path: str, line: bytes) -> str:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(path)
+        conn.sendall(line)
+        return conn.makefile().readline()
 
+
+def test_a_bad_request_is_answered_with_what_was_wrong(setup):
     _, server = setup
-    host, port = server.address.split(":")
     for request_line, error in [
         (b'{"start": "../../etc"}\n', "is not a run id"),
         (b'{"launch": 1}\n', "unknown request"),
         (b"[1, 2]\n", "one JSON object"),
         (b"not json\n", "bad request"),
     ]:
-        with socket.create_connection((host, int(port)), timeout=5) as conn:
-            conn.sendall(request_line)
-            reply = conn.makefile().readline()
+        reply = send_line(server.address, request_line)
         assert error in reply, (request_line, reply)
     assert call(server.address, {"ping": True}, 5)["runs"] == []
+
+
+def test_a_hostile_client_neither_stops_nor_holds_the_run_server(setup):
+    _, server = setup
+    # json's decoder raises RecursionError (not a ValueError) on deep nesting.
+    for line in (b"[" * 2000 + b"\n", b'{"ping": ' + b"[" * 4000 + b"}\n"):
+        assert "nested too deeply" in send_line(server.address, line)
+        assert server.proc.poll() is None
+    # A byte every 0.2 s, each well within any timeout per read: the request as a whole has
+    # MDAME_RUN_SERVER_REQUEST_TIMEOUT_S (1 s here), then the client is answered and dropped.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(server.address)
+        reply, sent = b"", 0
+        while not reply and sent < 100:
+            conn.sendall(b" ")
+            sent += 1
+            if select.select([conn], [], [], 0.2)[0]:
+                reply = conn.recv(4096)
+    assert b"no whole request within 1 s" in reply, (sent, reply)
+    assert call(server.address, {"ping": True}, 5)["location"] == LOCATION
+
+
+def test_a_run_is_started_once_and_at_most_max_runs_at_a_time(setup):
+    """Started by id, as any client may: the worker finds no such run in the instance and
+    exits. Held alive meanwhile by a lock on Dagster's runs table (its first read)."""
+    world, server = setup
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    with psycopg.connect(world.dagster_url) as conn:
+        conn.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+        pid = call(server.address, {"start": first}, 10)["pid"]
+        assert call(server.address, {"ping": True}, 5)["runs"] == [first]
+        again = call(server.address, {"start": first}, 10)
+        assert again == {
+            "error": f"run {first} was started already by this run server (pid {pid}, running): "
+            "a run has one worker"
+        }
+        over = call(server.address, {"start": second}, 10)
+        assert over == {"error": "at its cap of live run workers (MDAME_RUN_SERVER_MAX_RUNS=1)"}
+        conn.rollback()
+    wait_for("the worker reaped", lambda: not call(server.address, {"ping": 1}, 5)["runs"], 30)
+    # Ended, it is still never started again; and its place is free for another run.
+    assert f"(pid {pid}, exited)" in str(call(server.address, {"start": first}, 10)["error"])
+    assert isinstance(call(server.address, {"start": second}, 10)["pid"], int)
+    wait_for("the worker reaped", lambda: not call(server.address, {"ping": 1}, 5)["runs"], 30)
+
+
+# Another user's process (uid 65534). With its own file access (fsuid) it cannot even reach
+# the socket; with root's file access it reaches it, and the server refuses its uid.
+OTHER_USER = """
+import ctypes, os, socket, sys
+os.seteuid(65534)
+if sys.argv[2] == "root-files":
+    ctypes.CDLL(None, use_errno=True).setfsuid(0)
+with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+    conn.settimeout(10)
+    try:
+        conn.connect(sys.argv[1])
+    except PermissionError:
+        print("PermissionError", end="")
+        sys.exit()
+    conn.sendall(b'{"ping": true}\\n')
+    print(conn.makefile().readline(), end="")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="playing another user needs root")
+def test_only_the_run_servers_own_user_reaches_it(setup):
+    world, server = setup
+    folder = Path(server.address).parent
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert oct(Path(server.address).stat().st_mode & 0o777) == "0o600"
+
+    def as_other_user(files: str) -> str:
+        argv = [sys.executable, "-c", OTHER_USER, server.address, files]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+
+    assert as_other_user("own-files") == "PermissionError"
+    refused = json.loads(as_other_user("root-files"))
+    assert refused == {"error": "refused: uid 65534 is not this run server's user"}
+    # It goes on serving its own user, and a second server cannot take its socket.
+    assert call(server.address, {"ping": True}, 5)["location"] == LOCATION
+    second = subprocess.run(
+        server_command(server.address), cwd=REPO, env=world.env(), capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 1
+    assert f"another run server is listening on {server.address}" in second.stderr
+    assert call(server.address, {"ping": True}, 5)["pid"] == server.proc.pid
+
+
+def test_a_run_server_refuses_a_socket_folder_others_may_enter(tmp_path: Path):
+    """Before it loads anything: the folder's mode is the whole of its access control."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    from tests.childenv import child_environ
+
+    env = {
+        **child_environ("DAGSTER_"),
+        "ENV": "dev",
+        "MDAME_HOME": str(tmp_path),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "MDAME_DAGSTER_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/never",
+    }
+    refused = subprocess.run(
+        server_command(str(folder / "o.sock")), cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert f"socket folder {folder} is mode 0755" in refused.stderr
+    assert f"chmod 700 {folder}" in refused.stderr
+    assert not (folder / "o.sock").exists()
 
 
 def test_launcher_settings_name_what_is_wrong():
     from mdame_assets.run_launcher import parse_servers
 
     assert parse_servers("") == {}
-    assert parse_servers("orchestrator=127.0.0.1:4310, gpu=10.0.0.2:4311") == {
-        "orchestrator": "127.0.0.1:4310",
-        "gpu": "10.0.0.2:4311",
+    assert parse_servers("orchestrator=/srv/run/orchestrator.sock, gpu=/srv/run/gpu.sock") == {
+        "orchestrator": "/srv/run/orchestrator.sock",
+        "gpu": "/srv/run/gpu.sock",
     }
     for bad, said in [
-        ("orchestrator", "not LOCATION=HOST:PORT"),
-        ("render=127.0.0.1:1", "'render' is not a code location"),
-        ("gpu=127.0.0.1", "is not HOST:PORT"),
-        ("gpu=127.0.0.1:99999", "is not HOST:PORT"),
+        ("orchestrator", "not LOCATION=SOCKET_PATH"),
+        ("render=/srv/run/render.sock", "'render' is not a code location"),
+        ("gpu=127.0.0.1:4311", "'127.0.0.1:4311' is not the absolute path of a Unix socket"),
+        ("gpu=run/gpu.sock", "is not the absolute path of a Unix socket"),
+        ("gpu=/" + "x" * 107, "is 108 bytes, over the 107 of a Unix socket's path"),
     ]:
         with pytest.raises(ValueError, match=said):
             parse_servers(bad)
@@ -256,7 +392,7 @@ def test_doctor_reports_each_run_server_by_location(setup, monkeypatch: pytest.M
     from mdame_domain.doctor import Status
 
     _, server = setup
-    down = f"127.0.0.1:{free_port()}"
+    down = str(Path(server.address).parent / "gpu.sock")  # no server there
 
     def rows(servers: str) -> dict[str, tuple[Status, str]]:
         monkeypatch.setenv("MDAME_RUN_SERVERS", servers)
@@ -268,10 +404,13 @@ def test_doctor_reports_each_run_server_by_location(setup, monkeypatch: pytest.M
     assert f"pid {server.proc.pid}" in found["run_servers:orchestrator"][1]
     status, detail = found["run_servers:gpu"]
     assert status is Status.WARN and down in detail and "spawns gpu's runs instead" in detail
+    assert f"--socket {down}" in detail
     status, detail = rows(f"gpu={server.address}")["run_servers:gpu"]
     assert status is Status.FAIL and "the run server of 'orchestrator', not 'gpu'" in detail
-    status, detail = rows("gpu=nowhere")["run_servers"]
-    assert status is Status.FAIL and "'nowhere' is not HOST:PORT" in detail
+    status, detail = rows("gpu=127.0.0.1:4311")["run_servers"]
+    assert (
+        status is Status.FAIL and "MDAME_RUN_SERVERS: '127.0.0.1:4311' is not the absol" in detail
+    )
     assert rows("")["run_servers"][0] is Status.SKIP
 
 
@@ -285,8 +424,12 @@ def test_a_bad_run_servers_setting_fails_the_launcher_naming_it(monkeypatch):
     monkeypatch.setenv("MDAME_RUN_SERVERS", "orchestrator:4310")
     with pytest.raises(ValueError, match=r"MDAME_RUN_SERVERS: 'orchestrator:4310' is not LOC"):
         data.rehydrate(RunLauncher)
+    # The TCP addresses of old: a socket path now.
     monkeypatch.setenv("MDAME_RUN_SERVERS", "gpu=127.0.0.1:4311")
-    assert data.rehydrate(RunLauncher).servers == {"gpu": "127.0.0.1:4311"}  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"MDAME_RUN_SERVERS: '127.0.0.1:4311' is not the abs"):
+        data.rehydrate(RunLauncher)
+    monkeypatch.setenv("MDAME_RUN_SERVERS", "gpu=/srv/run/gpu.sock")
+    assert data.rehydrate(RunLauncher).servers == {"gpu": "/srv/run/gpu.sock"}  # type: ignore[attr-defined]
 
 
 def test_the_run_servers_locations_are_the_workspaces():

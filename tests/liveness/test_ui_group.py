@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from liveness_kit import wait_for
+
+from mdame_cli.ui import run_server_commands
 
 # A "dagster dev": starts two children that would run forever, records their pids, waits.
 FAKE_DEV = """
@@ -135,3 +138,27 @@ def test_a_companion_runs_in_the_group_is_restarted_when_it_exits_and_stops_with
         if ui.poll() is None:
             ui.kill()
             ui.wait()
+
+
+def test_ui_names_a_run_server_per_location_on_a_socket_under_mdame_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MDAME_RUN_SERVERS", raising=False)
+    monkeypatch.setenv("MDAME_HOME", str(tmp_path))
+    commands = run_server_commands()
+    sockets = {loc: str(tmp_path / "run" / f"{loc}.sock") for loc in ("orchestrator", "gpu")}
+    assert os.environ["MDAME_RUN_SERVERS"] == ",".join(f"{k}={v}" for k, v in sockets.items())
+    assert [c[1:] for c in commands] == [
+        ["run-server", "--location", loc, "--socket", path] for loc, path in sockets.items()
+    ]
+    # The operator's setting stands (empty: no run servers).
+    monkeypatch.setenv("MDAME_RUN_SERVERS", "")
+    assert run_server_commands() == []
+    # A home too deep for a socket's path: the code servers spawn the runs, and it says why.
+    monkeypatch.delenv("MDAME_RUN_SERVERS")
+    monkeypatch.setenv("MDAME_HOME", str(tmp_path / ("d" * 100)))
+    assert run_server_commands() == []
+    assert "MDAME_RUN_SERVERS" not in os.environ
+    said = capsys.readouterr().err
+    assert "no run servers, the code servers spawn every run" in said
+    assert "over the 107 of a Unix socket's path" in said
