@@ -145,7 +145,7 @@ def _refuse_prod_without_live_sources() -> None:
     from mdame_resources.providers.selection import provider_set
 
     registry = load_registry(settings.REPO_ROOT / "dimensions")
-    problems = prod_problems(registry.dimensions, provider_set())
+    problems = prod_problems(registry.dimensions, provider_set(), os.environ)
     if problems:
         raise settings.SettingsError(prod_problems_message(problems))
 

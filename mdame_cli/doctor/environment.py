@@ -1,10 +1,14 @@
-"""env: ENV set and valid, and the provider set it implies (the provider checks need it)."""
+"""env: ENV set and valid, the provider set it implies (the provider checks need it), and with
+ENV=prod every endpoint setting https (mdame_domain.prod_readiness.ENDPOINT_VARS)."""
 
 from __future__ import annotations
+
+import os
 
 from mdame_cli.doctor.context import Doctor
 from mdame_core import settings
 from mdame_domain.doctor import Status
+from mdame_domain.prod_readiness import endpoint_problems, endpoints_message
 
 
 def check_env(doctor: Doctor) -> None:
@@ -27,5 +31,9 @@ def check_env(doctor: Doctor) -> None:
             f"ENV=prod accepts only the production providers, not "
             f"{PROVIDERS_VAR}={doctor.providers}",
         )
+        return
+    endpoints = endpoint_problems(os.environ, doctor.env)
+    if endpoints:
+        doctor.add("env", Status.FAIL, endpoints_message(endpoints))
         return
     doctor.add("env", Status.OK, f"ENV={doctor.env}, providers={doctor.providers}")

@@ -6,6 +6,7 @@ and URLs trusted only when https, or http on a loopback address (the local proto
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +15,7 @@ import httpx
 
 from mdame_core.settings import SettingsError
 from mdame_domain.channel import NotSent, TransferInterrupted
+from mdame_domain.redaction import display_url
 
 
 def loopback(host: str) -> bool:
@@ -21,12 +23,15 @@ def loopback(host: str) -> bool:
 
 
 def trusted(url: str, what: str) -> str:
-    """`url` when it may carry a token: https, or http on a loopback address."""
+    """`url` when it may carry a token: https, or http on a loopback address (the local
+    protocol servers) but not with ENV=prod. The refusal names the URL without its query."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
-    if not host or not (parts.scheme == "https" or (parts.scheme == "http" and loopback(host))):
+    local = parts.scheme == "http" and loopback(host) and os.environ.get("ENV") != "prod"
+    if not host or not (parts.scheme == "https" or local):
         raise SettingsError(
-            f"the {what} {url[:80]!r} must be an https URL, or http on a loopback address"
+            f"the {what} {display_url(url)!r} must be an https URL "
+            "(or, with ENV=dev, http on a loopback address)"
         )
     return url
 

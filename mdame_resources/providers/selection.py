@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_core.settings import SettingsError, mdame_env, seconds_setting
+from mdame_domain.prod_readiness import endpoint_problems, endpoints_message
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.publisher import (
     InstagramPublisher,
@@ -105,7 +106,12 @@ def provider_set() -> str:
 
 
 def providers_for_environment() -> dict[str, Any]:
-    """The providers of the chosen set (see PROVIDERS_VAR)."""
+    """The providers of the chosen set (see PROVIDERS_VAR). With ENV=prod, an endpoint setting
+    that is not https fails here, as the definitions load (a code server's or a run worker's
+    start), naming the variable and its value."""
+    problems = endpoint_problems(os.environ, os.environ.get("ENV", ""))
+    if problems:
+        raise SettingsError(endpoints_message(problems))
     chosen = provider_set()
     if chosen == "offline":
         return offline_providers()
