@@ -215,13 +215,16 @@ def sweep(
     instance: dg.DagsterInstance,
     state: StateStore | None = None,
     *,
+    operator: StateStore | None = None,
     local_workers: bool = True,
     location: str | None = None,
 ) -> SweepReport:
     """Fail every run whose process died, free the pool slots of every run that is not live,
     and finish their `mdame.pipeline_runs` rows. Safe to run at any time, from any process.
-    `local_workers` and `location`: which daemon-launched runs' workers are this host's
-    (run_is_dead)."""
+    With `operator` (an admin client) the pipeline locks of ended runs are released too; the
+    app role cannot (a lock is released only by its holder's secret), so without it they
+    expire on their TTL. `local_workers` and `location`: which daemon-launched runs' workers
+    are this host's (run_is_dead)."""
     report = SweepReport()
     records = instance.get_run_records(
         filters=dg.RunsFilter(statuses=[*LIVE_STATUSES, *NEVER_STARTING])
@@ -257,7 +260,8 @@ def sweep(
                     report.freed_slot_runs.append(run_id)
     if state is not None:
         report.finished_rows = finish_stale_rows(instance, state)
-        report.released_locks = release_dead_holders_locks(instance, state)
+        if operator is not None:
+            report.released_locks = release_dead_holders_locks(instance, state, operator)
         report.requeued_jobs = requeue_dead_workers_jobs(state)
     return report
 
@@ -289,10 +293,13 @@ def requeue_dead_workers_jobs(state: StateStore) -> list[int]:
     return requeued
 
 
-def release_dead_holders_locks(instance: dg.DagsterInstance, state: StateStore) -> list[str]:
+def release_dead_holders_locks(
+    instance: dg.DagsterInstance, state: StateStore, operator: StateStore
+) -> list[str]:
     """Pipeline locks still held by a run that has ended (a dead run, now marked failed):
-    released, so the next run takes over now rather than after the lock's TTL. A holder is
-    `<run id>:<stage>`; locks of runs this instance does not know are left to expire."""
+    released by the operator (admin role), so the next run takes over now rather than after the
+    lock's TTL. A holder is `<run id>:<stage>`; locks of runs this instance does not know are
+    left to expire."""
     rows = state._select(  # a read; the app role may SELECT
         """SELECT lock_name, holder, token FROM mdame.system_locks
             WHERE released_at IS NULL AND expires_at > now()"""
@@ -312,9 +319,9 @@ def release_dead_holders_locks(instance: dg.DagsterInstance, state: StateStore) 
     for run_id in sorted(ended):
         for name, holder, token in by_run[run_id]:
             try:
-                if state.release_pipeline_lock(name, holder, token):
+                if operator.release_dead_pipeline_lock(name, holder, token):
                     released.append(name)
-            except StateError:  # taken over or expired meanwhile: nothing to release
+            except StateError:  # refused: left to expire
                 pass
     return released
 

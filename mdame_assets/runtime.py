@@ -137,9 +137,12 @@ def pipeline_step(
     dimension, dimension_id, params = _dimension(state, partition)
     with held_lock(state, partition.dimension, f"{execution_id}:{stage}") as fenced:
         step = Step(partition, execution_id, stage, fenced, dimension, dimension_id, params)
-        token = fenced.lock_token
-        fenced.start_pipeline_run(execution_id, partition.dimension, str(partition.key), token)
-        step.log("started", lock_token=token)
+        fence = fenced.fence
+        assert fence is not None
+        fenced.start_pipeline_run(
+            execution_id, partition.dimension, str(partition.key), fence.secret
+        )
+        step.log("started", lock_token=fence.token)
         started = time.monotonic()
         try:
             yield step

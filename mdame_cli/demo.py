@@ -125,12 +125,12 @@ def _main(
 ) -> int:
     day = day or datetime.now(UTC).date()
     state = StateStore()
-    # A demo killed earlier left its runs STARTED, holding pool slots and locks: clear them
-    # first, or the scene_clips step waits behind a dead run forever.
-    swept = sweep(instance, state)
-    if swept:
-        print(f"[demo] liveness sweep: {swept.summary()}", file=sys.stderr)
-    with StateStore(role="admin") as admin:  # registering dimensions is the operator's
+    with StateStore(role="admin") as admin:  # the operator's: dead runs' locks, the registry
+        # A demo killed earlier left its runs STARTED, holding pool slots and locks: clear them
+        # first, or the scene_clips step waits behind a dead run forever.
+        swept = sweep(instance, state, operator=admin)
+        if swept:
+            print(f"[demo] liveness sweep: {swept.summary()}", file=sys.stderr)
         report = sync_registry(admin, dimensions)
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """The dimension's pipeline lock as a fence: taken without waiting, its lease renewed by a
-heartbeat thread, every write under it carrying the lock's token (the database refuses a write
-once the lock moved on). Pipeline steps and the operator's recovery pass hold it the same way."""
+heartbeat thread, every write under it carrying the holder's secret (the database refuses a
+write once the lock moved on, and one whose secret is not the holder's). Pipeline steps and the
+operator's recovery pass hold it the same way."""
 
 from __future__ import annotations
 
@@ -37,15 +38,15 @@ def acquire_fence(state: StateStore, dimension_slug: str, holder: str) -> Fence:
     """The dimension's pipeline lock as a Fence, or LockBusy while a live holder has it."""
     name, ttl = dimension_lock_name(dimension_slug), lock_ttl_s()
     started = time.monotonic()
-    token = state.acquire_pipeline_lock(name, holder, ttl)
-    if token is None:
+    grant = state.acquire_pipeline_lock(name, holder, ttl)
+    if grant is None:
         lock = state.get_lock(name)
         raise LockBusy(
             f"pipeline lock {name!r} is held by {lock.holder if lock else '?'} "
             f"until {lock.expires_at if lock else '?'}; the run queue allows one run per "
             "dimension, so this is a duplicate launch or a dead run's lease: retried later"
         )
-    fence = Fence(name, holder, token, ttl)
+    fence = Fence(name, holder, grant, ttl)
     fence.renewed(started)
     return fence
 
@@ -64,7 +65,7 @@ class _Heartbeat(threading.Thread):
         while not self.stopped.wait(wait):
             sent = time.monotonic()
             try:
-                self.state.heartbeat_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+                self.state.heartbeat_pipeline_lock(fence.lock_name, fence.holder, fence.secret)
             except LeaseLost as exc:
                 fence.lose(f"renewal refused: {exc}")
                 return
@@ -97,4 +98,4 @@ def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[S
         # A lost lock needs no release: another holder has it, or it expired.
         if fence.lost is None:
             with contextlib.suppress(LeaseLost):
-                state.release_pipeline_lock(fence.lock_name, fence.holder, fence.token)
+                state.release_pipeline_lock(fence.lock_name, fence.holder, fence.secret)

@@ -162,21 +162,26 @@ class ClientBase:
 
     @property
     def lock_token(self) -> int:
-        """The token of the lock this view writes under (RuntimeError on an unfenced client)."""
-        return self._token()
+        """The public token of the lock this view writes under, to name it (RuntimeError on an
+        unfenced client). Fenced calls carry the lock's secret instead."""
+        return self._held().token
 
-    def _token(self) -> int:
+    def _held(self) -> Fence:
         if self._fence is None:
             raise RuntimeError(
                 "this call changes a partition's work and needs the pipeline lock: "
                 "make it on state.fenced(fence)"
             )
-        return self._fence.token
+        return self._fence
+
+    def _token(self) -> int:
+        """What a fenced RPC's lock token argument carries: the holder's secret."""
+        return self._held().secret
 
     def _fenced_tail(self) -> tuple[int, ...]:
-        """The lock token as the last argument on the app's fenced view; nothing on an unfenced
-        or admin client (the unfenced RPC versions are the admin role's)."""
-        return () if self._fence is None or self.role == "admin" else (self._fence.token,)
+        """The lock's secret as the last argument on the app's fenced view; nothing on an
+        unfenced or admin client (the unfenced RPC versions are the admin role's)."""
+        return () if self._fence is None or self.role == "admin" else (self._fence.secret,)
 
     def __enter__(self) -> Self:
         return self

@@ -7,7 +7,7 @@ from datetime import date, datetime
 from uuid import UUID
 
 from mdame_core.state.client import ClientBase, JsonObject, _obj
-from mdame_core.state.records import LockInfo, LockToken
+from mdame_core.state.records import LockGrant, LockInfo, LockSecret, LockToken
 
 
 def _uuid(value: UUID | str | None) -> UUID | None:
@@ -19,30 +19,42 @@ class LocksRuns(ClientBase):
 
     def acquire_pipeline_lock(
         self, lock_name: str, holder: str, ttl_seconds: int
-    ) -> LockToken | None:
-        """A fencing token (strictly increasing), or None while a live holder has the lock."""
-        token = self._scalar("acquire_pipeline_lock", lock_name, holder, ttl_seconds)
-        return None if token is None else LockToken(token)
+    ) -> LockGrant | None:
+        """The lock's fencing token (strictly increasing) and the holder's secret, or None
+        while a live holder has the lock."""
+        rows = self.call("acquire_pipeline_lock", lock_name, holder, ttl_seconds)
+        if not rows:
+            return None
+        token, secret = rows[0]
+        return LockGrant(LockToken(token), LockSecret(secret))
 
     def heartbeat_pipeline_lock(
-        self, lock_name: str, holder: str, token: int, ttl_seconds: int | None = None
+        self, lock_name: str, holder: str, secret: int, ttl_seconds: int | None = None
     ) -> datetime:
-        """Extends the lease; raises LeaseLost for an old token. Returns the new expiry."""
-        return self._scalar("heartbeat_pipeline_lock", lock_name, holder, token, ttl_seconds)
+        """Extends the lease; raises LeaseLost for a secret that no longer holds it. Returns
+        the new expiry."""
+        return self._scalar("heartbeat_pipeline_lock", lock_name, holder, secret, ttl_seconds)
 
-    def release_pipeline_lock(self, lock_name: str, holder: str, token: int) -> bool:
-        """True: released now; False: already released by this token; LeaseLost: old token."""
-        return self._scalar("release_pipeline_lock", lock_name, holder, token)
+    def release_pipeline_lock(self, lock_name: str, holder: str, secret: int) -> bool:
+        """True: released now; False: already released by this holder; LeaseLost: the secret
+        no longer holds it."""
+        return self._scalar("release_pipeline_lock", lock_name, holder, secret)
+
+    def release_dead_pipeline_lock(self, lock_name: str, holder: str, token: int) -> bool:
+        """The operator's (admin role) release of a dead holder's lock, by its public token:
+        True when released now, False when it was released, expired or taken over already."""
+        return self._scalar("release_dead_pipeline_lock", lock_name, holder, token)
 
     def start_pipeline_run(
         self,
         execution_id: UUID | str,
         dimension_slug: str | None,
         partition_key: str,
-        lock_token: int | None,
+        lock_secret: int | None,
     ) -> int:
+        """The run's id; it records the public token of the lock `lock_secret` holds."""
         return self._scalar(
-            "start_pipeline_run", _uuid(execution_id), dimension_slug, partition_key, lock_token
+            "start_pipeline_run", _uuid(execution_id), dimension_slug, partition_key, lock_secret
         )
 
     def finish_pipeline_run(

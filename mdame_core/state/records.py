@@ -10,7 +10,19 @@ from uuid import UUID
 
 from mdame_domain.credentials import StoredGrant
 
+# A pipeline lock's token: its public fence number, recorded with the work done under it.
 LockToken = NewType("LockToken", int)
+# The secret its holder proves itself with in every fenced call: the database keeps only its
+# SHA-256, and it is never logged nor shown.
+LockSecret = NewType("LockSecret", int)
+
+
+@dataclass(frozen=True)
+class LockGrant:
+    """An acquired pipeline lock: its public token and the holder's secret (kept out of repr)."""
+
+    token: LockToken
+    secret: LockSecret = field(repr=False)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ BEGIN
   PERFORM mdame._require_range('grace_seconds', p_grace_seconds, 0, 86400);
   v_id := mdame._record_attempt(p_work_key, p_provider, p_request_hash, p_status, p_detail);
   UPDATE provider_attempts
-     SET lock_token = p_lock_token, lease_grace_seconds = p_grace_seconds,
+     SET lock_token = v_lock.token, lease_grace_seconds = p_grace_seconds,
          lease_expires_at = v_lock.expires_at + p_grace_seconds * interval '1 second'
    WHERE id = v_id;
   RETURN v_id;
@@ -53,8 +53,8 @@ CREATE OR REPLACE FUNCTION mdame.finish_attempt(p_attempt_id bigint, p_status te
  SET search_path TO 'mdame', 'pg_temp'
 AS $function$
 BEGIN
-  PERFORM mdame._fence_token(p_lock_token);
-  PERFORM mdame._require_attempt_holder(p_attempt_id, p_lock_token, NULL);
+  PERFORM mdame._require_attempt_holder(p_attempt_id, (mdame._fence_token(p_lock_token)).token,
+                                        NULL);
   RETURN mdame._finish_attempt(p_attempt_id, p_status, p_detail);
 END
 $function$;
@@ -68,8 +68,8 @@ CREATE OR REPLACE FUNCTION mdame.reconcile_attempt(p_attempt_id bigint, p_final_
  SET search_path TO 'mdame', 'pg_temp'
 AS $function$
 BEGIN
-  PERFORM mdame._fence_token(p_lock_token);
-  PERFORM mdame._require_attempt_holder(p_attempt_id, p_lock_token, p_asked_at);
+  PERFORM mdame._require_attempt_holder(p_attempt_id, (mdame._fence_token(p_lock_token)).token,
+                                        p_asked_at);
   RETURN mdame._reconcile_attempt(p_attempt_id, p_final_status, p_detail);
 END
 $function$;
@@ -253,6 +253,7 @@ CREATE OR REPLACE FUNCTION mdame._paid_attempt(p_attempt_id bigint, p_lock_token
 AS $function$
 DECLARE
   v_attempt mdame.provider_attempts;
+  v_token bigint;
 BEGIN
   PERFORM mdame._fence_token(p_lock_token);  -- a stale token is refused before anything else
   v_attempt := mdame._lock_attempt(p_attempt_id);
@@ -260,8 +261,8 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'MD006',
       MESSAGE = format('mdame: attempt %s is not a paid call', p_attempt_id);
   END IF;
-  PERFORM mdame._fence(mdame._dimension_id(v_attempt.detail ->> 'dimension'), p_lock_token);
-  RETURN mdame._require_attempt_holder(p_attempt_id, p_lock_token, NULL);
+  v_token := mdame._fence(mdame._dimension_id(v_attempt.detail ->> 'dimension'), p_lock_token);
+  RETURN mdame._require_attempt_holder(p_attempt_id, v_token, NULL);
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame._paid_attempt(p_attempt_id bigint, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;

@@ -173,16 +173,53 @@ AS $function$
 $function$;
 REVOKE ALL ON FUNCTION mdame._clip(p_value text, p_max integer) FROM PUBLIC, mdame_app, mdame_admin;
 
--- Raises MD007 unless p_token is the live token of the dimension's pipeline lock.
-CREATE OR REPLACE FUNCTION mdame._fence(p_dimension_id bigint, p_token bigint)
- RETURNS void
+-- A pipeline lock's holder proves itself with the secret acquire_pipeline_lock handed it: every
+-- RPC's lock token argument (p_lock_token, p_token) is that secret, never the lock's public
+-- token. Only its SHA-256 is stored, so nothing the app role reads gives it away.
+CREATE OR REPLACE FUNCTION mdame._lock_secret_sha256(p_secret bigint)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT sha256(int8send(p_secret))
+$function$;
+REVOKE ALL ON FUNCTION mdame._lock_secret_sha256(p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- A fresh secret: 63 bits from the server's strong random source (gen_random_uuid's), positive
+-- so that it travels as any bigint argument does.
+CREATE OR REPLACE FUNCTION mdame._new_secret()
+ RETURNS bigint
+ LANGUAGE sql
+ VOLATILE
+AS $function$
+  SELECT ('x' || encode(substr(sha256(uuid_send(gen_random_uuid())), 1, 8), 'hex'))::bit(64)::bigint
+         & 9223372036854775807
+$function$;
+REVOKE ALL ON FUNCTION mdame._new_secret() FROM PUBLIC, mdame_app, mdame_admin;
+
+-- The public token of the lock p_secret is the secret of, or NULL: what an error names, since a
+-- message must never carry the secret.
+CREATE OR REPLACE FUNCTION mdame._secret_token(p_secret bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT token FROM mdame.system_locks WHERE secret_sha256 = mdame._lock_secret_sha256(p_secret)
+$function$;
+REVOKE ALL ON FUNCTION mdame._secret_token(p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- Raises MD007 unless p_secret is the secret of the live holder of the dimension's pipeline
+-- lock. Returns the lock's public token: what the work done under it records.
+CREATE OR REPLACE FUNCTION mdame._fence(p_dimension_id bigint, p_secret bigint)
+ RETURNS bigint
  LANGUAGE plpgsql
 AS $function$
 DECLARE
   v_slug text;
   v_lock mdame.system_locks;
+  v_mine boolean;
 BEGIN
-  IF p_token IS NULL THEN
+  IF p_secret IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = 'MD007',
       MESSAGE = 'mdame: fenced: this write needs the pipeline lock token (got NULL)';
   END IF;
@@ -193,38 +230,43 @@ BEGIN
   END IF;
   SELECT * INTO v_lock FROM mdame.system_locks
    WHERE lock_name = mdame.dimension_lock_name(v_slug) FOR SHARE;
-  IF v_lock.token IS DISTINCT FROM p_token OR v_lock.released_at IS NOT NULL
-     OR v_lock.expires_at <= now() THEN
+  v_mine := v_lock.secret_sha256 = mdame._lock_secret_sha256(p_secret);
+  IF v_mine IS NOT TRUE OR v_lock.released_at IS NOT NULL OR v_lock.expires_at <= now() THEN
     RAISE EXCEPTION USING ERRCODE = 'MD007',
-      MESSAGE = format('mdame: fenced: lock token %s does not hold %s (%s)', p_token,
+      MESSAGE = format('mdame: fenced: lock token %s does not hold %s (%s)',
+                       coalesce(mdame._secret_token(p_secret)::text, 'of no current lock'),
                        mdame.dimension_lock_name(v_slug),
                        CASE WHEN v_lock.token IS NULL THEN 'never acquired'
-                            WHEN v_lock.token <> p_token THEN format('now token %s', v_lock.token)
+                            WHEN v_mine IS NOT TRUE THEN format('now token %s', v_lock.token)
                             WHEN v_lock.released_at IS NOT NULL THEN 'released'
                             ELSE 'expired' END);
   END IF;
+  RETURN v_lock.token;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame._fence(p_dimension_id bigint, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+REVOKE ALL ON FUNCTION mdame._fence(p_dimension_id bigint, p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
 
--- Raises MD007 unless p_token is the live token of some lock (for work without a dimension).
-CREATE OR REPLACE FUNCTION mdame._fence_token(p_token bigint)
+-- Raises MD007 unless p_secret is the secret of some live lock's holder (for work without a
+-- dimension). Returns that lock.
+CREATE OR REPLACE FUNCTION mdame._fence_token(p_secret bigint)
  RETURNS mdame.system_locks
  LANGUAGE plpgsql
 AS $function$
 DECLARE
   v_lock mdame.system_locks;
 BEGIN
-  SELECT * INTO v_lock FROM mdame.system_locks WHERE token = p_token FOR SHARE;
+  SELECT * INTO v_lock FROM mdame.system_locks
+   WHERE secret_sha256 = mdame._lock_secret_sha256(p_secret) FOR SHARE;
   IF v_lock.token IS NULL OR v_lock.released_at IS NOT NULL OR v_lock.expires_at <= now() THEN
     RAISE EXCEPTION USING ERRCODE = 'MD007',
       MESSAGE = format('mdame: fenced: lock token %s is not a live lock token',
-                       coalesce(p_token::text, 'NULL'));
+                       CASE WHEN p_secret IS NULL THEN 'NULL'
+                            ELSE coalesce(v_lock.token::text, 'of no current lock') END);
   END IF;
   RETURN v_lock;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame._fence_token(p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+REVOKE ALL ON FUNCTION mdame._fence_token(p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
 
 CREATE OR REPLACE FUNCTION mdame._payload_dimension(p_kind text, p_payload jsonb)
  RETURNS bigint

@@ -6,39 +6,45 @@
 SET LOCAL client_min_messages = warning;
 SET LOCAL search_path = mdame, pg_temp;
 
--- Returns a new token, strictly greater than any token handed out before, or NULL while a live
--- holder has the lock. A released or expired lock is taken over.
+-- Returns the lock's new token, strictly greater than any token handed out before (the public
+-- fence number its work records), and its secret: the holder's proof in every fenced call,
+-- handed out here once (only its SHA-256 is kept). No row while a live holder has the lock. A
+-- released or expired lock is taken over, and so is one taken before locks had secrets.
 CREATE OR REPLACE FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer)
- RETURNS bigint
+ RETURNS TABLE(token bigint, secret bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'mdame', 'pg_temp'
 AS $function$
 DECLARE
   v_ttl interval := mdame._seconds('ttl_seconds', p_ttl_seconds);
+  v_secret bigint := mdame._new_secret();
   v_token bigint;
 BEGIN
   PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200);
   INSERT INTO system_locks AS l
-    (lock_name, holder, token, ttl_seconds, acquired_at, heartbeat_at, expires_at)
-  VALUES (p_lock_name, p_holder, nextval('lock_tokens'), p_ttl_seconds, now(), now(), now() + v_ttl)
+    (lock_name, holder, token, secret_sha256, ttl_seconds, acquired_at, heartbeat_at, expires_at)
+  VALUES (p_lock_name, p_holder, nextval('lock_tokens'), mdame._lock_secret_sha256(v_secret),
+          p_ttl_seconds, now(), now(), now() + v_ttl)
   ON CONFLICT (lock_name) DO UPDATE
-    SET holder = excluded.holder, token = excluded.token, ttl_seconds = excluded.ttl_seconds,
-        acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at,
-        expires_at = excluded.expires_at, released_at = NULL
-    WHERE l.released_at IS NOT NULL OR l.expires_at <= now()
-  RETURNING token INTO v_token;
-  IF v_token IS NOT NULL THEN
-    INSERT INTO events (subject_kind, subject_id, event, detail)
-    VALUES ('lock', v_token, 'acquired', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
+    SET holder = excluded.holder, token = excluded.token, secret_sha256 = excluded.secret_sha256,
+        ttl_seconds = excluded.ttl_seconds, acquired_at = excluded.acquired_at,
+        heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, released_at = NULL
+    WHERE l.released_at IS NOT NULL OR l.expires_at <= now() OR l.secret_sha256 IS NULL
+  RETURNING l.token INTO v_token;
+  IF v_token IS NULL THEN
+    RETURN;
   END IF;
-  RETURN v_token;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('lock', v_token, 'acquired', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
+  RETURN QUERY SELECT v_token, v_secret;
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.acquire_pipeline_lock(p_lock_name text, p_holder text, p_ttl_seconds integer) TO mdame_app;
 
-CREATE OR REPLACE FUNCTION mdame._lock_lost(p_lock_name text, p_holder text, p_token bigint)
+-- Raises MD004 saying why (p_holder, the secret) does not hold the lock; names tokens only.
+CREATE OR REPLACE FUNCTION mdame._lock_lost(p_lock_name text, p_holder text)
  RETURNS void
  LANGUAGE plpgsql
  STABLE
@@ -52,15 +58,16 @@ BEGIN
       MESSAGE = format('mdame: lock %s has never been acquired', mdame._clip(p_lock_name));
   END IF;
   RAISE EXCEPTION USING ERRCODE = 'MD004',
-    MESSAGE = format('mdame: lock %s is not held by %s with token %s (last holder %s, token %s%s)',
-                     mdame._clip(p_lock_name), mdame._clip(p_holder), p_token,
+    MESSAGE = format('mdame: lock %s is not held by %s with this secret (last holder %s, token %s%s)',
+                     mdame._clip(p_lock_name), mdame._clip(p_holder),
                      mdame._clip(v_lock.holder), v_lock.token,
                      CASE WHEN v_lock.released_at IS NOT NULL THEN ', released' ELSE '' END);
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame._lock_lost(p_lock_name text, p_holder text, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+REVOKE ALL ON FUNCTION mdame._lock_lost(p_lock_name text, p_holder text) FROM PUBLIC, mdame_app, mdame_admin;
 
 -- The lock's heartbeat also extends the leases of the attempts its holder has in flight.
+-- p_token is the holder's secret.
 CREATE OR REPLACE FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer DEFAULT NULL::integer)
  RETURNS timestamp with time zone
  LANGUAGE plpgsql
@@ -69,6 +76,7 @@ CREATE OR REPLACE FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_hol
 AS $function$
 DECLARE
   v_expires timestamptz;
+  v_token bigint;
 BEGIN
   PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200),
           mdame._require_not_null('token', p_token);
@@ -79,23 +87,23 @@ BEGIN
      SET heartbeat_at = now(),
          ttl_seconds = coalesce(p_ttl_seconds, ttl_seconds),
          expires_at = now() + coalesce(p_ttl_seconds, ttl_seconds) * interval '1 second'
-   WHERE lock_name = p_lock_name AND holder = p_holder AND token = p_token
-     AND released_at IS NULL
-  RETURNING expires_at INTO v_expires;
+   WHERE lock_name = p_lock_name AND holder = p_holder
+     AND secret_sha256 = mdame._lock_secret_sha256(p_token) AND released_at IS NULL
+  RETURNING expires_at, token INTO v_expires, v_token;
   IF v_expires IS NULL THEN
-    PERFORM mdame._lock_lost(p_lock_name, p_holder, p_token);
+    PERFORM mdame._lock_lost(p_lock_name, p_holder);
   END IF;
   UPDATE provider_attempts
      SET lease_expires_at = v_expires + lease_grace_seconds * interval '1 second'
-   WHERE lock_token = p_token AND status = 'submitted';
+   WHERE lock_token = v_token AND status = 'submitted';
   RETURN v_expires;
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.heartbeat_pipeline_lock(p_lock_name text, p_holder text, p_token bigint, p_ttl_seconds integer) TO mdame_app;
 
--- Frees the lock. true: released now; false: this token had already released it (a retry);
--- an old token raises MD004.
+-- Frees the lock. true: released now; false: this holder had already released it (a retry);
+-- another secret raises MD004. p_token is the holder's secret.
 CREATE OR REPLACE FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -108,24 +116,57 @@ BEGIN
   PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200),
           mdame._require_not_null('token', p_token);
   SELECT * INTO v_lock FROM system_locks
-   WHERE lock_name = p_lock_name AND holder = p_holder AND token = p_token
+   WHERE lock_name = p_lock_name AND holder = p_holder
+     AND secret_sha256 = mdame._lock_secret_sha256(p_token)
    FOR UPDATE;
   IF v_lock.lock_name IS NULL THEN
-    PERFORM mdame._lock_lost(p_lock_name, p_holder, p_token);
+    PERFORM mdame._lock_lost(p_lock_name, p_holder);
   ELSIF v_lock.released_at IS NOT NULL THEN
     RETURN false;
   END IF;
   UPDATE system_locks SET released_at = now() WHERE lock_name = p_lock_name;
   INSERT INTO events (subject_kind, subject_id, event, detail)
-  VALUES ('lock', p_token, 'released', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
+  VALUES ('lock', v_lock.token, 'released', jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder));
   RETURN true;
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.release_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) TO mdame_app;
 
--- Records the start of a run. Idempotent per execution_id. A lock token, when given, must be a
--- live one: a run must not start under a lock it no longer holds.
+-- The operator's release of a lock whose holder is known dead (the liveness sweep found its run
+-- ended): by the public token, so only this holding is released, never a later one. The app role
+-- may not: it reads every token, and the database cannot tell a dead holder from a live one.
+-- true: released now; false: already released, expired or taken over.
+CREATE OR REPLACE FUNCTION mdame.release_dead_pipeline_lock(p_lock_name text, p_holder text, p_token bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_lock system_locks;
+BEGIN
+  PERFORM mdame._require_text('lock_name', p_lock_name, 200), mdame._require_text('holder', p_holder, 200),
+          mdame._require_not_null('token', p_token);
+  UPDATE system_locks SET released_at = now()
+   WHERE lock_name = p_lock_name AND holder = p_holder AND token = p_token
+     AND released_at IS NULL AND expires_at > now()
+  RETURNING * INTO v_lock;
+  IF v_lock.lock_name IS NULL THEN
+    RETURN false;
+  END IF;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('lock', p_token, 'released',
+          jsonb_build_object('lock_name', p_lock_name, 'holder', p_holder, 'dead_holder', true));
+  RETURN true;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.release_dead_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.release_dead_pipeline_lock(p_lock_name text, p_holder text, p_token bigint) TO mdame_admin;
+
+-- Records the start of a run. Idempotent per execution_id. A lock token (the holder's secret),
+-- when given, must be a live one: a run must not start under a lock it no longer holds. The run
+-- records the lock's public token.
 CREATE OR REPLACE FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension_slug text, p_partition_key text, p_lock_token bigint)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -135,20 +176,25 @@ AS $function$
 DECLARE
   v_dimension bigint;
   v_run pipeline_runs;
+  v_token bigint;
 BEGIN
   PERFORM mdame._require_not_null('execution_id', p_execution_id),
           mdame._require_text('partition_key', p_partition_key, 200);
   IF p_dimension_slug IS NOT NULL THEN
     v_dimension := mdame._dimension_id(p_dimension_slug);
   END IF;
-  IF p_lock_token IS NOT NULL AND NOT EXISTS (
-       SELECT FROM system_locks
-        WHERE token = p_lock_token AND released_at IS NULL AND expires_at > now()) THEN
-    RAISE EXCEPTION USING ERRCODE = 'MD004',
-      MESSAGE = format('mdame: lock token %s is not a live lock token', p_lock_token);
+  IF p_lock_token IS NOT NULL THEN
+    SELECT token INTO v_token FROM system_locks
+     WHERE secret_sha256 = mdame._lock_secret_sha256(p_lock_token) AND released_at IS NULL
+       AND expires_at > now();
+    IF v_token IS NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'MD004',
+        MESSAGE = format('mdame: lock token %s is not a live lock token',
+                         coalesce(mdame._secret_token(p_lock_token)::text, 'of no current lock'));
+    END IF;
   END IF;
   INSERT INTO pipeline_runs (execution_id, dimension_id, partition_key, lock_token)
-  VALUES (p_execution_id, v_dimension, p_partition_key, p_lock_token)
+  VALUES (p_execution_id, v_dimension, p_partition_key, v_token)
   ON CONFLICT (execution_id) DO NOTHING
   RETURNING * INTO v_run;
   IF v_run.id IS NULL THEN
@@ -163,7 +209,7 @@ BEGIN
   INSERT INTO events (subject_kind, subject_id, event, to_state, detail)
   VALUES ('pipeline_run', v_run.id, 'started', 'running',
           jsonb_build_object('execution_id', p_execution_id, 'partition_key', p_partition_key,
-                             'lock_token', p_lock_token));
+                             'lock_token', v_token));
   RETURN v_run.id;
 END
 $function$;

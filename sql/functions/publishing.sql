@@ -109,11 +109,12 @@ AS $function$
 DECLARE
   v_pub publications := mdame._attempt_publication(p_attempt_id);
   v_attempt provider_attempts;
+  v_token bigint;
 BEGIN
   PERFORM mdame._require_one_of('status', p_status, ARRAY['succeeded', 'failed', 'unknown']),
           mdame._require_json('detail', p_detail);
-  PERFORM mdame._fence(mdame._unit_dimension('publication', v_pub.id), p_lock_token);
-  v_attempt := mdame._require_attempt_holder(p_attempt_id, p_lock_token, NULL);
+  v_token := mdame._fence(mdame._unit_dimension('publication', v_pub.id), p_lock_token);
+  v_attempt := mdame._require_attempt_holder(p_attempt_id, v_token, NULL);
   PERFORM mdame._finish_attempt(p_attempt_id, p_status,
                                 p_detail || jsonb_build_object('video_id', p_video_id));
   RETURN mdame._settle_upload(v_pub, v_attempt, p_status, p_video_id, p_detail);
@@ -139,15 +140,16 @@ DECLARE
   v_attempt provider_attempts;
   v_session upload_sessions;
   v_status text := CASE WHEN p_video_id IS NULL OR p_video_id = '' THEN 'failed' ELSE 'succeeded' END;
+  v_token bigint;
 BEGIN
   PERFORM mdame._require_not_null('asked_at', p_asked_at);
-  PERFORM mdame._fence(mdame._unit_dimension('publication', p_publication_id), p_lock_token);
+  v_token := mdame._fence(mdame._unit_dimension('publication', p_publication_id), p_lock_token);
   PERFORM mdame._lock_work_unit(mdame._work_kind('publication'), p_publication_id);
   SELECT * INTO v_pub FROM publications WHERE id = p_publication_id;
   SELECT * INTO v_attempt FROM provider_attempts
    WHERE work_key = v_pub.idempotency_key ORDER BY attempt_no DESC LIMIT 1;
   IF v_attempt.status IN ('submitted', 'unknown') THEN
-    PERFORM mdame._require_attempt_holder(v_attempt.id, p_lock_token, p_asked_at);
+    PERFORM mdame._require_attempt_holder(v_attempt.id, v_token, p_asked_at);
     IF v_status = 'failed' THEN
       SELECT * INTO v_session FROM upload_sessions WHERE attempt_id = v_attempt.id;
       IF v_session.attempt_id IS NOT NULL AND (v_session.gone_seen_at IS NULL
@@ -343,10 +345,11 @@ AS $function$
 DECLARE
   v_pub mdame.publications := mdame._attempt_publication(p_attempt_id);
   v_attempt mdame.provider_attempts;
+  v_token bigint;
 BEGIN
-  PERFORM mdame._fence(mdame._unit_dimension('publication', v_pub.id), p_lock_token);
+  v_token := mdame._fence(mdame._unit_dimension('publication', v_pub.id), p_lock_token);
   SELECT * INTO v_attempt FROM mdame.provider_attempts WHERE id = p_attempt_id;
-  IF v_attempt.status <> 'submitted' OR v_attempt.lock_token IS DISTINCT FROM p_lock_token
+  IF v_attempt.status <> 'submitted' OR v_attempt.lock_token IS DISTINCT FROM v_token
      OR v_pub.state <> 'uploading' THEN
     RAISE EXCEPTION USING ERRCODE = 'MD003',
       MESSAGE = format('mdame: attempt %s is %s under token %s and its publication %s: not '
@@ -439,9 +442,9 @@ BEGIN
       MESSAGE = format('mdame: publication %s is %s with attempt %s: nothing to resume',
                        p_publication_id, v_pub.state, coalesce(v_attempt.status, 'none'));
   END IF;
-  PERFORM mdame._require_attempt_holder(v_attempt.id, p_lock_token, now());
+  PERFORM mdame._require_attempt_holder(v_attempt.id, v_lock.token, now());
   UPDATE provider_attempts
-     SET lock_token = p_lock_token, status = 'submitted',
+     SET lock_token = v_lock.token, status = 'submitted',
          lease_expires_at = v_lock.expires_at
                             + coalesce(lease_grace_seconds, 0) * interval '1 second',
          detail = detail || jsonb_build_object('resumed_from', v_attempt.lock_token),

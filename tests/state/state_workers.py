@@ -79,22 +79,24 @@ def lock_racer(
     """Race for the lock, then follow the parent's commands, reporting each outcome."""
     store = _store(url)
     start.wait()
-    token = store.acquire_pipeline_lock(lock_name, holder, ttl)
-    out.put((holder, "acquire", token))
+    grant = store.acquire_pipeline_lock(lock_name, holder, ttl)
+    out.put((holder, "acquire", grant and grant.token))
     while (command := commands.get()) != "exit":
         try:
             if command == "acquire_until_taken":
                 deadline = time.monotonic() + 10 * ttl
-                token = None
-                while token is None and time.monotonic() < deadline:
-                    token = store.acquire_pipeline_lock(lock_name, holder, ttl)
-                    if token is None:
+                grant = None
+                while grant is None and time.monotonic() < deadline:
+                    grant = store.acquire_pipeline_lock(lock_name, holder, ttl)
+                    if grant is None:
                         time.sleep(0.05)
-                out.put((holder, command, token))
+                out.put((holder, command, grant and grant.token))
             elif command == "heartbeat":
-                out.put((holder, command, store.heartbeat_pipeline_lock(lock_name, holder, token)))
+                secret = grant.secret if grant else 0
+                out.put((holder, command, store.heartbeat_pipeline_lock(lock_name, holder, secret)))
             elif command == "release":
-                out.put((holder, command, store.release_pipeline_lock(lock_name, holder, token)))
+                secret = grant.secret if grant else 0
+                out.put((holder, command, store.release_pipeline_lock(lock_name, holder, secret)))
         except StateError as exc:
             out.put((holder, command, f"{type(exc).__name__}:{exc.sqlstate}"))
     store.close()

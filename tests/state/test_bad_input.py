@@ -59,8 +59,10 @@ def _populate(state: StateStore) -> dict[str, Any]:
     ids["dim"] = dim = as_admin(state).upsert_dimension("tech", "Tech")
     as_admin(state).upsert_dimension("news", "News")
     ids["account"] = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 100)
-    ids["token"] = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
-    w = state.fenced(Fence("pipeline:tech", "run-1", ids["token"], 600))  # work writes
+    grant = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
+    assert grant is not None
+    ids["token"] = grant.secret  # what every fenced RPC's lock token argument carries
+    w = state.fenced(Fence("pipeline:tech", "run-1", grant, 600))  # work writes
     base = {"dimension_id": dim, "partition_date": "2025-06-01"}
     ids["topic_payload"] = base
     ids["topic"] = w.upsert_work_unit("topic", "topic-1", base)
@@ -127,6 +129,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("heartbeat_pipeline_lock", ("pipeline:tech", "run-1", token - 1, None), LeaseLost),
         ("release_pipeline_lock", (None, "run-1", token), InvalidInput),
         ("release_pipeline_lock", ("pipeline:tech", "intruder", token), LeaseLost),
+        ("release_dead_pipeline_lock", (None, "run-1", 1), InvalidInput),
+        ("release_dead_pipeline_lock", ("pipeline:tech", "", 1), InvalidInput),
+        ("release_dead_pipeline_lock", ("pipeline:tech", "run-1", None), InvalidInput),
         ("upsert_dimension", ("Bad Slug", "x", E, True), InvalidInput),
         ("upsert_dimension", (None, "x", E, True), InvalidInput),
         ("upsert_dimension", ("ok", "", E, True), InvalidInput),

@@ -15,7 +15,14 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from mdame_core.state import Fence, Fenced, FenceLost, LeaseLost, StateStore
+from mdame_core.state import (
+    Fence,
+    Fenced,
+    FenceLost,
+    LeaseLost,
+    LockGrant,
+    StateStore,
+)
 from tests.adminkit import as_admin
 
 DAY = "2026-11-29"
@@ -170,20 +177,20 @@ def _fingerprint(owner: psycopg.Connection) -> list[tuple[Any, ...]]:
 def test_a_stale_holder_is_refused_on_every_write_rpc_after_a_takeover(state, owner) -> None:
     a = hold(state, "tech", holder="run-a")
     ids = _chain(a)
-    old_token = a.fence.token
+    old_token, old_secret = a.fence.token, a.fence.secret
     expire(owner, "tech")
     b = hold(state, "tech", holder="run-b")  # the takeover
     assert b.fence.token > old_token
 
     before = _fingerprint(owner)
-    for rpc, args in _cases(ids, old_token):
+    for rpc, args in _cases(ids, old_secret):
         with pytest.raises(Fenced) as err:
             state.call(rpc, *args)  # the unfenced client: only the database refuses
         assert err.value.sqlstate == "MD007", rpc
         assert "fenced" in err.value.message, rpc
     assert _fingerprint(owner) == before
     with pytest.raises(LeaseLost):  # a run record cannot start under the old token either
-        state.start_pipeline_run(uuid.uuid4(), "tech", f"{DAY}|tech", old_token)
+        state.start_pipeline_run(uuid.uuid4(), "tech", f"{DAY}|tech", old_secret)
 
 
 def test_every_rpc_that_takes_a_lock_token_is_covered(owner) -> None:
@@ -221,7 +228,7 @@ def test_the_token_of_another_dimension_is_refused(state) -> None:
             "approved",
             "planned",
             Jsonb({}),
-            news.fence.token,
+            news.fence.secret,
         )
     with pytest.raises(Fenced):  # no token at all
         state.call("transition", "script", ids["script"], "approved", "planned", Jsonb({}), None)
@@ -241,7 +248,7 @@ def test_a_fence_known_lost_refuses_before_sending_anything(state, owner) -> Non
 
 def test_a_fence_not_renewed_within_its_lease_is_lost(state) -> None:
     a = hold(state, "tech", ttl=1)
-    fence = Fence(a.fence.lock_name, a.fence.holder, a.fence.token, 0.05)
+    fence = Fence(a.fence.lock_name, a.fence.holder, LockGrant(a.fence.token, a.fence.secret), 0.05)
     view = state.fenced(fence)
     import time
 

@@ -113,13 +113,14 @@ def test_a_cut_heartbeat_stops_the_step_before_its_next_side_effect(
                 fence.check()
                 side_effects.append("after the cut")  # never reached
             assert side_effects == ["before the cut"]
-            token = fence.token
+            token, secret = fence.token, fence.secret
             # The lease ran out on the server too: another holder takes over ...
             taken = direct.acquire_pipeline_lock("pipeline:tech", "run-b", 60)
-            assert taken is not None and taken > token
+            assert taken is not None and taken.token > token
             # ... and the old holder's writes are refused by the database, whatever the path.
             proxy.heal()
             with pytest.raises(Fenced):
                 direct.call(
-                    "log_safety_decision", "topic", "k", "tech", "allow", "r", Jsonb([]), "c", token
+                    "log_safety_decision",
+                    *("topic", "k", "tech", "allow", "r", Jsonb([]), "c", secret),
                 )

@@ -191,7 +191,7 @@ def test_the_lock_heartbeat_extends_the_holders_attempt_leases(state, owner) -> 
     ids = _to_publishing(a)
     start = _begin(a, ids, grace=30)
     lease = owner.execute("SELECT lease_expires_at FROM mdame.provider_attempts").fetchone()[0]
-    state.heartbeat_pipeline_lock("pipeline:tech", "run-a", a.fence.token, 3600)
+    state.heartbeat_pipeline_lock("pipeline:tech", "run-a", a.fence.secret, 3600)
     longer = owner.execute(
         "SELECT lease_expires_at, lease_expires_at - now() > interval '3620 seconds' "
         "FROM mdame.provider_attempts WHERE id = %s",

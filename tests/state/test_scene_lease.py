@@ -40,7 +40,7 @@ def plan(state: StateStore, hashes: list[str], name: str = "a", attempts: int = 
         for i, h in enumerate(hashes)
     ]
     w.plan_scenes(script, scenes, "scene_clip", attempts, f"{DAY}|tech")
-    w.release_pipeline_lock(w.fence.lock_name, w.fence.holder, w.lock_token)
+    w.release_pipeline_lock(w.fence.lock_name, w.fence.holder, w.fence.secret)
     return [s["key"] for s in scenes]
 
 

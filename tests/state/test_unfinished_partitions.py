@@ -37,7 +37,7 @@ class Partition:
 
     def run(self, job: str, status: str = "succeeded") -> None:
         execution = uuid.uuid4()
-        self.state.start_pipeline_run(execution, "tech", KEY, self.work.lock_token)
+        self.state.start_pipeline_run(execution, "tech", KEY, self.work.fence.secret)
         self.state.finish_pipeline_run(execution, status, {"job": job})
 
     def unit(self, kind: str, key: str, **payload: object) -> int:
@@ -162,7 +162,7 @@ def _failed_run_after_it(p: Partition) -> None:
 
 
 def _running(p: Partition) -> None:
-    p.state.start_pipeline_run(uuid.uuid4(), "tech", KEY, p.work.lock_token)
+    p.state.start_pipeline_run(uuid.uuid4(), "tech", KEY, p.work.fence.secret)
 
 
 BROKEN: dict[str, Callable[[Partition], None]] = {
@@ -196,7 +196,7 @@ def test_only_a_succeeded_publishing_run_finishes_a_partition(state: StateStore)
 
     def run(job: str, status: str) -> None:
         execution = uuid.uuid4()
-        state.start_pipeline_run(execution, "tech", KEY, work.lock_token)
+        state.start_pipeline_run(execution, "tech", KEY, work.fence.secret)
         state.finish_pipeline_run(execution, status, {"job": job})
 
     assert state.unfinished_partitions(DAY, ["tech"]) == ["tech"]  # no run at all

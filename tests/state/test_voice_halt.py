@@ -12,7 +12,16 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from mdame_core.state import Fence, Fenced, RetryNotDue, StateConflict, StateStore
+from mdame_core.state import (
+    Fence,
+    Fenced,
+    LockGrant,
+    LockSecret,
+    LockToken,
+    RetryNotDue,
+    StateConflict,
+    StateStore,
+)
 from tests.adminkit import as_admin
 
 DAY = date(2026, 11, 29)
@@ -145,9 +154,13 @@ def test_a_halt_after_the_window_closed_fails_the_script(held, script) -> None:
 
 def test_halt_and_retry_are_fenced(held, script, state, owner) -> None:
     live = state.get_lock("pipeline:tech").token
-    stale = state.fenced(Fence("pipeline:tech", "old", live + 1000, 600))
-    with pytest.raises(Fenced):
-        _halt(stale, script, "down")
+    # The live lock's public token is no secret: it does not hold the lock either.
+    for secret in (live, live + 1000):
+        stale = state.fenced(
+            Fence("pipeline:tech", "old", LockGrant(LockToken(live), LockSecret(secret)), 600)
+        )
+        with pytest.raises(Fenced):
+            _halt(stale, script, "down")
     _halt(held, script, "down")
     _expire(owner, script)
     with pytest.raises(Fenced):

@@ -216,7 +216,7 @@ def test_a_publisher_killed_mid_transfer_is_resumed_by_the_next_holder(
     a = hold(state, "tech", holder="setup")
     s = ready_to_publish(a, tmp_path, size=400_000)
     store_grant(a, s.account, master)
-    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.token)
+    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.secret)
     pub = publisher(fake, tmp_path)
     spec = {
         "db": fresh_db.app,
@@ -282,7 +282,7 @@ def test_a_kill_at_every_commit_point_ends_in_one_video(
     a = hold(state, "tech", holder="setup")
     s = ready_to_publish(a, tmp_path, size=100_000)
     store_grant(a, s.account, master)
-    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.token)
+    state.release_pipeline_lock("pipeline:tech", "setup", a.fence.secret)
     pub = publisher(fake, tmp_path)
     spec = {
         "db": fresh_db.app,
@@ -465,7 +465,7 @@ def test_a_stalled_chunk_is_cut_before_the_lease_ends_and_the_next_holder_resume
     setup = hold(state, "tech", holder="setup")
     s = ready_to_publish(setup, tmp_path)
     store_grant(setup, s.account, master)
-    state.release_pipeline_lock("pipeline:tech", "setup", setup.fence.token)
+    state.release_pipeline_lock("pipeline:tech", "setup", setup.fence.secret)
     # A per-operation socket timeout (timeout_s) longer than the stall, as in production.
     pub = publisher(fake, tmp_path, upload_grace_s=2, request_margin_s=0.5, timeout_s=30.0)
     fake.faults.push("slow_body", seconds=9.0)
