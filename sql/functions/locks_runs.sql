@@ -217,6 +217,11 @@ REVOKE ALL ON FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension
 GRANT EXECUTE ON FUNCTION mdame.start_pipeline_run(p_execution_id uuid, p_dimension_slug text, p_partition_key text, p_lock_token bigint) TO mdame_app;
 
 -- Finishes a running run. true: finished now; false: already finished with this status.
+-- Written after the run ended, by whoever saw it end (the run status sensors, an in-process
+-- run's caller, the liveness sweep), none of which holds a lock any more: so it is not fenced,
+-- and instead a failure or cancellation replaces a recorded success (never the reverse). A
+-- success recorded early or falsely cannot hide the failure the run's own end reports, and the
+-- worst a false failure does is make the partition's next run look again.
 CREATE OR REPLACE FUNCTION mdame.finish_pipeline_run(p_execution_id uuid, p_status text, p_detail jsonb DEFAULT '{}'::jsonb)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -235,7 +240,7 @@ BEGIN
       MESSAGE = format('mdame: pipeline run %s does not exist', p_execution_id);
   ELSIF v_run.status = p_status THEN
     RETURN false;
-  ELSIF v_run.status <> 'running' THEN
+  ELSIF v_run.status <> 'running' AND NOT (v_run.status = 'succeeded' AND p_status <> 'succeeded') THEN
     RAISE EXCEPTION USING ERRCODE = 'MD003',
       MESSAGE = format('mdame: pipeline run %s already finished as %s', p_execution_id, v_run.status);
   END IF;
@@ -243,7 +248,7 @@ BEGIN
      SET status = p_status, detail = detail || p_detail, finished_at = now()
    WHERE id = v_run.id;
   INSERT INTO events (subject_kind, subject_id, event, from_state, to_state, detail)
-  VALUES ('pipeline_run', v_run.id, 'finished', 'running', p_status, p_detail);
+  VALUES ('pipeline_run', v_run.id, 'finished', v_run.status, p_status, p_detail);
   RETURN true;
 END
 $function$;

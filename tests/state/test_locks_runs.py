@@ -145,6 +145,33 @@ def test_accounts_belong_to_one_dimension(state) -> None:
         as_admin(state).upsert_dimension_account("nope", "youtube", "@x", 1)
 
 
+def test_a_success_cannot_hide_a_failure(state, owner) -> None:
+    """finish_pipeline_run holds no lock (the run has ended): a success recorded first, by a
+    mistaken or forged call, gives way to the failure the run's end reports; a failure is
+    never turned into a success."""
+    as_admin(state).upsert_dimension("tech", "Tech")
+    forged, failed = uuid.uuid4(), uuid.uuid4()
+    for execution in (forged, failed):
+        state.start_pipeline_run(execution, "tech", "2025-06-01|tech", None)
+    assert state.finish_pipeline_run(forged, "succeeded", {"job": "publishing_job"}) is True
+    assert state.finish_pipeline_run(forged, "failed", {"dagster_status": "FAILURE"}) is True
+    assert state.finish_pipeline_run(forged, "failed") is False
+    with pytest.raises(StateConflict, match="already finished as failed"):
+        state.finish_pipeline_run(forged, "succeeded")
+    assert state.finish_pipeline_run(failed, "cancelled") is True
+    with pytest.raises(StateConflict, match="already finished as cancelled"):
+        state.finish_pipeline_run(failed, "succeeded")
+    rows = owner.execute(
+        "SELECT execution_id, status FROM mdame.pipeline_runs ORDER BY id"
+    ).fetchall()
+    assert rows == [(forged, "failed"), (failed, "cancelled")]
+    (replaced,) = owner.execute(
+        """SELECT from_state, to_state FROM mdame.events WHERE subject_kind = 'pipeline_run'
+              AND event = 'finished' AND from_state = 'succeeded'"""
+    ).fetchall()
+    assert replaced == ("succeeded", "failed")
+
+
 def test_pipeline_run_start_and_finish(state) -> None:
     as_admin(state).upsert_dimension("tech", "Tech")
     grant = state.acquire_pipeline_lock("pipeline:tech", "run-1", 60)
@@ -159,8 +186,6 @@ def test_pipeline_run_start_and_finish(state) -> None:
         state.start_pipeline_run(execution, "tech", "tech|2025-06-02", token)
     assert state.finish_pipeline_run(execution, "succeeded", {"published": 1}) is True
     assert state.finish_pipeline_run(execution, "succeeded") is False
-    with pytest.raises(StateConflict, match="already finished as succeeded"):
-        state.finish_pipeline_run(execution, "failed")
     with pytest.raises(NotFound):
         state.finish_pipeline_run(uuid.uuid4(), "failed")
     # A run without a dimension or lock (e.g. a maintenance job) is allowed.
