@@ -52,7 +52,8 @@ class AdaptiveConfigError(ValueError):
 
 @dataclass(frozen=True)
 class AdaptiveLimits:
-    """The YAML's hard limits (inclusive) and the largest move per week of each parameter."""
+    """The YAML's hard limits (inclusive) and the largest move per week of each parameter.
+    Registered with the dimension's config (asdict), where apply_param_set reads them."""
 
     enabled: bool = True
     hook_threshold: tuple[float, float] = HOOK_BOUNDS
@@ -63,25 +64,6 @@ class AdaptiveLimits:
     step_videos_per_day: int = 1
     step_trend_volume_gate: int = 1
     step_category_weight: float = 0.1
-
-    def to_json(self) -> dict[str, Any]:
-        """The limits as apply_param_set takes and stores them."""
-
-        def pair(p: tuple[float, float] | tuple[int, int]) -> dict[str, float]:
-            return {"min": p[0], "max": p[1]}
-
-        return {
-            "hook_threshold": pair(self.hook_threshold),
-            "videos_per_day": pair(self.videos_per_day),
-            "trend_volume_gate": pair(self.trend_volume_gate),
-            "category_weight": pair(self.category_weight),
-            "weekly_step": {
-                "hook_threshold": self.step_hook_threshold,
-                "videos_per_day": self.step_videos_per_day,
-                "trend_volume_gate": self.step_trend_volume_gate,
-                "category_weight": self.step_category_weight,
-            },
-        }
 
 
 @dataclass(frozen=True)

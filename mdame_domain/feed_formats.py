@@ -15,6 +15,7 @@ from urllib.parse import quote_plus
 
 from mdame_domain.trends import (
     FeedError,
+    SkippedItem,
     TrendItem,
     _child_text,
     _require_title,
@@ -24,6 +25,7 @@ from mdame_domain.trends import (
     load_json,
     parse_feed,
     parse_feed_date,
+    split_storable,
     timestamp_date,
     xml_root,
 )
@@ -49,6 +51,53 @@ def parse_source_body(kind: str, text: str, source: str, *, region: str = "") ->
         raise FeedError(
             source, f"unreadable body ({type(error).__name__}: {str(error)[:200]})"
         ) from error
+
+
+def cached_items(raw: Any, source: str) -> tuple[list[TrendItem], list[SkippedItem]]:
+    """A source's cached items (the feed cache's JSON, reused on a 304) under the same caps and
+    checks as a fresh body's: its first MAX_ITEMS_PER_SOURCE, each item's text capped and the
+    unstorable ones split out. A cache that is not a list of items (corrupt, or written by
+    someone else) is a FeedError naming the source, whatever the exception underneath."""
+    try:
+        if not isinstance(raw, list):
+            raise FeedError(source, f"cached items are a {type(raw).__name__}, not a list")
+        items = [
+            cap_item(_cached_item(data, source, index))
+            for index, data in enumerate(raw[:MAX_ITEMS_PER_SOURCE], start=1)
+        ]
+    except FeedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one source's cache must stay that source's problem
+        raise FeedError(
+            source, f"unreadable cached items ({type(error).__name__}: {str(error)[:200]})"
+        ) from error
+    return split_storable(items)
+
+
+def _cached_item(data: Any, source: str, index: int) -> TrendItem:
+    if not isinstance(data, dict):
+        raise FeedError(source, f"cached item {index} is not an object")
+    title, guid = data.get("title"), data.get("guid")
+    url, summary = data.get("url", ""), data.get("summary", "")
+    published = data.get("published_at")
+    if not isinstance(title, str) or not title.strip():
+        raise FeedError(source, f"cached item {index} has no title")
+    if not isinstance(guid, str) or not guid:
+        raise FeedError(source, f"cached item {index} has no guid")
+    if not isinstance(url, str) or not isinstance(summary, str):
+        raise FeedError(source, f"cached item {index} has a url or summary that is not text")
+    if published is not None and not isinstance(published, str):
+        raise FeedError(source, f"cached item {index} has a published_at that is not text")
+    return TrendItem(
+        # The row is this source's: an item naming another source is taken as this one's.
+        source=source,
+        title=title.strip(),
+        url=url,
+        summary=summary,
+        # As in a fresh body, a date that cannot be read leaves the item undated.
+        published_at=parse_feed_date(published, rfc822_first=False),
+        guid=guid,
+    )
 
 
 def _parse_by_kind(kind: str, text: str, source: str, region: str) -> list[TrendItem]:

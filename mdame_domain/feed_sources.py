@@ -13,7 +13,6 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -318,7 +317,8 @@ def decode_body(body: bytes, content_type: str | None, source: str) -> str:
     raise FeedError(source, problem)
 
 
-# --- items as JSON (the feed cache keeps the last items of a source) ------------------------
+# --- items as JSON (the feed cache keeps the last items of a source; read back by
+# feed_formats.cached_items) ---------------------------------------------------------------
 
 
 def item_to_json(item: TrendItem) -> dict[str, Any]:
@@ -330,15 +330,3 @@ def item_to_json(item: TrendItem) -> dict[str, Any]:
         "published_at": item.published_at.isoformat() if item.published_at else None,
         "guid": item.guid,
     }
-
-
-def item_from_json(data: Mapping[str, Any]) -> TrendItem:
-    published = data.get("published_at")
-    return TrendItem(
-        source=str(data["source"]),
-        title=str(data["title"]),
-        url=str(data.get("url", "")),
-        summary=str(data.get("summary", "")),
-        published_at=datetime.fromisoformat(published) if published else None,
-        guid=str(data["guid"]),
-    )

@@ -8,8 +8,14 @@ Rules, matched on an NFKC fold of the text (so full-width look-alikes count) and
 the original text:
 - url: http://, https:// or ftp:// and anything up to the next space; www. the same way.
 - email: name@domain.tld.
-- domain: labels ending in a link-style top-level domain written in lowercase (example.com,
-  bit.ly/x, news.example.co.uk/a); "Node.js", "e.g.", "U.S.", "3.5" and "ASP.NET" do not match.
+- domain: labels ending in a top-level domain of the Public Suffix List (ICANN's section, as
+  the publicsuffixlist package ships it), in any case: example.com, SCAM.COM, promo.bet,
+  bit.ly/x, news.example.co.uk/a. "Node.js", "Vue.js", "e.g.", "i.e.", "U.S.", "Ph.D.", "a.m.",
+  "3.5", "1.2.3" and "report.pdf" are not domains (js, g, s, pdf are no top-level domains). A
+  name that is one is stripped even when meant otherwise: "ASP.NET" is asp.net and "setup.py"
+  a Paraguayan domain, both a viewer could visit. A sentence typed without the space after
+  its full stop ("the end.It was") is not a domain when the word after the dot is a capitalised
+  common word (It, So, You, Now, ...; not Com, Bet or Casino).
 - handle: @ followed by letters, digits, '_' or '.', with at least one letter (@nasa, not
   "@ 5pm" or "@10:30").
 - phone: digit groups with a leading '+' (8-15 digits), or at least 9 digits in groups split by
@@ -23,18 +29,19 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, replace
+from functools import cache
+
+from publicsuffixlist import PublicSuffixList
 
 from mdame_domain.writer import MIN_SCRIPT_WORDS, Script
 
-# Top-level domains that turn "word.tld" into a link. Only lowercase ones match, and common
-# words that end sentences typed without a space ("it", "in", "to", "be", "so") are left out.
-_TLDS = (
-    "com net org edu gov mil int info biz io co ly me tv gg app dev ai xyz link site online "
-    "shop store club live news blog tech cloud page top icu vip fun ws fm cc gl "
-    "us uk de fr es ru cn jp br au ca nl eu ch se pl kr mx tk ga cf gq su ua ir"
-)
-_TLD = "|".join(sorted(_TLDS.split(), key=len, reverse=True))
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# Capitalised after a full stop with no space, these start a sentence ("the end.It was"), though
+# each is a top-level domain too.
+_SENTENCE_WORDS = frozenset({
+    "it", "in", "to", "be", "so", "is", "at", "as", "no", "me", "us", "my", "do", "am", "by",
+    "you", "now", "new", "one", "how", "here", "next",
+})  # fmt: skip
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("url", re.compile(r"(?i)(?<![\w.])(?:(?:https?|ftp)://|www\.)[^\s<>\"]+")),
@@ -42,10 +49,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "email",
         re.compile(rf"(?<![\w.+-])[\w.+-]+@{_LABEL}(?:\.{_LABEL})+"),
     ),
-    (
-        "domain",
-        re.compile(rf"(?<![\w@./-])(?:{_LABEL}\.)+(?:{_TLD})(?![\w-])(?:/[^\s<>\"]*)?"),
-    ),
+    # A candidate: _domain says whether (or how much of) it is one.
+    ("domain", re.compile(rf"(?<![\w@./-])(?:{_LABEL}\.)+{_LABEL}(?![\w-])(?:/[^\s<>\"]*)?")),
     ("handle", re.compile(r"(?<![\w@.])@(?=[A-Za-z0-9_.]*[A-Za-z])\w(?:[\w.]*\w)?")),
     (
         "phone",
@@ -99,6 +104,31 @@ def _is_phone(candidate: str) -> bool:
     return not all(len(g) == 4 and g[0] in "12" for g in groups)  # years: 1999 2000 2001
 
 
+@cache
+def _suffixes() -> PublicSuffixList:
+    # ICANN's section only: a private suffix such as github.io is itself a site to visit.
+    return PublicSuffixList(only_icann=True)
+
+
+def _domain(candidate: str) -> str:
+    """The domain (with its path) that `candidate` (dot-separated labels, a path perhaps)
+    starts with, or "" when it names none: "scam.com.zz" is scam.com, "Node.js" nothing."""
+    host, slash, path = candidate.partition("/")
+    labels = host.split(".")
+    for count in range(len(labels), 1, -1):
+        last, before = labels[count - 1], labels[count - 2]
+        glued_sentence = (
+            last.lower() in _SENTENCE_WORDS
+            and last[:1].isupper()
+            and last[1:].islower()
+            and before[-1:].islower()
+        )
+        name = ".".join(labels[:count])
+        if not glued_sentence and _suffixes().privatesuffix(name.lower(), accept_unknown=False):
+            return name + slash + path if count == len(labels) else name
+    return ""
+
+
 def _trim(match_text: str) -> str:
     trimmed = match_text.rstrip(_TRAILING)
     for close, open_ in ((")", "("), ("]", "[")):
@@ -120,6 +150,11 @@ def find_contact_details(text: str) -> tuple[ContactDetail, ...]:
                 continue
             if kind == "phone" and not _is_phone(raw):
                 continue
+            if kind == "domain":
+                raw = _domain(raw)
+                end = start + len(raw)
+                if not raw:
+                    continue
             found.append((start, end, kind))
             for i in range(start, end):
                 taken[i] = True

@@ -40,7 +40,8 @@ def run_engine(
     today: date,
 ) -> EngineOutcome:
     """Proposes the week's changes from `metrics` against the set in force and writes them
-    (apply_param_set: one change a week, a re-run returns the same version)."""
+    (apply_param_set: one change a week, a re-run returns the same version). `state` is a
+    fenced view holding the dimension's pipeline lock."""
     slug = config.slug
     current_set = state.current_param_set(slug)
     version = current_set.version if current_set else 0
@@ -67,12 +68,13 @@ def run_engine(
         return EngineOutcome(slug, week_start, changes, version, False, None, text)
     start = effective_from(week_start, today)
     text = _markdown(slug, week_start, changes, version + 1, start)
+    # The database holds the set to the limits the dimension was registered with, which are
+    # config.adaptive when `config` is the registered config (as the asset reads it).
     new_version, created = state.apply_param_set(
         slug,
         week_start,
         start,
         apply_changes(current, changes),
-        config.adaptive.to_json(),
         [c.__dict__ for c in changes],
         text,
     )

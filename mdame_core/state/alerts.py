@@ -1,5 +1,6 @@
-"""Operator alerts (not fenced: see sql/functions/alerts.sql): counted once per dimension,
-cause and day, and delivered under a claim."""
+"""Operator alerts: counted once per dimension, cause and day (a dimension's under its pipeline
+lock but for run_failure and check_blocked: see sql/functions/alerts.sql), and delivered under a
+claim."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ class Alerts(ClientBase):
     def record_alert(
         self, dimension: str | None, cause: str, day: date, text: str, lease_s: int = 120
     ) -> AlertRecord:
-        """Counts one occurrence of `cause` for the dimension (None: global) on UTC `day`."""
-        rows = self.call("record_alert", dimension or "", cause, day, text, lease_s)
+        """Counts one occurrence of `cause` for the dimension (None: global) on UTC `day`. On a
+        fenced view it carries the lock's token; unfenced, only an alert of no dimension, a
+        run_failure or a check_blocked is recorded (Fenced otherwise)."""
+        token = self._token() if self._fence is not None else None
+        rows = self.call("record_alert", dimension or "", cause, day, text, lease_s, token)
         return AlertRecord(*rows[0])
 
     # The claim's token settles it: a holder whose claim was taken over gets LeaseLost (MD004)

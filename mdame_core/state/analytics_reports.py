@@ -1,5 +1,5 @@
-"""Analytics and weekly reports (not fenced): the channels' daily counters, the Strategic
-Auditor's facts and its stored reports."""
+"""Analytics and weekly reports: the channels' daily counters and the stored reports (written
+under the dimension's pipeline lock), the Strategic Auditor's facts."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ class AnalyticsReports(ClientBase):
 
     def record_video_stats(self, day: date, items: Sequence[JsonObject]) -> int:
         """Upserts one day's counters, items [{"publication_id", "views", "likes",
-        "comments"}] (<= 1000, each of a published publication); all or nothing. The count."""
-        return self._scalar("record_video_stats", day, _json(list(items)))
+        "comments"}] (<= 1000, each of a published publication of the locked dimension); all
+        or nothing. The count."""
+        return self._scalar("record_video_stats", day, _json(list(items)), self._token())
 
     def store_report(
         self,
@@ -28,7 +29,8 @@ class AnalyticsReports(ClientBase):
         images: Sequence[JsonObject],
     ) -> int:
         """Stores (or replaces: revision + 1) the dimension's report of the week starting on
-        `week_start` (a Monday). images: [{"name", "uri", "sha256"}]. The report id."""
+        `week_start` (a Monday), under its lock. images: [{"name", "uri", "sha256"}]. The
+        report id."""
         return self._scalar(
             "store_report",
             dimension_slug,
@@ -36,6 +38,7 @@ class AnalyticsReports(ClientBase):
             _json(metrics),
             markdown,
             _json(list(images)),
+            self._token(),
         )
 
     def get_report(self, dimension_slug: str, week_start: date) -> Report | None:

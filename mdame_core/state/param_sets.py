@@ -1,5 +1,5 @@
-"""Versioned parameter sets: a dimension's tuned parameters, one change a week at most,
-and their rollback."""
+"""Versioned parameter sets: a dimension's tuned parameters, one change a week at most under
+its pipeline lock, and their rollback (the operator's)."""
 
 from __future__ import annotations
 
@@ -19,22 +19,24 @@ class ParamSets(ClientBase):
         week_start: date,
         effective_from: date,
         params: JsonObject,
-        limits: JsonObject,
         changes: Sequence[JsonObject],
         explanation: str,
     ) -> tuple[int, bool]:
         """(version, created): a new version for the week, or the week's existing one when the
-        same params are proposed again. InvalidInput for a value outside `limits`, a move over
-        the weekly step or an unknown parameter; StateConflict for a second change in a week."""
+        same params are proposed again. Made under the dimension's lock (Fenced otherwise); the
+        limits are the dimension's registered ones (its YAML's `adaptive:` block as last
+        synced), never the caller's. InvalidInput for a value outside them, a move over the
+        weekly step or an unknown parameter; StateConflict for a second change in a week or an
+        engine the YAML disables; NotFound for a registration without limits."""
         rows = self.call(
             "apply_param_set",
             dimension_slug,
             week_start,
             effective_from,
             _json(params),
-            _json(limits),
             _json(list(changes)),
             explanation,
+            self._token(),
         )
         return int(rows[0][0]), bool(rows[0][1])
 

@@ -26,7 +26,8 @@ from urllib.parse import quote
 import httpx
 
 from mdame_core.settings import REPO_ROOT
-from mdame_domain.feed_formats import parse_source_body
+from mdame_core.state import Fenced
+from mdame_domain.feed_formats import cached_items, parse_source_body
 from mdame_domain.feed_sources import (
     DEFAULT_GOOGLE_TRENDS_ROOT_URL,
     DEFAULT_REDDIT_ROOT_URL,
@@ -34,7 +35,6 @@ from mdame_domain.feed_sources import (
     Endpoints,
     FeedSource,
     decode_body,
-    item_from_json,
     item_to_json,
     redact,
     redirect_refusal,
@@ -231,6 +231,16 @@ class HttpFeedTrendSource(TrendSourceResource):
                 raise FeedError(key, "YOUTUBE_API_KEY is not set")
             url = f"{url}&key={quote(self.youtube_api_key, safe='')}"
         cached = cache.get_feed_cache(key) if cache is not None else None
+        notes: list[str] = []
+        reused: tuple[list[TrendItem], list[SkippedItem]] | None = None
+        if cached is not None:
+            # Checked before the conditional GET: a cache whose items are unusable is not
+            # offered for a 304, so the full response replaces it instead of failing each day.
+            try:
+                reused = cached_items(cached.items, key)
+            except FeedError as exc:
+                notes.append(f"cached items not reused ({exc.problem[:300]}); fetched in full")
+                cached = None
         headers = {"User-Agent": self.user_agent, "Accept-Encoding": "gzip, deflate"}
         if cached is not None and cached.etag:
             headers["If-None-Match"] = cached.etag
@@ -238,26 +248,36 @@ class HttpFeedTrendSource(TrendSourceResource):
             headers["If-Modified-Since"] = cached.last_modified
         status, response_headers, body = self._get(key, url, headers)
         if status == 304:
-            if cached is None:
+            if cached is None or reused is None or cache is None:
                 raise FeedError(key, "HTTP 304 Not Modified, but nothing is cached to reuse")
-            items = [item_from_json(i) for i in cached.items]
-            notes: list[str] = []
-            if cache is not None:
-                cache.record_feed_fetch(
-                    key, response_headers.get("etag"), response_headers.get("last-modified"), None
-                )
-            return SourceResult(key, source.kind, "not_modified", items, [], notes)
+            items, skipped = reused
+            etag, modified = response_headers.get("etag"), response_headers.get("last-modified")
+            self._write_cache(cache, key, etag, modified, None, notes)
+            return SourceResult(key, source.kind, "not_modified", items, skipped, notes)
         text = decode_body(body, response_headers.get("content-type"), key)
         parsed = parse_source_body(source.kind, text, key, region=source.region)
         items, skipped = split_storable(parsed)
-        notes = []
         if cache is not None:
             etag, modified = response_headers.get("etag"), response_headers.get("last-modified")
-            try:
-                cache.record_feed_fetch(key, etag, modified, [item_to_json(i) for i in items])
-            except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs a refetch
-                notes.append(f"feed cache not written: {redact(str(exc), self._secrets())[:300]}")
+            self._write_cache(cache, key, etag, modified, [item_to_json(i) for i in items], notes)
         return SourceResult(key, source.kind, "fetched", items, skipped, notes)
+
+    def _write_cache(
+        self,
+        cache: FeedCache,
+        key: str,
+        etag: str | None,
+        modified: str | None,
+        items: list[dict[str, Any]] | None,
+        notes: list[str],
+    ) -> None:
+        """A cache that cannot be written costs a refetch, noted; a lost lock stops the stage."""
+        try:
+            cache.record_feed_fetch(key, etag, modified, items)
+        except Fenced:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs a refetch
+            notes.append(f"feed cache not written: {redact(str(exc), self._secrets())[:300]}")
 
     def _get(self, key: str, url: str, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
         """One bounded GET. Errors become FeedError naming the source, with the URL's secrets

@@ -22,7 +22,12 @@ REVOKE ALL ON FUNCTION mdame._require_alert_lease(p_lease_s integer) FROM PUBLIC
 
 -- Records an alert once per dimension, cause and day (counting repeats) and says whether the
 -- caller should deliver it now, with the claim's token to settle it with (NULL: not `deliver`).
-CREATE OR REPLACE FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer DEFAULT 120)
+-- A dimension's alert is fenced by its pipeline lock (p_lock_token): the stage that met the
+-- cause holds it, and so no holder can record (and so silence for the day) another dimension's
+-- alert. Raised without a token, for what no lock is held for: an alert of no dimension (the
+-- disk), a run_failure (the run failure sensor, after the run ended) and a check_blocked (asset
+-- checks, read-only steps that take no lock).
+CREATE OR REPLACE FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer DEFAULT 120, p_lock_token bigint DEFAULT NULL::bigint)
  RETURNS TABLE(alert_id bigint, fresh boolean, deliver boolean, claim_token uuid)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -46,6 +51,15 @@ BEGIN
     PERFORM mdame._invalid('day must not be NULL');
   END IF;
   PERFORM mdame._require_text('text', p_text, 20000), mdame._require_alert_lease(p_lease_s);
+  IF p_lock_token IS NOT NULL AND v_slug <> '' THEN
+    PERFORM mdame._fence(mdame._dimension_id(v_slug), p_lock_token);
+  ELSIF p_lock_token IS NOT NULL THEN
+    PERFORM mdame._fence_token(p_lock_token);
+  ELSIF v_slug <> '' AND p_cause NOT IN ('run_failure', 'check_blocked') THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD007',
+      MESSAGE = format('mdame: fenced: a %s alert of dimension %s needs its pipeline lock token '
+                       '(got NULL)', p_cause, v_slug);
+  END IF;
   INSERT INTO alerts AS a (dimension_slug, cause, day, text, claimed_until, claim_token)
   VALUES (v_slug, p_cause, p_day, p_text, now() + make_interval(secs => p_lease_s),
           gen_random_uuid())
@@ -65,8 +79,8 @@ BEGIN
   RETURN QUERY SELECT v_id, false, v_token IS NOT NULL, v_token;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.record_alert(p_dimension_slug text, p_cause text, p_day date, p_text text, p_lease_s integer, p_lock_token bigint) TO mdame_app;
 
 -- The alert went out: never delivered again. True the first time, false when it already was
 -- delivered; MD004 while another deliverer holds it (this token's claim was taken over).

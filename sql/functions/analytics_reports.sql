@@ -8,8 +8,10 @@ SET LOCAL search_path = mdame, pg_temp;
 
 -- Upserts a batch of one day's statistics: p_items is
 -- [{"publication_id": n, "views": n, "likes": n, "comments": n}, ...] (at most 1000 items),
--- each of a published publication. All or nothing; returns the number of rows written.
-CREATE OR REPLACE FUNCTION mdame.record_video_stats(p_day date, p_items jsonb)
+-- each of a published publication of the dimension whose pipeline lock p_lock_token holds (the
+-- analytics step reads the counters under it). All or nothing; returns the number of rows
+-- written.
+CREATE OR REPLACE FUNCTION mdame.record_video_stats(p_day date, p_items jsonb, p_lock_token bigint)
  RETURNS integer
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -20,8 +22,10 @@ DECLARE
   v_key text;
   v_pub publications;
   v_dimension bigint;
+  v_fenced bigint;
   v_count integer := 0;
 BEGIN
+  PERFORM mdame._fence_token(p_lock_token);  -- a stale token is refused before anything else
   PERFORM mdame._require_not_null('day', p_day),
           mdame._require_json('items', p_items, 'array');
   IF p_day > current_date + 1 OR p_day < date '2000-01-01' THEN
@@ -47,12 +51,17 @@ BEGIN
     IF v_pub.id IS NULL THEN
       RAISE EXCEPTION USING ERRCODE = 'MD006',
         MESSAGE = format('mdame: publication %s does not exist', v_item ->> 'publication_id');
-    ELSIF v_pub.state <> 'published' OR coalesce(v_pub.result ->> 'video_id', '') = '' THEN
+    END IF;
+    SELECT s.dimension_id INTO v_dimension FROM scripts s WHERE s.id = v_pub.script_id;
+    IF v_dimension IS DISTINCT FROM v_fenced THEN  -- a token holds one dimension's lock
+      PERFORM mdame._fence(v_dimension, p_lock_token);
+      v_fenced := v_dimension;
+    END IF;
+    IF v_pub.state <> 'published' OR coalesce(v_pub.result ->> 'video_id', '') = '' THEN
       RAISE EXCEPTION USING ERRCODE = 'MD003',
         MESSAGE = format('mdame: publication %s is %s, not published with a video id',
                          v_pub.id, v_pub.state);
     END IF;
-    SELECT s.dimension_id INTO v_dimension FROM scripts s WHERE s.id = v_pub.script_id;
     INSERT INTO video_stats (publication_id, day, dimension_id, video_id, views, likes, comments)
     VALUES (v_pub.id, p_day, v_dimension, v_pub.result ->> 'video_id',
             (v_item ->> 'views')::bigint, (v_item ->> 'likes')::bigint,
@@ -65,12 +74,13 @@ BEGIN
   RETURN v_count;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.record_video_stats(p_day date, p_items jsonb) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.record_video_stats(p_day date, p_items jsonb) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.record_video_stats(p_day date, p_items jsonb, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.record_video_stats(p_day date, p_items jsonb, p_lock_token bigint) TO mdame_app;
 
 -- Stores the dimension's report of the week that starts on p_week_start (a Monday), replacing
--- an earlier run's. Returns the report id (stable across re-runs).
-CREATE OR REPLACE FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb)
+-- an earlier run's, under the dimension's pipeline lock (the Auditor's and the Adaptive
+-- Engine's steps hold it). Returns the report id (stable across re-runs).
+CREATE OR REPLACE FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb, p_lock_token bigint)
  RETURNS bigint
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -83,6 +93,8 @@ DECLARE
   v_id bigint;
   v_revision integer;
 BEGIN
+  v_dimension := mdame._dimension_id(p_dimension_slug);
+  PERFORM mdame._fence(v_dimension, p_lock_token);
   PERFORM mdame._require_not_null('week_start', p_week_start),
           mdame._require_json('metrics', p_metrics, 'object'),
           mdame._require_text('markdown', p_markdown, 200000),
@@ -105,7 +117,6 @@ BEGIN
             mdame._require_sha256(format('images[%s].sha256', v_index), v_image ->> 'sha256');
     v_index := v_index + 1;
   END LOOP;
-  v_dimension := mdame._dimension_id(p_dimension_slug);
   INSERT INTO reports (dimension_id, week_start, metrics, markdown, images)
   VALUES (v_dimension, p_week_start, p_metrics, p_markdown, p_images)
   ON CONFLICT (dimension_id, week_start) DO UPDATE
@@ -119,8 +130,8 @@ BEGIN
   RETURN v_id;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.store_report(p_dimension_slug text, p_week_start date, p_metrics jsonb, p_markdown text, p_images jsonb, p_lock_token bigint) TO mdame_app;
 
 -- The raw facts of one dimension's week (partition days p_first_day..p_last_day) that the
 -- Strategic Auditor's metrics are computed from (mdame_domain.audit), as one JSON object. Work is

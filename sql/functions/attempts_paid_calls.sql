@@ -176,6 +176,15 @@ BEGIN
   END IF;
   -- The same lock _record_attempt takes: attempts of one work key are serialised.
   PERFORM pg_advisory_xact_lock(hashtextextended('mdame.provider_attempts:' || p_work_key, 0));
+  -- A work key is one dimension's: this holder neither reuses, settles nor continues the
+  -- attempts another dimension (or an upload) made under it.
+  IF EXISTS (SELECT FROM provider_attempts a
+              WHERE a.work_key = p_work_key
+                AND (a.detail ->> 'dimension') IS DISTINCT FROM p_dimension_slug) THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD002',
+      MESSAGE = format('mdame: work key %s has attempts that are not dimension %s''s paid calls',
+                       mdame._clip(p_work_key, 200), p_dimension_slug);
+  END IF;
   SELECT * INTO v_last FROM provider_attempts
    WHERE work_key = p_work_key ORDER BY attempt_no DESC LIMIT 1;
   IF v_last.status = 'succeeded' AND v_last.request_hash = p_request_hash

@@ -78,15 +78,70 @@ AS $function$
 $function$;
 REVOKE ALL ON FUNCTION mdame._current_param_set(p_dimension_id bigint) FROM PUBLIC, mdame_app, mdame_admin;
 
+-- The limits the dimension was registered with (its stored config's `adaptive` block, as the
+-- registry sync wrote it from the YAML with the defaults applied: mdame_domain/adaptive.py
+-- parse_adaptive is their one source), in the shape apply_param_set stores: {name: {min, max}}
+-- for hook_threshold, videos_per_day, trend_volume_gate and category_weight, and weekly_step
+-- {name: step}. MD006 when the stored config has no such block (registered before it existed:
+-- `mdame dimensions sync` registers it again); MD003 when the YAML disables the engine.
+CREATE OR REPLACE FUNCTION mdame._registered_param_limits(p_dimension_id bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+  v_slug text;
+  v_adaptive jsonb;
+  v_name text;
+  v_pair jsonb;
+  v_step jsonb;
+  v_limits jsonb := '{}'::jsonb;
+  v_steps jsonb := '{}'::jsonb;
+BEGIN
+  SELECT d.slug, d.config -> 'adaptive' INTO v_slug, v_adaptive
+    FROM mdame.dimensions d WHERE d.id = p_dimension_id;
+  IF v_adaptive IS NULL OR jsonb_typeof(v_adaptive) <> 'object' THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD006',
+      MESSAGE = format('mdame: dimension %L has no registered adaptive limits (config.adaptive): '
+                       'register it again with `mdame dimensions sync`', v_slug);
+  END IF;
+  IF v_adaptive -> 'enabled' = 'false'::jsonb THEN
+    RAISE EXCEPTION USING ERRCODE = 'MD003',
+      MESSAGE = format('mdame: dimension %L disables the Adaptive Engine (adaptive.enabled: '
+                       'false in its YAML)', v_slug);
+  END IF;
+  FOREACH v_name IN ARRAY ARRAY['hook_threshold', 'videos_per_day', 'trend_volume_gate',
+                                'category_weight'] LOOP
+    v_pair := v_adaptive -> v_name;
+    v_step := v_adaptive -> ('step_' || v_name);
+    IF jsonb_typeof(v_pair) IS DISTINCT FROM 'array' OR jsonb_array_length(v_pair) <> 2
+       OR jsonb_typeof(v_pair -> 0) <> 'number' OR jsonb_typeof(v_pair -> 1) <> 'number'
+       OR jsonb_typeof(v_step) IS DISTINCT FROM 'number' OR (v_step #>> '{}')::numeric < 0 THEN
+      RAISE EXCEPTION USING ERRCODE = 'MD006',
+        MESSAGE = format('mdame: dimension %L has no registered adaptive.%s [min, max] and '
+                         'adaptive.step_%s: register it again with `mdame dimensions sync`',
+                         v_slug, v_name, v_name);
+    END IF;
+    v_limits := v_limits || jsonb_build_object(
+      v_name, jsonb_build_object('min', v_pair -> 0, 'max', v_pair -> 1));
+    v_steps := v_steps || jsonb_build_object(v_name, v_step);
+  END LOOP;
+  RETURN v_limits || jsonb_build_object('weekly_step', v_steps);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._registered_param_limits(p_dimension_id bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
 -- Writes a new version of the dimension's parameter set for the week, derived from the current
--- one. p_params holds any of hook_threshold, videos_per_day, trend_volume_gate and
--- category_weights ({category: weight}); p_limits the hard limits ({name: {min, max}} for
--- hook_threshold, videos_per_day, trend_volume_gate, category_weight, and weekly_step {name:
--- step}), which are stored with the set. Refused (MD001, naming the field): a value outside its
--- limits (the hook threshold also outside [0.70, 0.80]), a move larger than the weekly step from
--- the current set, an unknown parameter. Refused (MD003): a second, different set for a week
--- that already has one. The same proposal again returns its version with created = false.
-CREATE OR REPLACE FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text)
+-- one, under the dimension's pipeline lock (the Adaptive Engine's step holds it). p_params holds
+-- any of hook_threshold, videos_per_day, trend_volume_gate and category_weights ({category:
+-- weight}). The hard limits and weekly steps are the dimension's registered ones
+-- (_registered_param_limits: the caller cannot widen them) and are stored with the set.
+-- Refused (MD001, naming the field): a value outside its limits (the hook threshold also
+-- outside [0.70, 0.80]), a move larger than the weekly step from the current set, an unknown
+-- parameter. Refused (MD003): a second, different set for a week that already has one, or a
+-- dimension whose YAML disables the engine. The same proposal again returns its version with
+-- created = false.
+CREATE OR REPLACE FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_changes jsonb, p_explanation text, p_lock_token bigint)
  RETURNS TABLE(version integer, created boolean)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -103,12 +158,13 @@ DECLARE
   v_hook numeric[];
   v_weight numeric[];
   v_version integer;
+  v_limits jsonb;
 BEGIN
   v_dim := mdame._dimension_id(p_dimension_slug);
+  PERFORM mdame._fence(v_dim, p_lock_token);
   PERFORM mdame._require_not_null('week_start', p_week_start),
           mdame._require_not_null('effective_from', p_effective_from),
           mdame._require_json('params', p_params),
-          mdame._require_json('limits', p_limits),
           mdame._require_json('changes', p_changes, 'array'),
           mdame._require_text('explanation', p_explanation, 20000);
   IF p_effective_from <= p_week_start THEN
@@ -133,11 +189,9 @@ BEGIN
                        v_old.version);
   END IF;
   v_cur := mdame._current_param_set(v_dim);
-  v_steps := coalesce(p_limits -> 'weekly_step', '{}'::jsonb);
-  IF jsonb_typeof(v_steps) <> 'object' THEN
-    PERFORM mdame._invalid('limits.weekly_step must be an object');
-  END IF;
-  v_hook := mdame._param_limit(p_limits, 'hook_threshold');
+  v_limits := mdame._registered_param_limits(v_dim);
+  v_steps := v_limits -> 'weekly_step';
+  v_hook := mdame._param_limit(v_limits, 'hook_threshold');
   -- The hook threshold lives inside [0.70, 0.80] and inside what the YAML allows.
   v_hook := ARRAY[greatest(v_hook[1], (mdame._param_hook_bounds())[1]),
                   least(v_hook[2], (mdame._param_hook_bounds())[2])];
@@ -148,19 +202,19 @@ BEGIN
                                    v_cur.params -> v_key, v_steps -> v_key);
       WHEN 'videos_per_day' THEN
         PERFORM mdame._check_param(v_key, v_value,
-                                   mdame._param_limit(p_limits, v_key), true,
+                                   mdame._param_limit(v_limits, v_key), true,
                                    v_cur.params -> v_key, v_steps -> v_key);
         PERFORM mdame._check_param(v_key, v_value, ARRAY[1, 10]::numeric[], true, NULL, NULL);
       WHEN 'trend_volume_gate' THEN
         PERFORM mdame._check_param(v_key, v_value,
-                                   mdame._param_limit(p_limits, v_key), true,
+                                   mdame._param_limit(v_limits, v_key), true,
                                    v_cur.params -> v_key, v_steps -> v_key);
         PERFORM mdame._check_param(v_key, v_value, ARRAY[0, 50]::numeric[], true, NULL, NULL);
       WHEN 'category_weights' THEN
         IF jsonb_typeof(v_value) <> 'object' THEN
           PERFORM mdame._invalid('params.category_weights must be an object {category: weight}');
         END IF;
-        v_weight := mdame._param_limit(p_limits, 'category_weight');
+        v_weight := mdame._param_limit(v_limits, 'category_weight');
         IF (SELECT count(*) FROM jsonb_object_keys(v_value)) > 200 THEN
           PERFORM mdame._invalid('params.category_weights has more than 200 categories');
         END IF;
@@ -188,13 +242,13 @@ BEGIN
     FROM mdame.param_sets s WHERE s.dimension_id = v_dim;
   INSERT INTO mdame.param_sets (dimension_id, version, parent_version, week_start, effective_from,
                                 params, limits, changes, explanation)
-  VALUES (v_dim, v_version, v_cur.version, p_week_start, p_effective_from, p_params, p_limits,
+  VALUES (v_dim, v_version, v_cur.version, p_week_start, p_effective_from, p_params, v_limits,
           p_changes, p_explanation);
   RETURN QUERY SELECT v_version, true;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_limits jsonb, p_changes jsonb, p_explanation text) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_changes jsonb, p_explanation text, p_lock_token bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.apply_param_set(p_dimension_slug text, p_week_start date, p_effective_from date, p_params jsonb, p_changes jsonb, p_explanation text, p_lock_token bigint) TO mdame_app;
 
 -- Rolls back the dimension's current version: the one before it (or, after the first, the
 -- YAML's values: version 0) is current again, and for every day. Returns the version now current.

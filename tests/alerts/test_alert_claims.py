@@ -9,6 +9,7 @@ alert itself once it knows another holds it. Delivery goes through the real code
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +81,10 @@ class _Sweep(threading.Thread):
 
 
 def test_a_stale_sweep_cannot_clear_the_new_holders_claim(
-    state: StateStore, owner: psycopg.Connection, tmp_path: Path
+    state: StateStore, stage: Callable[[str], StateStore], owner: psycopg.Connection, tmp_path: Path
 ) -> None:
     outbox = OutboxNotifier(root=str(tmp_path))
-    assert raise_alert(state, None, "tech", "halt", "voice chain failed") == "undelivered"
+    assert raise_alert(stage("tech"), None, "tech", "halt", "voice chain failed") == "undelivered"
     (alert_id,) = owner.execute("SELECT id FROM mdame.alerts").fetchone() or ()
 
     # Sweep A claims the alert; its send hangs past its claim, which lapses.
@@ -116,11 +117,11 @@ def test_a_stale_sweep_cannot_clear_the_new_holders_claim(
 
 
 def test_a_sweep_does_not_send_what_another_took_over_meanwhile(
-    state: StateStore, owner: psycopg.Connection, tmp_path: Path
+    state: StateStore, stage: Callable[[str], StateStore], owner: psycopg.Connection, tmp_path: Path
 ) -> None:
     outbox = OutboxNotifier(root=str(tmp_path))
-    assert raise_alert(state, None, "tech", "halt", "first") == "undelivered"
-    assert raise_alert(state, None, "science", "halt", "second") == "undelivered"
+    assert raise_alert(stage("tech"), None, "tech", "halt", "first") == "undelivered"
+    assert raise_alert(stage("science"), None, "science", "halt", "second") == "undelivered"
     science = owner.execute("SELECT id FROM mdame.alerts WHERE dimension_slug = 'science'")
     (second,) = science.fetchone() or ()
 
@@ -150,7 +151,7 @@ def test_a_sweep_does_not_send_what_another_took_over_meanwhile(
 def test_only_the_current_token_settles_a_claim(
     state: StateStore, owner: psycopg.Connection
 ) -> None:
-    assert raise_alert(state, None, "tech", "disk_low", "3% free") == "undelivered"
+    assert raise_alert(state, None, None, "disk_low", "3% free") == "undelivered"
     (a,) = state.claim_undelivered_alerts()
     _lapse(owner)
     (b,) = state.claim_undelivered_alerts()

@@ -16,14 +16,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import httpx
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_cli.ui import free_port
 from mdame_core.settings import REPO_ROOT
 from mdame_core.state import Fence, StateStore
+from mdame_core.state.feed_cache import DimensionFeedCache
+from mdame_domain.feed_formats import MAX_ITEMS_PER_SOURCE
 from mdame_domain.feed_sources import FeedSource
 from mdame_domain.trends import FeedError
+from mdame_domain.trends.sizes import SUMMARY_MAX_BYTES, TITLE_MAX_BYTES, stored_size
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
 from tests.adminkit import as_admin
 
@@ -34,6 +39,15 @@ KEY = "test-key-not-secret"
 def fake() -> Iterator[FeedServer]:
     with running(youtube_key=KEY) as server:
         yield server
+
+
+@pytest.fixture
+def cache(state: StateStore) -> DimensionFeedCache:
+    """The feed cache as tech's trends stage uses it: written under tech's pipeline lock."""
+    as_admin(state).upsert_dimension("tech", "Tech")
+    grant = state.acquire_pipeline_lock("pipeline:tech", "feeds", 600)
+    assert grant is not None
+    return state.fenced(Fence("pipeline:tech", "feeds", grant, 600)).for_dimension("tech")
 
 
 def _reader(fake: FeedServer, **overrides: object) -> HttpFeedTrendSource:
@@ -74,33 +88,92 @@ def test_every_kind_is_read_with_a_user_agent(fake: FeedServer) -> None:
     assert youtube.query["key"] == [KEY] and youtube.query["chart"] == ["mostPopular"]
 
 
-def test_a_304_reuses_the_cached_items(fake: FeedServer, state: StateStore) -> None:
+def test_a_304_reuses_the_cached_items(fake: FeedServer, cache: DimensionFeedCache) -> None:
     reader = _reader(fake)
     for source in _all_kinds(fake):
-        first = reader.fetch(source, cache=state)
-        again = reader.fetch(source, cache=state)
+        first = reader.fetch(source, cache=cache)
+        again = reader.fetch(source, cache=cache)
         assert (first.status, again.status) == ("fetched", "not_modified"), source.kind
         assert again.items == first.items, source.kind
     conditional = [r for r in fake.requests if "if-none-match" in r.headers]
     assert len(conditional) == 6 and all("if-modified-since" in r.headers for r in conditional)
     # A 304 forced by the server (whatever the request said) reuses the cache too.
     fake.faults.push("rss", "304")
-    assert reader.fetch(_rss(fake), cache=state).status == "not_modified"
+    assert reader.fetch(_rss(fake), cache=cache).status == "not_modified"
 
 
-def test_a_304_with_nothing_cached_is_a_clear_error(fake: FeedServer, state: StateStore) -> None:
+def test_a_304_with_nothing_cached_is_a_clear_error(
+    fake: FeedServer, cache: DimensionFeedCache
+) -> None:
     fake.faults.push("rss", "304")
     with pytest.raises(FeedError, match="304 Not Modified, but nothing is cached"):
-        _reader(fake).fetch(_rss(fake), cache=state)
+        _reader(fake).fetch(_rss(fake), cache=cache)
 
 
-def test_a_changed_feed_replaces_the_cache(fake: FeedServer, state: StateStore) -> None:
+def _cached_items(owner: psycopg.Connection, url: str, items: object) -> None:
+    """The cached items of `url` replaced behind the RPC's back: a cache written before its
+    checks existed, or by someone else with the database's owner."""
+    owner.execute(
+        "UPDATE mdame.feed_cache SET items = %s WHERE source_url = %s", [Jsonb(items), url]
+    )
+
+
+def test_a_304_reuses_cached_items_under_the_caps_of_a_fresh_body(
+    fake: FeedServer, cache: DimensionFeedCache, owner: psycopg.Connection
+) -> None:
+    reader, source = _reader(fake), _rss(fake)
+    reader.fetch(source, cache=cache)
+    item = {"source": "elsewhere", "url": "https://e.com/" + "u" * 3000, "summary": "s" * 9000,
+            "published_at": "not a date"}  # fmt: skip
+    _cached_items(
+        owner, source.url, [{**item, "title": "t" * 5000, "guid": f"g{i}"} for i in range(150)]
+    )
+    again = reader.fetch(source, cache=cache)
+    assert again.status == "not_modified"
+    assert len(again.items) == MAX_ITEMS_PER_SOURCE
+    first = again.items[0]
+    assert stored_size(first.title) <= TITLE_MAX_BYTES and first.title.endswith("…")
+    assert stored_size(first.summary) <= SUMMARY_MAX_BYTES and first.url == ""
+    assert first.source == source.url and first.published_at is None
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"title": "no guid"}],
+        [{"guid": "g", "title": "t", "url": 5}],
+        [{"guid": "g", "title": ["not", "text"]}],
+        ["not an object"],
+        [{"guid": "g", "title": "t", "published_at": 20261129}],
+    ],
+)
+def test_a_malformed_cache_is_fetched_in_full_or_is_the_sources_error(
+    fake: FeedServer, cache: DimensionFeedCache, owner: psycopg.Connection, items: object
+) -> None:
+    reader, source = _reader(fake), _rss(fake)
+    first = reader.fetch(source, cache=cache)
+    _cached_items(owner, source.url, items)
+    # Not offered for a 304: the full response comes back and replaces the cache.
+    again = reader.fetch(source, cache=cache)
+    assert again.status == "fetched" and again.items == first.items
+    assert "cached items not reused" in again.notes[0]
+    assert "if-none-match" not in fake.requests[-1].headers
+    entry = cache.get_feed_cache(source.url)
+    assert entry is not None and len(entry.items) == len(first.items)
+    # A server that answers 304 whatever was asked: that source's FeedError, not a crash.
+    _cached_items(owner, source.url, items)
+    fake.faults.push("rss", "304")
+    with pytest.raises(FeedError, match="nothing is cached to reuse"):
+        reader.fetch(source, cache=cache)
+
+
+def test_a_changed_feed_replaces_the_cache(fake: FeedServer, cache: DimensionFeedCache) -> None:
     reader = _reader(fake)
-    reader.fetch(_rss(fake), cache=state)
+    reader.fetch(_rss(fake), cache=cache)
     fake.faults.push("rss", "injection")  # different content, so a different ETag
-    changed = reader.fetch(_rss(fake), cache=state)
+    changed = reader.fetch(_rss(fake), cache=cache)
     assert changed.status == "fetched" and INJECTION_TEXT[:40] in changed.items[0].summary
-    entry = state.get_feed_cache(_rss(fake).url)
+    entry = cache.get_feed_cache(_rss(fake).url)
     assert entry is not None and INJECTION_TEXT[:40] in entry.items[0]["summary"]
 
 

@@ -11,7 +11,7 @@ import dagster as dg
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import partition_key
-from mdame_domain.adaptive import AdaptiveLimits
+from mdame_pipeline.locks import held_lock
 
 WEEK, FROM = date(2026, 11, 16), date(2026, 11, 23)
 
@@ -36,9 +36,8 @@ def _run(pipeline, day: date) -> dict[str, dict]:
 def test_the_day_after_a_change_reads_it_and_the_day_before_does_not(pipeline) -> None:
     pipeline.sync()
     params = {"videos_per_day": 2, "trend_volume_gate": 4, "hook_threshold": 0.73}
-    pipeline.state.apply_param_set(
-        "tech", WEEK, FROM, params, AdaptiveLimits().to_json(), [], "test"
-    )
+    with held_lock(pipeline.state, "tech", "adaptive_engine") as engine:
+        engine.apply_param_set("tech", WEEK, FROM, params, [], "test")
     before = _run(pipeline, date(2026, 11, 22))
     assert before["trends"]["params_version"] == 0 and before["trends"]["trend_volume_gate"] == 3
     assert before["topics"]["videos_per_day"] == 1 and before["topics"]["approved"] == 1

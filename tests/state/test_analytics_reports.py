@@ -23,6 +23,7 @@ def _published(state: StateStore) -> dict:
     start = _begin(a, ids)
     assert a.finish_upload(start.attempt_id, "succeeded", "vid-1") == "published"
     ids["pub"] = start.publication_id
+    ids["held"] = a  # the analytics step writes the counters under the dimension's lock
     return ids
 
 
@@ -32,7 +33,7 @@ def _stat(pub: int, views: int) -> dict:
 
 def test_a_day_of_stats_is_upserted_idempotently(state, owner) -> None:
     ids = _published(state)
-    pub = ids["pub"]
+    pub, state = ids["pub"], ids["held"]
     assert state.record_video_stats(DAY, [_stat(pub, 100)]) == 1
     assert state.record_video_stats(DAY, [_stat(pub, 100)]) == 1  # a retry: same row
     assert state.record_video_stats(DAY, [_stat(pub, 150)]) == 1  # a fresher read replaces
@@ -50,7 +51,7 @@ def test_a_day_of_stats_is_upserted_idempotently(state, owner) -> None:
 
 def test_bad_stats_are_refused_whole_batch(state, owner) -> None:
     ids = _published(state)
-    pub = ids["pub"]
+    pub, state = ids["pub"], ids["held"]
     bad = [
         ([{"publication_id": pub, "views": -1, "likes": 0, "comments": 0}], "views"),
         ([{"publication_id": pub, "views": 1.5, "likes": 0, "comments": 0}], "views"),
@@ -67,7 +68,7 @@ def test_bad_stats_are_refused_whole_batch(state, owner) -> None:
     with pytest.raises(InvalidInput, match="plausible"):
         state.record_video_stats(date(2999, 1, 1), [_stat(pub, 1)])
     with pytest.raises(InvalidInput, match="items must be a JSON array"):
-        state.call("record_video_stats", DAY, Jsonb({}))
+        state.call("record_video_stats", DAY, Jsonb({}), state._token())
     # One bad item refuses the batch: the good one before it is not written either.
     with pytest.raises(NotFound, match="publication 999999 does not exist"):
         state.record_video_stats(DAY, [_stat(pub, 5), _stat(999_999, 5)])
@@ -79,11 +80,12 @@ def test_stats_need_a_published_video(state) -> None:
     ids = _to_publishing(a)
     start = _begin(a, ids)  # uploading: no video id yet
     with pytest.raises(StateConflict, match="not published"):
-        state.record_video_stats(DAY, [_stat(start.publication_id, 1)])
+        a.record_video_stats(DAY, [_stat(start.publication_id, 1)])
 
 
 def test_a_rerun_replaces_the_weeks_report(state, owner) -> None:
     as_admin(state).upsert_dimension("tech", "Tech")
+    state = hold(state, "tech")  # the Auditor's step stores it under the dimension's lock
     image = {"name": "views.png", "uri": f"media://{SHA}.png", "sha256": SHA}
     first = state.store_report("tech", MONDAY, {"videos_published": 1}, "# week", [image])
     again = state.store_report("tech", MONDAY, {"videos_published": 2}, "# week 2", [])
@@ -106,6 +108,7 @@ def test_a_rerun_replaces_the_weeks_report(state, owner) -> None:
 
 def test_bad_reports_are_refused(state, owner) -> None:
     as_admin(state).upsert_dimension("tech", "Tech")
+    state = hold(state, "tech")
     good = {"name": "v.png", "uri": "media://x", "sha256": SHA}
     cases = [
         (("tech", date(2026, 11, 24), {}, "# r", []), InvalidInput, "not a Monday"),
@@ -122,5 +125,5 @@ def test_bad_reports_are_refused(state, owner) -> None:
         with pytest.raises(error, match=needle):
             state.store_report(*args)
     with pytest.raises(InvalidInput, match="metrics must be a JSON object"):
-        state.call("store_report", "tech", MONDAY, Jsonb([]), "# r", Jsonb([]))
+        state.call("store_report", "tech", MONDAY, Jsonb([]), "# r", Jsonb([]), state._token())
     assert owner.execute("SELECT count(*) FROM mdame.reports").fetchone() == (0,)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -22,20 +23,14 @@ from mdame_core.state import (
     StateError,
     StateStore,
 )
+from mdame_domain.adaptive import AdaptiveLimits
 from tests.adminkit import as_admin
 
 SHA = "c" * 64
 BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
 E = Jsonb({})
-PARAM_LIMITS = Jsonb(
-    {
-        "hook_threshold": {"min": 0.7, "max": 0.8},
-        "videos_per_day": {"min": 1, "max": 3},
-        "trend_volume_gate": {"min": 1, "max": 10},
-        "category_weight": {"min": 0.5, "max": 2.0},
-        "weekly_step": {"videos_per_day": 1},
-    }
-)
+# tech's registered config: the Adaptive Engine's default limits (apply_param_set reads them).
+TECH_CONFIG = {"adaptive": asdict(AdaptiveLimits())}
 RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
 CLIP_URI = "media://sha256/" + "a" * 64 + ".mp4"
 LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open (0022)
@@ -56,7 +51,7 @@ ACCOUNT = {
 def _populate(state: StateStore) -> dict[str, Any]:
     """Rows in every table, so 'changes nothing' means something."""
     ids: dict[str, Any] = {}
-    ids["dim"] = dim = as_admin(state).upsert_dimension("tech", "Tech")
+    ids["dim"] = dim = as_admin(state).upsert_dimension("tech", "Tech", TECH_CONFIG)
     as_admin(state).upsert_dimension("news", "News")
     ids["account"] = as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 100)
     grant = state.acquire_pipeline_lock("pipeline:tech", "run-1", 600)
@@ -93,20 +88,20 @@ def _populate(state: StateStore) -> dict[str, Any]:
         "2025-06-02",
         "2025-06-09",
         Jsonb({"videos_per_day": 1}),
-        PARAM_LIMITS,
         Jsonb([]),
         "seed",
+        ids["token"],
     )
     w.log_safety_decision("topic", "topic-1", "tech", "allow", "default", [], "rules")
-    state.record_feed_fetch("https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
+    w.record_feed_fetch("tech", "https://example.com/feed.xml", '"e1"', None, [])  # 0010, feeds
     # 0015 (alerts): one delivered alert, and (0023) one its raiser still holds.
-    delivered = state.record_alert("tech", "halt", date(2025, 6, 1), "t")
+    delivered = w.record_alert("tech", "halt", date(2025, 6, 1), "t")
     assert delivered.claim_token is not None
     ids["alert"] = delivered.alert_id
     state.mark_alert_delivered(ids["alert"], delivered.claim_token)
-    held = state.record_alert("tech", "disk_low", date(2025, 6, 1), "t")
+    held = w.record_alert("tech", "disk_low", date(2025, 6, 1), "t")
     ids["held_alert"], ids["held_claim"] = held.alert_id, held.claim_token
-    state.store_report("tech", date(2026, 11, 23), {}, "# week", [])  # 0016, auditor
+    w.store_report("tech", date(2026, 11, 23), {}, "# week", [])  # 0016, auditor
     return ids
 
 
@@ -498,21 +493,37 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         # 0010 (feeds): the trend sources' conditional-GET cache.
         ("get_feed_cache", ("",), InvalidInput),
         ("get_feed_cache", ("https://h/v?key=secret",), InvalidInput),
-        ("record_feed_fetch", ("", None, None, Jsonb([])), InvalidInput),
-        ("record_feed_fetch", ("https://h/v?a=1&key=secret", None, None, Jsonb([])), InvalidInput),
-        ("record_feed_fetch", ("https://h/f", None, None, E), InvalidInput),
-        ("record_feed_fetch", ("https://h/f", None, None, Jsonb(["x" * 262_144])), InvalidInput),
-        ("record_feed_fetch", ("https://h/f", "x" * 1001, None, Jsonb([])), InvalidInput),
-        ("record_feed_fetch", ("https://never-fetched/f", '"e"', None, None), NotFound),
+        ("record_feed_fetch", ("", None, None, Jsonb([]), "tech", token), InvalidInput),
+        (
+            "record_feed_fetch",
+            ("https://h/v?a=1&key=secret", None, None, Jsonb([]), "tech", token),
+            InvalidInput,
+        ),
+        ("record_feed_fetch", ("https://h/f", None, None, E, "tech", token), InvalidInput),
+        (
+            "record_feed_fetch",
+            ("https://h/f", None, None, Jsonb(["x" * 262_144]), "tech", token),
+            InvalidInput,
+        ),
+        (
+            "record_feed_fetch",
+            ("https://h/f", "x" * 1001, None, Jsonb([]), "tech", token),
+            InvalidInput,
+        ),
+        (
+            "record_feed_fetch",
+            ("https://never-fetched/f", '"e"', None, None, "tech", token),
+            NotFound,
+        ),
         ("record_feed_failure", ("https://h/f", "", None), InvalidInput),
         ("record_feed_failure", ("https://h/f", None, None), InvalidInput),
         ("record_feed_failure", ("https://h/v?key=secret", "r", None), InvalidInput),
-        # 0015 (issue 12, alerts): one alert per dimension, cause and day; not fenced.
-        ("record_alert", ("Bad Slug", "halt", "2025-06-01", "t", 120), InvalidInput),
-        ("record_alert", ("tech", "meltdown", "2025-06-01", "t", 120), InvalidInput),
-        ("record_alert", ("tech", "halt", None, "t", 120), InvalidInput),
-        ("record_alert", ("tech", "halt", "2025-06-01", "", 120), InvalidInput),
-        ("record_alert", ("tech", "halt", "2025-06-01", "t", 0), InvalidInput),
+        # 0015 (issue 12, alerts): one alert per dimension, cause and day, under its lock.
+        ("record_alert", ("Bad Slug", "halt", "2025-06-01", "t", 120, token), InvalidInput),
+        ("record_alert", ("tech", "meltdown", "2025-06-01", "t", 120, token), InvalidInput),
+        ("record_alert", ("tech", "halt", None, "t", 120, token), InvalidInput),
+        ("record_alert", ("tech", "halt", "2025-06-01", "", 120, token), InvalidInput),
+        ("record_alert", ("tech", "halt", "2025-06-01", "t", 0, token), InvalidInput),
         ("mark_alert_delivered", (None, claim), InvalidInput),
         ("mark_alert_delivered", (held, None), InvalidInput),
         ("mark_alert_delivered", (999_999, claim), NotFound),
@@ -541,9 +552,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"videos_per_day": 1}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             NotFound,
         ),
@@ -554,9 +565,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 None,
                 "2025-06-16",
                 Jsonb({"videos_per_day": 1}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             InvalidInput,
         ),
@@ -567,9 +578,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"videos_per_day": 3}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             InvalidInput,
         ),
@@ -580,9 +591,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"videos_per_day": 9}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             InvalidInput,
         ),
@@ -593,20 +604,15 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"hook_threshold": 0.9}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             InvalidInput,
         ),
         (
             "apply_param_set",
-            ("tech", "2025-06-09", "2025-06-16", Jsonb({"x": 1}), PARAM_LIMITS, Jsonb([]), "x"),
-            InvalidInput,
-        ),
-        (
-            "apply_param_set",
-            ("tech", "2025-06-09", "2025-06-16", Jsonb({"videos_per_day": 1}), E, Jsonb([]), "x"),
+            ("tech", "2025-06-09", "2025-06-16", Jsonb({"x": 1}), Jsonb([]), "x", token),
             InvalidInput,
         ),
         (
@@ -616,9 +622,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"videos_per_day": 1}),
-                PARAM_LIMITS,
                 E,
                 "x",
+                token,
             ),
             InvalidInput,
         ),
@@ -629,9 +635,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-09",
                 "2025-06-16",
                 Jsonb({"videos_per_day": 1}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "",
+                token,
             ),
             InvalidInput,
         ),
@@ -642,9 +648,9 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
                 "2025-06-02",
                 "2025-06-09",
                 Jsonb({"videos_per_day": 2}),
-                PARAM_LIMITS,
                 Jsonb([]),
                 "x",
+                token,
             ),
             StateConflict,
         ),
@@ -652,12 +658,16 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("rollback_param_set", ("nope", "r"), NotFound),
         ("rollback_param_set", ("news", "r"), NotFound),
         # 0016 (issue 12, auditor): video statistics and weekly reports.
-        ("record_video_stats", (None, Jsonb([])), InvalidInput),
-        ("record_video_stats", (date(2026, 11, 23), E), InvalidInput),
-        ("record_video_stats", (date(2026, 11, 23), Jsonb([{"publication_id": 1}])), InvalidInput),
-        ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([])), InvalidInput),
-        ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([])), InvalidInput),
-        ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([])), NotFound),
+        ("record_video_stats", (None, Jsonb([]), token), InvalidInput),
+        ("record_video_stats", (date(2026, 11, 23), E, token), InvalidInput),
+        (
+            "record_video_stats",
+            (date(2026, 11, 23), Jsonb([{"publication_id": 1}]), token),
+            InvalidInput,
+        ),
+        ("store_report", ("tech", date(2026, 11, 24), E, "# r", Jsonb([]), token), InvalidInput),
+        ("store_report", ("tech", date(2026, 11, 23), E, "", Jsonb([]), token), InvalidInput),
+        ("store_report", ("nope", date(2026, 11, 23), E, "# r", Jsonb([]), token), NotFound),
         ("auditor_facts", (None, date(2026, 11, 23), date(2026, 11, 29)), InvalidInput),
         ("auditor_facts", (1, date(2026, 11, 29), date(2026, 11, 23)), InvalidInput),
         ("auditor_facts", (1, date(2025, 11, 23), date(2026, 11, 29)), InvalidInput),

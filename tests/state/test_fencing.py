@@ -19,6 +19,7 @@ from mdame_core.state import (
     Fence,
     Fenced,
     FenceLost,
+    IdempotencyConflict,
     LeaseLost,
     LockGrant,
     StateStore,
@@ -28,6 +29,8 @@ from tests.adminkit import as_admin
 DAY = "2026-11-29"
 SHA = "d" * 64
 LATER = datetime(2999, 1, 1, tzinfo=UTC)  # a voice retry window that stays open (0022)
+FEED = "https://example.com/feed.xml"
+WEEK, NEXT_WEEK = "2026-11-23", "2026-11-30"  # Mondays
 
 
 def hold(state: StateStore, slug: str, ttl: int = 600, holder: str = "test") -> StateStore:
@@ -151,6 +154,23 @@ def _cases(ids: dict[str, Any], token: int) -> list[tuple[str, tuple[Any, ...]]]
             (ids["script"], "re3", Jsonb({"script_id": ids["script"]}), Jsonb([]), token),
         ),
         ("record_thumbnail", (ids["publication"], "set", Jsonb({}), token)),
+        *_newly_fenced(ids, token),
+    ]
+
+
+def _newly_fenced(ids: dict[str, Any], token: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    """The writes fenced by their own dimension's lock since the feed cache, the parameter
+    sets, the analytics and the reports were found unfenced (valid input otherwise)."""
+    stats = [{"publication_id": ids["publication"], "views": 1, "likes": 0, "comments": 0}]
+    return [
+        ("record_feed_fetch", (FEED, None, None, Jsonb([]), "tech", token)),
+        (
+            "apply_param_set",
+            ("tech", WEEK, NEXT_WEEK, Jsonb({"hook_threshold": 0.71}), Jsonb([]), "why", token),
+        ),
+        ("record_video_stats", (DAY, Jsonb(stats), token)),
+        ("store_report", ("tech", WEEK, Jsonb({}), "# week", Jsonb([]), token)),
+        ("record_alert", ("tech", "halt", DAY, "voice failed", 120, token)),
     ]
 
 
@@ -232,6 +252,26 @@ def test_the_token_of_another_dimension_is_refused(state) -> None:
         )
     with pytest.raises(Fenced):  # no token at all
         state.call("transition", "script", ids["script"], "approved", "planned", Jsonb({}), None)
+
+
+def test_the_newly_fenced_writes_refuse_another_dimensions_token(state, owner) -> None:
+    """A live lock of another dimension writes none of tech's feed cache, parameters,
+    counters, report or alerts, and a paid call of news cannot see tech's attempts."""
+    setup = hold(state, "tech")
+    as_admin(setup).upsert_dimension("news", "News")
+    ids = _chain(setup)
+    news = hold(state, "news")
+    before = _fingerprint(owner)
+    for rpc, args in _newly_fenced(ids, news._token()):  # what its fenced calls carry
+        with pytest.raises(Fenced, match="pipeline:tech") as err:
+            state.call(rpc, *args)
+        assert err.value.sqlstate == "MD007", rpc
+    with pytest.raises(Fenced, match="needs its pipeline lock token"):  # no token at all
+        state.call("record_alert", "tech", "halt", DAY, "voice failed", 120, None)
+    # tech's work key, named by news under news's own lock: refused, nothing of tech's seen.
+    with pytest.raises(IdempotencyConflict, match="not dimension news's paid calls"):
+        news.begin_paid_call("news", "paid", "gemini:m", "h", 10, None, 3, 0)
+    assert _fingerprint(owner) == before
 
 
 def test_a_fence_known_lost_refuses_before_sending_anything(state, owner) -> None:

@@ -1,5 +1,6 @@
-"""Versioned parameter sets (0017, slice "adaptive"): apply, one change a week, rollback, the
-CLI, and what the pipeline reads after a rollback."""
+"""Versioned parameter sets (0017, slice "adaptive"): apply (under the dimension's lock, within
+the limits it was registered with), one change a week, rollback, the CLI, and what the pipeline
+reads after a rollback."""
 
 from __future__ import annotations
 
@@ -10,26 +11,32 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from test_fencing import hold
 
 from mdame_assets.partitions import PartitionRef
 from mdame_assets.runtime import _dimension
 from mdame_cli.main import main as mdame
 from mdame_core.state import InvalidInput, NotFound, StateConflict, StateStore
-from mdame_domain.adaptive import AdaptiveLimits
 from mdame_domain.dimensions import parse_dimension
 from mdame_pipeline.adaptive import run_engine
 from tests.adminkit import as_admin
 
 WEEK, NEXT = date(2026, 11, 23), date(2026, 11, 30)  # Mondays
-LIMITS = AdaptiveLimits().to_json()
 TECH = yaml.safe_load((Path(__file__).parents[2] / "dimensions" / "tech.yaml").read_text())
 CONFIG = parse_dimension(TECH, "tech.yaml")
 
 
+def _register(state: StateStore, adaptive: dict[str, Any] | None = None) -> None:
+    """tech as the registry sync writes it, with its YAML's `adaptive:` block (or `adaptive`)."""
+    yaml_doc = TECH if adaptive is None else {**TECH, "adaptive": adaptive}
+    as_admin(state).upsert_dimension("tech", "Tech", parse_dimension(yaml_doc, "t.yaml").to_json())
+
+
 @pytest.fixture
 def tech(state: StateStore) -> StateStore:
-    as_admin(state).upsert_dimension("tech", "Tech", CONFIG.to_json())
-    return state
+    """The Adaptive Engine's view: tech registered, its pipeline lock held."""
+    _register(state)
+    return hold(state, "tech")
 
 
 def _apply(state: StateStore, params: dict[str, Any], week: date = WEEK, **kw: Any):
@@ -38,7 +45,6 @@ def _apply(state: StateStore, params: dict[str, Any], week: date = WEEK, **kw: A
         week,
         kw.pop("effective", week + timedelta(days=7)),
         params,
-        kw.pop("limits", LIMITS),
         [],
         kw.pop("why", "because"),
     )
@@ -95,7 +101,6 @@ def test_bad_limits_steps_and_dates_are_refused(tech: StateStore, owner) -> None
     cases = [
         ({"hook_threshold": 0.75}, {}, "more than the weekly step"),
         ({"category_weights": {"ai": 1.5}}, {}, "more than the weekly step"),
-        ({"hook_threshold": 0.72}, {"limits": {"weekly_step": {}}}, "limits.hook_threshold"),
         ({"hook_threshold": 0.72}, {"effective": WEEK}, "must be after week_start"),
         ({"hook_threshold": 0.72}, {"why": ""}, "explanation"),
     ]
@@ -103,12 +108,30 @@ def test_bad_limits_steps_and_dates_are_refused(tech: StateStore, owner) -> None
         with pytest.raises(InvalidInput, match=message):
             _apply(tech, params, **kw)
     with pytest.raises(NotFound, match="unknown dimension"):
-        tech.apply_param_set("nope", WEEK, NEXT, {"hook_threshold": 0.72}, LIMITS, [], "x")
-    # The YAML's tighter limits hold as well as the hard [0.70, 0.80].
-    tight = {**LIMITS, "hook_threshold": {"min": 0.70, "max": 0.725}}
-    with pytest.raises(InvalidInput, match=r"outside its limits \[0.7, 0.725\]"):
-        _apply(tech, {"hook_threshold": 0.73}, limits=tight)
+        tech.apply_param_set("nope", WEEK, NEXT, {"hook_threshold": 0.72}, [], "x")
     assert _rows(owner) == before
+
+
+def test_the_limits_are_the_registered_ones_not_the_callers(tech: StateStore, owner) -> None:
+    """The YAML's `adaptive:` block as last synced bounds every set (and is stored with it);
+    a caller has no say in them."""
+    _register(
+        tech, {"hook_threshold": {"min": 0.70, "max": 0.725}, "weekly_step": {"videos_per_day": 2}}
+    )
+    with pytest.raises(InvalidInput, match=r"outside its limits \[0.7, 0.725\]"):
+        _apply(tech, {"hook_threshold": 0.73})
+    assert _apply(tech, {"hook_threshold": 0.725, "videos_per_day": 3}) == (1, True)
+    [stored] = tech.param_sets("tech")
+    assert stored.limits["hook_threshold"] == {"min": 0.7, "max": 0.725}
+    assert stored.limits["weekly_step"]["videos_per_day"] == 2
+    # A registration from before the block existed, and a YAML that turns the engine off.
+    as_admin(tech).upsert_dimension("tech", "Tech", {"daily_budget_micros": 1_000})
+    with pytest.raises(NotFound, match="no registered adaptive limits"):
+        _apply(tech, {"hook_threshold": 0.72}, NEXT)
+    _register(tech, {"enabled": False})
+    with pytest.raises(StateConflict, match="disables the Adaptive Engine"):
+        _apply(tech, {"hook_threshold": 0.72}, NEXT)
+    assert len(_rows(owner)) == 1
 
 
 def test_rollback_restores_the_previous_set_then_the_yaml(tech: StateStore, owner) -> None:
@@ -186,18 +209,22 @@ def test_the_engine_writes_an_explained_bounded_set_once_a_week(tech: StateStore
 
 
 def test_the_asset_reads_the_report_writes_a_set_and_explains_it_everywhere(
-    tech: StateStore, fresh_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    state: StateStore, fresh_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The weekly asset, materialized by Dagster, on a report seeded through store_report."""
     import dagster as dg
 
     from mdame_assets.defs.adaptive.assets import adaptive_engine
+    from mdame_pipeline.locks import held_lock
     from mdame_resources.notify import OutboxNotifier, read_outbox
     from mdame_resources.state import StateStoreResource
 
     monkeypatch.setenv("ENV", "dev")
+    _register(state)
+    tech = state
     metrics = {"hook_scores": {"n": 9}, "hook_pass_rate": 0.2, "views_trend": -0.5}
-    tech.store_report("tech", WEEK, metrics, "# Week report", [])
+    with held_lock(state, "tech", "auditor") as auditor:  # released: the asset takes it
+        auditor.store_report("tech", WEEK, metrics, "# Week report", [])
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("dimension", ["tech"])
     resources = {

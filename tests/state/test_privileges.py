@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import psycopg
@@ -86,9 +87,43 @@ def test_app_cannot_create_in_the_schema_or_use_sequences(fresh_db) -> None:
 ALLOW_LIST = Path(__file__).with_name("app_role_functions.txt")
 
 
-def _allow_list() -> set[str]:
+# "signature  # fenced: what it checks" or "signature  # no fence: why it needs none".
+ANNOTATED = re.compile(r"^(?P<signature>\S.*?\))  # (?P<kind>fenced|no fence): (?P<why>\S.*)$")
+
+
+def _entries() -> list[str]:
     lines = ALLOW_LIST.read_text(encoding="utf-8").splitlines()
-    return {line.split("  #")[0].strip() for line in lines if line and not line.startswith("#")}
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _allow_list() -> set[str]:
+    return {line.split("  #")[0].strip() for line in _entries()}
+
+
+def test_every_allowed_function_is_annotated_with_its_fence() -> None:
+    """Each entry says what the database checks before it writes (a lock, a lease, a claim) or
+    why it needs nothing; an entry that takes the lock token says which lock fences it."""
+    bare = [line for line in _entries() if not ANNOTATED.match(line)]
+    assert not bare, (
+        f"{ALLOW_LIST.name}: entries without '  # fenced: ...' or '  # no fence: ...': {bare}"
+    )
+    for line in _entries():
+        match = ANNOTATED.match(line)
+        assert match is not None
+        if "p_lock_token" in match["signature"]:
+            assert match["kind"] == "fenced" and "lock" in match["why"], line
+
+
+def test_an_entry_without_its_fence_fails_the_annotation_check() -> None:
+    assert ANNOTATED.match("transition(p_kind text)  # fenced: the unit's dimension lock")
+    assert ANNOTATED.match("collectable_media(p_policy jsonb)  # no fence: a read")
+    for bare in (
+        "transition(p_kind text)",
+        "transition(p_kind text)  #",
+        "transition(p_kind text)  # the unit's dimension lock",
+        "transition(p_kind text)  # fenced:",
+    ):
+        assert not ANNOTATED.match(bare), bare
 
 
 def _executable_by(owner, role: str) -> set[str]:

@@ -2,7 +2,8 @@
 
 Runs per dimension and week after the Strategic Auditor, reads that week's metrics from its
 report (mdame.reports) and writes the bounded changes as a new
-versioned parameter set (apply_param_set); the next day's runs read it (Step.params).
+versioned parameter set (apply_param_set, under the dimension's pipeline lock, within the limits
+the dimension was registered with); the next day's runs read it (Step.params).
 
 Its explanation goes into the asset's Markdown metadata, into the week's report (appended once)
 and to the dimension's chat through the notifier.
@@ -17,6 +18,7 @@ from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.partitions import week_of, weekly_dimension_partitions
 from mdame_domain.dimensions import dimension_from_json
 from mdame_pipeline.adaptive import explain_in_report, run_engine
+from mdame_pipeline.locks import held_lock
 from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
 
@@ -39,10 +41,17 @@ def adaptive_engine(
     report = client.get_report(slug, week_start)
     if report is None:
         raise dg.Failure(f"no Auditor report for {slug!r}, week of {week_start}: run it first")
-    outcome = run_engine(
-        client, dimension_from_json(row.config), week_start, report.metrics, client.db_now().date()
-    )
-    explain_in_report(client, outcome)
+    # The set and the report's explanation are written under the dimension's lock, like every
+    # stage's work: a step whose lock moved on writes nothing.
+    with held_lock(client, slug, f"{context.run.run_id}:adaptive_engine") as fenced:
+        outcome = run_engine(
+            fenced,
+            dimension_from_json(row.config),
+            week_start,
+            report.metrics,
+            client.db_now().date(),
+        )
+        explain_in_report(fenced, outcome)
     if outcome.created:  # once per change: a re-run does not message the chat again
         notifier.send_message(slug, outcome.markdown)
     return dg.MaterializeResult(

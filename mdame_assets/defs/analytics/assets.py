@@ -3,8 +3,8 @@
 Partitioned like the content stages (day x dimension), so a dimension's analytics sit next to
 its content in the UI and a backfill reads a range of days for one dimension. It writes through
 record_video_stats (idempotent per publication and day) and charges list calls to the quota
-ledger; it takes no pipeline lock (derived observations, see
-sql/functions/analytics_reports.sql), so it never waits on a content run of its dimension.
+ledger, both under the dimension's pipeline lock (a busy lock is retried by the job's
+RetryPolicy, like any stage's).
 """
 
 from collections import defaultdict
@@ -57,7 +57,8 @@ def video_stats(
     items: list[dict[str, int]] = []
     skipped: dict[str, str] = {}
     units = 0
-    # The reads are charged to each account's quota ledger under the dimension's lock.
+    # The reads are charged to each account's quota ledger, and the counters written, under the
+    # dimension's lock.
     with held_lock(client, partition.dimension, f"{context.run.run_id}:video_stats") as held:
         for account_id, account_videos in by_account.items():
             account: Account = accounts[account_id]
@@ -83,9 +84,9 @@ def video_stats(
                 for v in account_videos
                 if v.video_id in counters
             ]
-    written = 0
-    for start in range(0, len(items), BATCH):
-        written += client.record_video_stats(partition.day, items[start : start + BATCH])
+        written = 0
+        for start in range(0, len(items), BATCH):
+            written += held.record_video_stats(partition.day, items[start : start + BATCH])
     context.log.info(
         f"video_stats {partition.key}: {written} of {len(videos)} videos read"
         + (f"; skipped accounts: {sorted(skipped)}" if skipped else "")

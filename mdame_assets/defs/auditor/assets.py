@@ -7,7 +7,8 @@ asset downstream) tunes one dimension from that dimension's report.
 
 Per run: the week's facts are read from PostgreSQL (StateStore.auditor_facts), the metrics
 computed (mdame_domain.audit), three PNG plots drawn (mdame_domain.report_plots), the PNGs put in
-the media store and the report stored (store_report: a re-run replaces it), then delivered:
+the media store and the report stored (store_report under the dimension's pipeline lock: a
+re-run replaces it), then delivered:
 Dagster metadata (the Markdown with the plots inline as data URIs, which the UI renders) and
 Telegram (sendMessage in pieces of <= 4,096 characters, one sendPhoto per plot with a caption
 of <= 1,024) through the notifier resource.
@@ -27,6 +28,7 @@ from mdame_domain.audit import Week, report_markdown, split_message, weekly_metr
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.report_plots import Plot, render_plots
 from mdame_domain.retention import disk_usage_by_kind
+from mdame_pipeline.locks import held_lock
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.notify import NotifierResource
 from mdame_resources.state import StateStoreResource
@@ -125,7 +127,10 @@ def strategic_audit(
         images.append({"name": plot.name, "uri": stored.uri, "sha256": stored.sha256})
     # The stored Markdown points at the media store; the metadata copy carries the images.
     stored_md = report_markdown(dimension, metrics, [i["uri"] for i in images])
-    report_id = client.store_report(dimension, week.start, metrics, stored_md, images)
+    # Stored under the dimension's lock, like every stage's work: a run whose lock moved on
+    # writes nothing (the Adaptive Engine appends to the same report under it).
+    with held_lock(client, dimension, f"{context.run.run_id}:strategic_audit") as fenced:
+        report_id = fenced.store_report(dimension, week.start, metrics, stored_md, images)
     sent = deliver_to_telegram(notifier, dimension, stored_md, plots)
 
     context.log.info(

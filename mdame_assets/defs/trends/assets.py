@@ -40,16 +40,17 @@ def _read_sources(
     """Every source of the dimension: a failing one is logged, recorded (an event names source
     and reason) and skipped; when all of them fail the stage fails, naming each.
 
-    The conditional-GET cache goes through step.state, so a holder whose fence is known lost
-    writes nothing; its RPCs are not fenced in the database because a source's row is shared by
-    every dimension and day that lists it (sql/functions/feed_cache.sql says why)."""
+    The conditional-GET cache goes through step.state: a source's row is shared by every
+    dimension that lists it, and written under this dimension's lock (record_feed_fetch is
+    fenced by it), so a holder whose lock moved on writes nothing."""
     results: list[SourceResult] = []
     failed: list[tuple[str, str]] = []
+    cache = step.state.for_dimension(step.partition.dimension)
     for source in step.dimension.trend_sources():
         key = trend_source.source_key(source)
         step.checkpoint()  # an external call follows
         try:
-            results.append(trend_source.fetch(source, cache=step.state))
+            results.append(trend_source.fetch(source, cache=cache))
         except FeedError as exc:
             failed.append((key, exc.problem))
             context.log.warning(f"trend source skipped: {exc}")
