@@ -512,7 +512,9 @@ def call(address: str, request: Mapping[str, object], timeout_s: float) -> dict[
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout_s)
         conn.connect(address)
-        conn.sendall(json.dumps(request).encode() + b"\n")
+        # Refused before it was read (another user's request): the refusal is there to read.
+        with contextlib.suppress(BrokenPipeError):
+            conn.sendall(json.dumps(request).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             conn.settimeout(max(0.1, timeout_s - (time.monotonic() - started)))
