@@ -11,6 +11,11 @@ reader that still has that key (not redeployed yet) opens it for a grace period
 (MDAME_KEY_GRACE_S after the rotation); a reader with the new key opens a grant the rotation
 could not re-wrap yet with the replaced key (MDAME_MASTER_KEY_PREVIOUS, or the key file's
 `.previous` that `mdame keys rotate` keeps).
+
+A grant a provider rotates (TikTok's refresh token, Instagram's long-lived token) is sealed back
+under the data key of the grant it replaces (`reseal_stored_grant`): its wrapped copies stay as
+they are, so the new grant is under the keys the database expects, and a process not yet
+redeployed after a rotation (which lacks the current key) stores it all the same.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -238,20 +243,19 @@ class StoredGrant:
         return cls(Envelope(key_id, wrapped_key, ciphertext), previous, rotated_at, read_at)
 
 
-def open_stored_grant(
-    keys: KeyRing, aad: bytes, stored: StoredGrant, grace_s: float
-) -> dict[str, object]:
-    """The grant, opened with whichever of `keys` wraps its data key; the copy wrapped by the
-    replaced master key only until `grace_s` after the rotation (by the database's clock)."""
+def _usable(keys: KeyRing, stored: StoredGrant, grace_s: float) -> tuple[MasterKey, Envelope]:
+    """The master key among `keys` that opens `stored`, with the envelope it opens: the copy
+    wrapped by the replaced master key only until `grace_s` after the rotation (by the
+    database's clock). CredentialError naming the fix when there is none."""
     mine = keys.by_id()
     envelope = stored.envelope
     if envelope.key_id in mine:
-        return open_grant(mine[envelope.key_id], aad, envelope)
+        return mine[envelope.key_id], envelope
     previous = stored.previous
     if previous is not None and previous.key_id in mine:
         rotated = stored.rotated_at
         if rotated is not None and stored.read_at <= rotated + timedelta(seconds=grace_s):
-            return open_grant(mine[previous.key_id], aad, previous)
+            return mine[previous.key_id], previous
         when = "" if rotated is None else f" at {rotated:%Y-%m-%d %H:%M:%S%z}"
         raise CredentialError(
             f"master key {previous.key_id} was replaced by {envelope.key_id}{when}, and the "
@@ -262,4 +266,33 @@ def open_stored_grant(
     raise CredentialError(
         f"the data key is wrapped by master key {envelope.key_id}, not by {have}: load that key "
         f"({MASTER_KEY_VAR} or the key file; {PREVIOUS_KEY_VAR} for the one a rotation replaced)"
+    )
+
+
+def open_stored_grant(
+    keys: KeyRing, aad: bytes, stored: StoredGrant, grace_s: float
+) -> dict[str, object]:
+    """The grant, opened with whichever of `keys` wraps its data key; the copy wrapped by the
+    replaced master key only until `grace_s` after the rotation (by the database's clock)."""
+    master, envelope = _usable(keys, stored, grace_s)
+    return open_grant(master, aad, envelope)
+
+
+def reseal_stored_grant(
+    keys: KeyRing, aad: bytes, stored: StoredGrant, grant: dict[str, object], grace_s: float
+) -> StoredGrant:
+    """`stored` with `grant` in place of its grant, sealed under the same data key (opened as
+    open_stored_grant opens it), whose wrapped copies are kept as they are: by the master key
+    the database holds current (or the one a rotation has still to re-wrap it from), and by the
+    key the rotation replaced while that copy is kept. So a process without the current key
+    can store it. Random 96-bit nonces keep AES-GCM safe far beyond the few thousand grants a
+    data key may seal over the years."""
+    master, envelope = _usable(keys, stored, grace_s)
+    data_key = _open(master.key, envelope.wrapped_key, aad + b"|data-key", "the data key")
+    ciphertext = _seal(data_key, json.dumps(grant, sort_keys=True).encode(), aad)
+    previous = stored.previous
+    return replace(
+        stored,
+        envelope=replace(stored.envelope, ciphertext=ciphertext),
+        previous=None if previous is None else replace(previous, ciphertext=ciphertext),
     )

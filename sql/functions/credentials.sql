@@ -174,9 +174,12 @@ REVOKE ALL ON FUNCTION mdame._not_current_key(p_keys mdame.master_keys, p_key_id
 -- A provider that rotates refresh tokens (TikTok) answers a new grant with every refresh, and
 -- the old one may stop working: the publisher seals the new grant and replaces the one it
 -- refreshed with, under the pipeline lock. Compare-and-swap: replaced only while the stored
--- ciphertext is still p_expected_ciphertext (the grant it read) and only under the current
--- master key; returns false when the stored grant changed meanwhile (an operator's reconnect
--- wins). needs_reauth is left as it is: only `mdame accounts connect` clears it.
+-- ciphertext is still p_expected_ciphertext (the grant it read), and only under the current
+-- master key or under the stored data key with its wrapped copies unchanged (a publisher not
+-- yet redeployed after a rotation, without the current key, can store no other way, and the
+-- provider will not take the old grant back); returns false when the stored grant changed
+-- meanwhile (an operator's reconnect wins). needs_reauth is left as it is: only `mdame
+-- accounts connect` clears it.
 CREATE OR REPLACE FUNCTION mdame.replace_rotated_credential(p_account_id bigint, p_key_id text, p_wrapped_key bytea, p_ciphertext bytea, p_expected_ciphertext bytea, p_lock_token bigint)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -203,13 +206,19 @@ BEGIN
   END IF;
   PERFORM mdame._fence(v_account.dimension_id, p_lock_token);
   v_keys := mdame._master_keys();
-  IF v_keys.current_key_id IS DISTINCT FROM p_key_id THEN
+  IF v_keys.current_key_id IS DISTINCT FROM p_key_id
+     AND NOT EXISTS (SELECT FROM account_credentials c WHERE c.account_id = p_account_id
+                        AND c.key_id = p_key_id AND c.wrapped_key = p_wrapped_key) THEN
     PERFORM mdame._not_current_key(v_keys, p_key_id, 'the rotated grant is sealed under');
   END IF;
-  UPDATE account_credentials
+  -- The same data key keeps its copy under the replaced key (readers in their grace period).
+  UPDATE account_credentials c
      SET key_id = p_key_id, wrapped_key = p_wrapped_key, ciphertext = p_ciphertext,
-         previous_key_id = NULL, previous_wrapped_key = NULL, updated_at = now()
-   WHERE account_id = p_account_id AND ciphertext = p_expected_ciphertext;
+         previous_key_id = CASE WHEN c.wrapped_key = p_wrapped_key THEN c.previous_key_id END,
+         previous_wrapped_key = CASE WHEN c.wrapped_key = p_wrapped_key
+                                     THEN c.previous_wrapped_key END,
+         updated_at = now()
+   WHERE c.account_id = p_account_id AND c.ciphertext = p_expected_ciphertext;
   IF NOT FOUND THEN
     RETURN false;
   END IF;

@@ -4,6 +4,7 @@ between, and the creator's rotating refresh token kept sealed in the database.""
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fencing import hold
+from test_fencing import expire, hold
 from youtube_kit import (
     META,
     REFRESH_TOKEN,
@@ -28,7 +29,13 @@ from fakes.tiktok import FakeTikTok
 from mdame_core.state import StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError
-from mdame_domain.credentials import MasterKey
+from mdame_domain.credentials import (
+    Envelope,
+    MasterKey,
+    associated_data,
+    open_grant,
+    rewrap,
+)
 from mdame_domain.tiktok import MIB
 from mdame_resources.providers.publisher import TikTokPublisher
 from mdame_resources.providers.publisher.grants import account_grant
@@ -248,6 +255,61 @@ def test_a_revoked_grant_asks_for_a_reconnect(state, tmp_path, server, master) -
     assert state.account_status(s.account.id).needs_reauth
     assert server.publishes() == []
     assert os.environ.get("MDAME_MASTER_KEY") == master.encoded()
+
+
+def _setup(state: StateStore, owner: Any, tmp_path: Path, master: MasterKey) -> Setup:
+    """_granted's setup under a lock of its own, then expired: each run holds its own."""
+    setup = hold(state, "tech", holder="setup")
+    youtube = ready_to_publish(setup, tmp_path, size=2000)
+    as_admin(setup).upsert_dimension_account("tech", "tiktok", "@tech-tt", 10_000)
+    [account] = [x for x in setup.list_accounts("tech") if x.platform == "tiktok"]
+    store_grant(setup, account, master)
+    expire(owner, "tech")
+    return Setup(
+        account, {**youtube.payload, "account_id": account.id}, youtube.video, youtube.sha256
+    )
+
+
+def test_a_token_rotated_by_a_publisher_on_the_replaced_master_key_is_kept(
+    state, admin, owner, tmp_path, server, master, monkeypatch
+) -> None:
+    """The master key is rotated while a publisher still runs the replaced one (in its grace
+    period). TikTok rotates the refresh token on that publisher's refresh and retires the old
+    one: the new one is stored all the same (under the database's current key), so neither
+    that publisher nor a redeployed one needs a reconnect."""
+    s = _setup(state, owner, tmp_path, master)
+    new = MasterKey.generate()
+    aad = associated_data("dev", "tiktok", "@tech-tt")
+    items = [
+        {
+            "account_id": account.id,
+            "key_id": key_id,
+            "expected_wrapped_key": base64.b64encode(wrapped).decode(),
+            "wrapped_key": base64.b64encode(
+                rewrap(master, new, aad, Envelope(key_id, wrapped, ct)).wrapped_key
+            ).decode(),
+        }
+        for account, key_id, wrapped, ct in admin.stored_credentials()
+        if account.id == s.account.id
+    ]
+    assert admin.rewrap_account_credentials(master.key_id, new.key_id, items) == []
+    pub = _publisher(server)
+    a = hold(state, "tech", holder="stale")
+    video_id = publish_once(a, pub, s, [])  # MDAME_MASTER_KEY is still the replaced key
+    assert video_id is not None
+    [creator] = list(server.snapshot()["creators"])
+    rotated = server.refresh_token(creator)
+    assert rotated != REFRESH_TOKEN  # TikTok retired the token the grant held
+    stored = state.account_credential(s.account.id)
+    assert stored is not None and stored[0] == new.key_id  # under the current key
+    assert open_grant(new, aad, Envelope(*stored))["refresh_token"] == rotated
+    assert not state.account_status(s.account.id).needs_reauth
+    # The stale publisher and a redeployed one both open the rotated grant and refresh it.
+    assert account_grant(state, s.account, "tech", "").refresh_token == rotated
+    monkeypatch.setenv("MDAME_MASTER_KEY", new.encoded())
+    assert publish_once(a, pub, s, []) == video_id
+    pub.channel(a, s.account, "tech").api.creator_info()
+    assert not state.account_status(s.account.id).needs_reauth
 
 
 def test_without_the_apps_key_the_account_waits_and_says_which_variable(

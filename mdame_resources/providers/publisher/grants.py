@@ -11,11 +11,12 @@ from mdame_core.state import Account, StateStore
 from mdame_domain.credentials import (
     CredentialError,
     KeyRing,
+    StoredGrant,
     associated_data,
     key_grace_s,
     load_master_keys,
     open_stored_grant,
-    seal_grant,
+    reseal_stored_grant,
 )
 from mdame_resources.providers.publisher.job import AccountUnavailable
 
@@ -28,24 +29,29 @@ def master_keys(master_key_file: str) -> KeyRing:
     )
 
 
+def _aad(account: Account) -> bytes:
+    return associated_data(mdame_env(), account.platform, account.handle)
+
+
 def open_account_grant(stored: Any, account: Account, master_key_file: str) -> dict[str, Any]:
     """The account's stored grant (a StoredCredential), decrypted in memory."""
     return open_stored_grant(
-        master_keys(master_key_file),
-        associated_data(mdame_env(), account.platform, account.handle),
-        stored.grant(),
-        key_grace_s(),
+        master_keys(master_key_file), _aad(account), stored.grant(), key_grace_s()
     )
 
 
 @dataclass
 class AccountGrant:
     """An account's grant as a channel uses it: the refresh token, and what replacing it
-    needs (the stored ciphertext it was opened from)."""
+    needs (the stored grant it was opened from)."""
 
     refresh_token: str
-    ciphertext: bytes
+    stored: StoredGrant
     issued_at: float | None = None  # when the token was issued, where the grant says
+
+    @property
+    def ciphertext(self) -> bytes:
+        return self.stored.envelope.ciphertext
 
 
 def account_grant(
@@ -65,7 +71,7 @@ def account_grant(
         ) from None
     issued = grant.get("issued_at")
     issued_at = float(issued) if isinstance(issued, int | float) else None
-    return AccountGrant(str(grant["refresh_token"]), stored.ciphertext, issued_at)
+    return AccountGrant(str(grant["refresh_token"]), stored.grant(), issued_at)
 
 
 def store_rotated_grant(
@@ -77,20 +83,21 @@ def store_rotated_grant(
     issued_at: float | None = None,
 ) -> bool:
     """Seals the provider's new refresh token (and when it was issued, for a provider whose
-    tokens may be refreshed only at some age) under the current master key and replaces the
-    stored grant it was refreshed from (fenced; False when that grant changed meanwhile)."""
+    tokens may be refreshed only at some age) under the data key of the stored grant it was
+    refreshed from, and replaces that grant (fenced; False when it changed meanwhile). The data
+    key's wrapped copies stay as stored: the database's current master key wraps it even when
+    this process still runs the key a rotation replaced, so a token the provider will not take
+    back (TikTok retires the old one) is never lost for want of the new key."""
     grant_data: dict[str, Any] = {"refresh_token": refresh_token}
     if issued_at is not None:
         grant_data["issued_at"] = issued_at
-    sealed = seal_grant(
-        master_keys(master_key_file).current,
-        associated_data(mdame_env(), account.platform, account.handle),
-        grant_data,
+    resealed = reseal_stored_grant(
+        master_keys(master_key_file), _aad(account), grant.stored, grant_data, key_grace_s()
     )
+    sealed = resealed.envelope
     replaced = state.replace_rotated_credential(
         account.id, sealed.key_id, sealed.wrapped_key, sealed.ciphertext, grant.ciphertext
     )
     if replaced:
-        grant.refresh_token, grant.ciphertext = refresh_token, sealed.ciphertext
-        grant.issued_at = issued_at
+        grant.refresh_token, grant.stored, grant.issued_at = refresh_token, resealed, issued_at
     return replaced
