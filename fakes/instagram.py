@@ -177,6 +177,9 @@ FAULTS: dict[str, str] = {
     "lost_publish": "publish",  # published; the answer is never sent (connection closed)
     "throttle": "graph",  # one graph request gets a throttling error (option `code`, default 4)
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
+    # An upload request's bytes are stored, then its answer goes out a line every `seconds`
+    # (option `lines`, default 6): no read waits long, the whole answer does.
+    "slow_answer": "upload",
 }
 GRAPH_KINDS = {"create", "status", "publish", "list", "media", "insights", "limit", "account"}
 
@@ -1050,7 +1053,28 @@ class _Handler(JsonHandler):
         self._store(cid, offset, total, data)
         if len(data) < length:  # the client went away mid-body; it gets nothing
             raise Drop(reset=False)
+        slow = faults.take("upload", "slow_answer")
+        if slow is not None:
+            self._trickle(float(slow.get("seconds", 1.0)), int(slow.get("lines", 6)))
+            return
         self._send(200, {"success": True, "message": "Upload successful."})
+
+    def _trickle(self, pause: float, lines: int) -> None:
+        """The upload's answer a line at a time, `pause` seconds apart (the client may go away
+        meanwhile: the bytes are stored all the same)."""
+        body = json.dumps({"success": True, "message": "Upload successful."}).encode()
+        head = ["HTTP/1.1 200 OK", "Content-Type: application/json"]
+        head += [f"X-Slow-{n}: {n}" for n in range(max(0, lines - 3))]
+        head += [f"Content-Length: {len(body)}"]
+        self.close_connection = True
+        try:
+            for line in head:
+                self.wfile.write(f"{line}\r\n".encode())
+                self.wfile.flush()
+                time.sleep(pause)
+            self.wfile.write(b"\r\n" + body)
+        except OSError:
+            pass
 
     def _store(self, cid: str, offset: int, total: int, data: bytes) -> None:
         st = self.fake.state

@@ -121,6 +121,9 @@ FAULTS: dict[str, str] = {
     "revoked": "auth",  # the creator revokes the app: 401 now, invalid_grant on refresh
     "invalid_grant": "token",  # the next refresh finds the grant revoked
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
+    # The chunk is stored, then its answer goes out a line every `seconds` (option `lines`,
+    # default 6): no read waits long, the whole answer does.
+    "slow_answer": "chunk",
 }
 
 _ERROR_STATUS = {
@@ -798,9 +801,28 @@ class _Handler(_Plumbing):
             st.save()
         if dropped is not None:
             raise Drop()
-        self._send(201 if received == total else 206, None, {
-            "Content-Range": f"bytes 0-{received}/{total}"
-        })  # fmt: skip
+        status, held = 201 if received == total else 206, f"bytes 0-{received}/{total}"
+        slow = fake.faults.take("slow_answer")
+        if slow is not None:
+            self._trickle(status, held, float(slow.get("seconds", 1.0)), slow.get("lines", 6))
+            return
+        self._send(status, None, {"Content-Range": held})
+
+    def _trickle(self, status: int, progress: str, pause: float, lines: int) -> None:
+        """The chunk's answer a line at a time, `pause` seconds apart (the client may go away
+        meanwhile: the chunk is stored all the same)."""
+        head = [f"HTTP/1.1 {status} {self.responses[status][0]}", f"Content-Range: {progress}"]
+        head += [f"X-Slow-{n}: {n}" for n in range(max(0, int(lines) - 3))]
+        head += ["Content-Length: 0"]
+        self.close_connection = True
+        try:
+            for line in head:
+                self.wfile.write(f"{line}\r\n".encode())
+                self.wfile.flush()
+                time.sleep(pause)
+            self.wfile.write(b"\r\n")
+        except OSError:
+            pass
 
     def _server_fault_empty(self, fault: str) -> bool:
         found = self.fake.faults.take(fault)

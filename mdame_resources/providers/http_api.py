@@ -1,13 +1,25 @@
-"""What the httpx publishers' API clients share (TikTok's, Instagram's): each request sent
-exactly once (no client retries: the publisher decides what is sent again), bounded by a
-deadline the publisher sets from its lease, its failures named as the publisher reads them,
-and URLs trusted only when https, or http on a loopback address (the local protocol servers).
+"""What the publishers' API clients share: each request sent exactly once (no client retries:
+the publisher decides what is sent again), bounded by a deadline the publisher sets from its
+lease, its failures named as the publisher reads them, and URLs trusted only when https, or
+http on a loopback address (the local protocol servers).
+
+TikTok's and Instagram's API calls go through httpx (OneShotHttp). A request to an upload
+session (YouTube's session requests, TikTok's and Instagram's chunks) goes through `exchange`:
+one request on a fresh connection that ends by the deadline on the wall clock, however the
+server paces it. httpx's timeouts bound each socket operation, so a server that answers a
+little at a time could keep a chunk in flight past its holder's lease.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import os
+import socket
+import struct
+import threading
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,3 +73,120 @@ class OneShotHttp:
             raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
         except (httpx.TransportError, httpx.StreamError) as exc:
             raise TransferInterrupted(f"{what}: no answer ({type(exc).__name__})") from None
+
+
+# A request body goes out in blocks of this size, the deadline checked before each one.
+SEND_BLOCK = 64 * 1024
+
+
+class _Cut(Exception):
+    """The request's deadline came while it was still in flight."""
+
+
+def _time_left(deadline: float | None, timeout_s: float) -> float:
+    """The timeout of the next socket operation: `timeout_s`, or less when the deadline is
+    nearer. _Cut once it has passed."""
+    if deadline is None:
+        return timeout_s
+    left = deadline - time.time()
+    if left <= 0:
+        raise _Cut
+    return min(timeout_s, left)
+
+
+def _reset(conn: http.client.HTTPConnection) -> None:
+    """Closes with a reset: what the kernel still holds for the peer is dropped, not sent."""
+    if conn.sock is not None:
+        with contextlib.suppress(OSError):
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+class _Watchdog:
+    """Shuts the connection's socket down at the deadline, whatever the request is doing:
+    socket timeouts bound one operation each, and a server that sends its answer a byte at a
+    time never lets one of them expire."""
+
+    def __init__(self, conn: http.client.HTTPConnection, deadline: float | None) -> None:
+        self.fired = False
+        self._conn = conn
+        self._timer: threading.Timer | None = None
+        if deadline is not None:
+            self._timer = threading.Timer(max(0.0, deadline - time.time()), self._cut)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _cut(self) -> None:
+        self.fired = True
+        sock = self._conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def exchange(
+    method: str,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    deadline: float | None,
+    timeout_s: float,
+    what: str,
+) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """One HTTP request on a fresh connection, never re-sent: (status, headers, body).
+
+    It ends by `deadline` (time.time(); None: each socket operation is bounded by `timeout_s`
+    only). NotSent when it cannot start before the deadline or no connection is made (the
+    server saw nothing); TransferInterrupted when it fails or is cut once bytes went out."""
+    parts = urlsplit(url)
+    try:
+        first = _time_left(deadline, timeout_s)
+    except _Cut:
+        raise NotSent(f"{what}: not started, its deadline had passed") from None
+    https = parts.scheme == "https"
+    conn_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
+    conn = conn_type(parts.hostname or "", parts.port, timeout=first)
+    try:
+        conn.connect()
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
+
+    def blocks() -> Iterator[bytes]:
+        for start in range(0, len(body), SEND_BLOCK):
+            assert conn.sock is not None
+            conn.sock.settimeout(_time_left(deadline, timeout_s))
+            yield body[start : start + SEND_BLOCK]
+
+    sent = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "host")}
+    watchdog = _Watchdog(conn, deadline)
+    try:
+        conn.request(
+            method,
+            (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+            body=blocks(),
+            headers={**sent, "Content-Length": str(len(body))},
+        )
+        assert conn.sock is not None
+        conn.sock.settimeout(_time_left(deadline, timeout_s))
+        resp = conn.getresponse()
+        status, got, content = resp.status, resp.headers, resp.read()
+        watchdog.stop()
+        if watchdog.fired:  # an answer cut short can read as a whole one: it is not one
+            raise _Cut
+        return status, got, content
+    except _Cut:
+        _reset(conn)
+        raise TransferInterrupted(f"{what}: cut at its deadline") from None
+    except (OSError, http.client.HTTPException) as exc:
+        _reset(conn)
+        late = watchdog.fired or (deadline is not None and time.time() >= deadline)
+        why = "cut at its deadline" if late else type(exc).__name__
+        raise TransferInterrupted(f"{what}: {why}") from None
+    finally:
+        watchdog.stop()
+        conn.close()

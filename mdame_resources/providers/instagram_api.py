@@ -3,12 +3,13 @@ bytes to the upload server, the container's status, media_publish, the account's
 reel's insights, on httpx.
 
 Each method is exactly one HTTP request (see http_api.OneShotHttp): the publisher decides what
-is sent again. The long-lived Instagram User token (60 days) is the account's grant: it goes in
-an `Authorization: Bearer` header to the graph host and `Authorization: OAuth` to the upload
-URI a container answers, which must be Meta's upload host (rupload.facebook.com) or the graph
-host itself (a local protocol server serves both). `refresh_token` trades it for a new one of 60
-days; the old one keeps working until it expires, so a refresh answer lost with its process
-loses nothing.
+is sent again. The upload request goes through http_api.exchange, ended by the deadline on the
+wall clock however slowly the upload server reads or answers. The long-lived Instagram User
+token (60 days) is the account's grant: it goes in an `Authorization: Bearer` header to the
+graph host and `Authorization: OAuth` to the upload URI a container answers, which must be
+Meta's upload host (rupload.facebook.com) or the graph host itself (a local protocol server
+serves both). `refresh_token` trades it for a new one of 60 days; the old one keeps working
+until it expires, so a refresh answer lost with its process loses nothing.
 
 Failures, as the publisher reads them: ChannelError (Meta answered; `reason` is
 `code/subcode`, with `status` 400 for a refusal, 503 for what Meta marks transient or
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from mdame_domain.channel import ChannelError, GrantRevoked
-from mdame_resources.providers.http_api import OneShotHttp, trusted
+from mdame_resources.providers.http_api import OneShotHttp, exchange, trusted
 
 GRAPH_URL_VAR = "MDAME_INSTAGRAM_GRAPH_URL"
 GRAPH_URL = "https://graph.instagram.com"
@@ -152,21 +153,25 @@ class InstagramApi(OneShotHttp):
         return trusted(uri, "Instagram upload URI")
 
     def upload(self, uri: str, data: bytes, offset: int, size: int) -> None:
-        """The bytes from `offset` of a `size`-byte file to the container's upload URI."""
-        response = self._send(
+        """The bytes from `offset` of a `size`-byte file to the container's upload URI, ended by
+        the deadline on the wall clock."""
+        status, headers, content = exchange(
             "POST",
             self._upload_uri(uri),
-            "upload",
-            content=data,
-            headers={
+            data,
+            {
                 "Authorization": f"OAuth {self._token}",
                 "offset": str(offset),
                 "file_size": str(size),
                 "Content-Type": "application/octet-stream",
             },
+            self.deadline,
+            self.timeout_s,
+            "upload",
         )
-        if response.status_code != 200:
-            raise graph_error(response, "upload")
+        if status != 200:
+            answer = httpx.Response(status, headers=list(headers.items()), content=content)
+            raise graph_error(answer, "upload")
 
     def container(self, container_id: str) -> dict[str, Any]:
         """status_code (IN_PROGRESS, FINISHED, PUBLISHED, ERROR, EXPIRED) and video_status."""

@@ -3,7 +3,8 @@
 Each method is exactly one HTTP request (httpx sends it once: no client retries), so the
 publisher decides what is sent again, as it does for YouTube. Requests, and the token refresh
 before them, end by `deadline` (a time.time() value the publisher sets from its lease): one that
-cannot start before it is not started (NotSent).
+cannot start before it is not started (NotSent). A chunk goes through http_api.exchange, which
+ends it by the deadline on the wall clock however slowly the upload server reads or answers.
 
 The access token goes only to the API's origin. An upload_url is TikTok's own (another host in
 production, open-upload.tiktokapis.com) and carries its upload token in its query: the chunks go
@@ -35,7 +36,7 @@ from mdame_domain.channel import (
     TransferInterrupted,
 )
 from mdame_domain.tiktok import ChunkPlan
-from mdame_resources.providers.http_api import OneShotHttp, trusted
+from mdame_resources.providers.http_api import OneShotHttp, exchange, trusted
 
 BASE_URL_VAR = "MDAME_TIKTOK_BASE_URL"
 CLIENT_KEY_VAR, CLIENT_SECRET_VAR = "MDAME_TIKTOK_CLIENT_KEY", "MDAME_TIKTOK_CLIENT_SECRET"
@@ -186,22 +187,25 @@ class TikTokApi(OneShotHttp):
         return publish_id, trusted(upload_url, "TikTok upload_url")
 
     def put_chunk(self, upload_url: str, data: bytes, start: int, size: int, mime: str) -> int:
-        """One chunk to the upload_url; the HTTP status (206: more to come, 201: the file is
-        whole). 403 (expired), 404 (no such upload) and 416 (out of step) are ChannelErrors."""
-        response = self._send(
+        """One chunk to the upload_url, ended by the deadline on the wall clock; the HTTP status
+        (206: more to come, 201: the file is whole). 403 (expired), 404 (no such upload) and 416
+        (out of step) are ChannelErrors."""
+        status, headers, content = exchange(
             "PUT",
             trusted(upload_url, "TikTok upload_url"),
-            "upload chunk",
-            content=data,
-            headers={
+            data,
+            {
                 "Content-Type": mime,
-                "Content-Length": str(len(data)),
                 "Content-Range": f"bytes {start}-{start + len(data) - 1}/{size}",
             },
+            self.deadline,
+            self.timeout_s,
+            "upload chunk",
         )
-        if response.status_code not in (201, 206):
-            raise _envelope_error(response, "upload chunk")
-        return response.status_code
+        if status not in (201, 206):
+            answer = httpx.Response(status, headers=list(headers.items()), content=content)
+            raise _envelope_error(answer, "upload chunk")
+        return status
 
     def fetch_status(self, publish_id: str) -> dict[str, Any]:
         """status, fail_reason, uploaded_bytes and, once public, publicaly_available_post_id."""

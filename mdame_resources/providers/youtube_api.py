@@ -8,14 +8,15 @@ google-auth with the token endpoint from MDAME_GOOGLE_TOKEN_URI.
 Resumable uploads are driven here, not by `MediaFileUpload.next_chunk`: the session is
 initiated with our own request (so its URI is committed before the first byte), and the
 initiation, each chunk and each status query is exactly one HTTP request on a fresh connection
-(http.client, not httplib2, which silently re-sends a request after some connection errors, and
-after a 401 too). After any interruption the session is asked where it stands (PUT,
-Content-Range: bytes */N).
+(http_api.exchange on http.client, not httplib2, which silently re-sends a request after some
+connection errors, and after a 401 too). After any interruption the session is asked where it
+stands (PUT, Content-Range: bytes */N).
 
 These requests, and the token refresh before them, end by `deadline` (a time.time() value the
 publisher sets from its lease; the wall clock, unlike time.monotonic, runs on while a machine is
 suspended): one that cannot start before it is not started (NotSent), one in flight is cut at it
-(every socket operation's timeout is the time left, and the body goes out in blocks).
+(every socket operation's timeout is the time left, the body goes out in blocks, and a watchdog
+shuts the connection at the deadline however slowly the server answers).
 
 The access token goes only to the API root's origin (scheme, host and port): a session URI is
 the Location a server answered with, and one elsewhere is refused before anything is sent to
@@ -24,15 +25,10 @@ it. The root must be https, or http on a loopback address (the local protocol se
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import ipaddress
 import json
 import os
-import socket
-import struct
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,6 +51,7 @@ from mdame_domain.channel import (
     SessionState,
     TransferInterrupted,
 )
+from mdame_resources.providers.http_api import exchange
 
 ROOT_URL_VAR = "MDAME_YOUTUBE_ROOT_URL"
 TOKEN_URI_VAR = "MDAME_GOOGLE_TOKEN_URI"
@@ -63,8 +60,6 @@ SCOPES = (
     "https://www.googleapis.com/auth/youtube.upload",
     "https://www.googleapis.com/auth/youtube.readonly",
 )
-# A request body goes out in blocks of this size, the deadline checked before each one.
-SEND_BLOCK = 64 * 1024
 
 
 def _discovery(root_url: str | None) -> dict[str, Any]:
@@ -135,87 +130,6 @@ def _api_origin(root_url: str) -> Origin:
     return origin
 
 
-class _Cut(Exception):
-    """The request's deadline came while it was still in flight."""
-
-
-def _time_left(deadline: float | None, timeout_s: float) -> float:
-    """The timeout of the next socket operation: `timeout_s`, or less when the deadline is
-    nearer. _Cut once it has passed."""
-    if deadline is None:
-        return timeout_s
-    left = deadline - time.time()
-    if left <= 0:
-        raise _Cut
-    return min(timeout_s, left)
-
-
-def _reset(conn: http.client.HTTPConnection) -> None:
-    """Closes with a reset: what the kernel still holds for the peer is dropped, not sent."""
-    if conn.sock is not None:
-        with contextlib.suppress(OSError):
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    conn.close()
-
-
-def _exchange(
-    method: str,
-    url: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    deadline: float | None,
-    timeout_s: float,
-    what: str,
-) -> tuple[int, http.client.HTTPMessage, bytes]:
-    """One HTTP request on a fresh connection, never re-sent: (status, headers, body).
-
-    It ends by `deadline` (time.time(); None: each socket operation is bounded by `timeout_s`
-    only). NotSent when it cannot start before the deadline or no connection is made (the
-    server saw nothing); TransferInterrupted when it fails or is cut once bytes went out."""
-    parts = urlsplit(url)
-    try:
-        first = _time_left(deadline, timeout_s)
-    except _Cut:
-        raise NotSent(f"{what}: not started, its deadline had passed") from None
-    https = parts.scheme == "https"
-    conn_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
-    conn = conn_type(parts.hostname or "", parts.port, timeout=first)
-    try:
-        conn.connect()
-    except (OSError, http.client.HTTPException) as exc:
-        conn.close()
-        raise NotSent(f"{what}: no connection ({type(exc).__name__})") from None
-
-    def blocks() -> Iterator[bytes]:
-        for start in range(0, len(body), SEND_BLOCK):
-            assert conn.sock is not None
-            conn.sock.settimeout(_time_left(deadline, timeout_s))
-            yield body[start : start + SEND_BLOCK]
-
-    sent = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "host")}
-    try:
-        conn.request(
-            method,
-            (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-            body=blocks(),
-            headers={**sent, "Content-Length": str(len(body))},
-        )
-        assert conn.sock is not None
-        conn.sock.settimeout(_time_left(deadline, timeout_s))
-        resp = conn.getresponse()
-        return resp.status, resp.headers, resp.read()
-    except _Cut:
-        _reset(conn)
-        raise TransferInterrupted(f"{what}: cut at its deadline") from None
-    except (OSError, http.client.HTTPException) as exc:
-        _reset(conn)
-        late = deadline is not None and time.time() >= deadline
-        why = "cut at its deadline" if late else type(exc).__name__
-        raise TransferInterrupted(f"{what}: {why}") from None
-    finally:
-        conn.close()
-
-
 class _TokenResponse(google.auth.transport.Response):
     def __init__(self, status: int, headers: Mapping[str, str], data: bytes) -> None:
         self._status, self._headers, self._data = status, headers, data
@@ -248,7 +162,7 @@ class _TokenRequest(google.auth.transport.Request):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> _TokenResponse:
-        status, got, data = _exchange(
+        status, got, data = exchange(
             method,
             url,
             body or b"",
@@ -387,7 +301,7 @@ class YouTubeApi:
             "X-Upload-Content-Length": str(size),
         }
         raw = request.body.encode() if isinstance(request.body, str) else request.body or b""
-        status, got, content = _exchange(
+        status, got, content = exchange(
             "POST", uri, raw, headers, self.deadline, self.timeout_s, "session initiation"
         )
         location = got.get("Location")
@@ -398,7 +312,7 @@ class YouTubeApi:
     def _put(self, session_uri: str, body: bytes, content_range: str) -> tuple[int, Any, bytes]:
         self._trusted(session_uri, f"PUT {content_range}")
         headers = {**self._bearer(), "Content-Range": content_range}
-        return _exchange(
+        return exchange(
             "PUT", session_uri, body, headers, self.deadline, self.timeout_s, f"PUT {content_range}"
         )
 

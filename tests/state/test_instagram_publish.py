@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fencing import hold
+from test_fencing import expire, hold
 from youtube_kit import (
     META,
     REFRESH_TOKEN,
@@ -27,6 +27,7 @@ from fakes import instagram
 from fakes.instagram import FakeInstagram
 from mdame_core.state import StateStore
 from mdame_domain.analytics import VideoCounters
+from mdame_domain.channel import TransferInterrupted
 from mdame_domain.credentials import MasterKey
 from mdame_domain.tiktok import MIB
 from mdame_resources.providers.publisher import InstagramPublisher
@@ -136,6 +137,42 @@ def test_a_container_that_fails_processing_is_settled_and_published_again_once(
     _assert_published_once(state, server, s, media_id)
     codes = sorted(c["status_code"] for c in server.containers().values())
     assert codes == sorted(["ERROR" if fault == "container_error" else "EXPIRED", "PUBLISHED"])
+
+
+def test_a_stalled_upload_is_cut_before_the_lease_ends_and_the_next_holder_resumes(
+    state, owner, tmp_path, server, master
+) -> None:
+    """The upload's answer trickles in a line at a time, so no read waits long but the whole
+    answer outlasts the holder's lease (its lock's 2 s plus a 1 s grace): the request is cut
+    before the lease ends, so the next holder, which takes the upload over once the lease is
+    over, never races it."""
+    setup = hold(state, "tech", holder="setup")
+    youtube = ready_to_publish(setup, tmp_path, size=2000)
+    as_admin(setup).upsert_dimension_account("tech", "instagram", "tech.reels", 100)
+    [account] = [x for x in setup.list_accounts("tech") if x.platform == "instagram"]
+    store_grant(setup, account, master)
+    expire(owner, "tech")
+    s = Setup(account, {**youtube.payload, "account_id": account.id}, youtube.video, youtube.sha256)
+    # A per-operation timeout (timeout_s) longer than the whole stall, as in production.
+    pub = _publisher(server, upload_grace_s=1, request_margin_s=0.25, timeout_s=30.0)
+    server.faults.push("slow_answer", seconds=0.5, lines=12)
+    a = hold(state, "tech", ttl=2, holder="run-a")
+    wall, db = time.time(), state.db_now()
+
+    with pytest.raises(TransferInterrupted, match="cut at its deadline"):
+        publish_once(a, pub, s, [])
+    stopped = time.time()
+
+    [(lease_end,)] = owner.execute("SELECT lease_expires_at FROM mdame.provider_attempts")
+    lease_wall = wall + (lease_end - db).total_seconds()
+    assert stopped < lease_wall, f"the upload ran {stopped - lease_wall:.1f}s past the lease"
+    b = hold(state, "tech", holder="run-b")
+    while state.db_now() <= lease_end:
+        time.sleep(0.1)
+    media_id = publish_once(b, pub, s, [])
+    assert media_id is not None
+    assert len(server.containers()) == 1  # the same container, taken over
+    _assert_published_once(state, server, s, media_id)
 
 
 def test_the_publishing_limit_pauses_the_account(state, tmp_path, server, master) -> None:

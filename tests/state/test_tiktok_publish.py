@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
@@ -28,7 +29,7 @@ from fakes import tiktok
 from fakes.tiktok import FakeTikTok
 from mdame_core.state import StateStore
 from mdame_domain.analytics import VideoCounters
-from mdame_domain.channel import ChannelError
+from mdame_domain.channel import ChannelError, TransferInterrupted
 from mdame_domain.credentials import (
     Envelope,
     MasterKey,
@@ -268,6 +269,37 @@ def _setup(state: StateStore, owner: Any, tmp_path: Path, master: MasterKey) -> 
     return Setup(
         account, {**youtube.payload, "account_id": account.id}, youtube.video, youtube.sha256
     )
+
+
+def test_a_stalled_chunk_is_cut_before_the_lease_ends_and_the_next_holder_resumes(
+    state, owner, tmp_path, server, master
+) -> None:
+    """The chunk's answer trickles in a line at a time, so no read waits long but the whole
+    answer outlasts the holder's lease (its lock's 2 s plus a 1 s grace): the request is cut
+    before the lease ends, so the next holder, which takes the upload over once the lease is
+    over, never races it."""
+    s = _setup(state, owner, tmp_path, master)
+    # A per-operation timeout (timeout_s) longer than the whole stall, as in production.
+    pub = _publisher(server, upload_grace_s=1, request_margin_s=0.25, timeout_s=30.0)
+    server.faults.push("slow_answer", seconds=0.5, lines=12)
+    a = hold(state, "tech", ttl=2, holder="run-a")
+    wall, db = time.time(), state.db_now()
+
+    with pytest.raises(TransferInterrupted, match="cut at its deadline"):
+        publish_once(a, pub, s, [])
+    stopped = time.time()
+
+    [(lease_end,)] = owner.execute("SELECT lease_expires_at FROM mdame.provider_attempts")
+    lease_wall = wall + (lease_end - db).total_seconds()
+    assert stopped < lease_wall, f"the chunk ran {stopped - lease_wall:.1f}s past the lease"
+    b = hold(state, "tech", holder="run-b")
+    while state.db_now() <= lease_end:
+        time.sleep(0.1)
+    logs: list[Any] = []
+    video_id = publish_once(b, pub, s, logs)
+    assert video_id is not None
+    assert len(server.publishes()) == 1  # the same post, taken over: its chunk had landed
+    _assert_posted_once(state, server, s, video_id)
 
 
 def test_a_token_rotated_by_a_publisher_on_the_replaced_master_key_is_kept(
