@@ -174,6 +174,11 @@ FAULTS: dict[str, str] = {
     "container_error": "processing",
     "container_expired": "processing",  # ... or goes EXPIRED once processed
     "revoke_token": "auth",  # the token of the next graph request is revoked (then code 190)
+    # The request's token expires early (option `on`: a request kind, the upload's too): this
+    # request and every later one with it are refused (code 190, subcode 463); the token may
+    # still be refreshed, and its successor is spared for its first request (unless the
+    # fault's option `spare` is false).
+    "expire_token": "token",
     "lost_publish": "publish",  # published; the answer is never sent (connection closed)
     "throttle": "graph",  # one graph request gets a throttling error (option `code`, default 4)
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
@@ -214,6 +219,8 @@ class State(JsonState):
             self.data.setdefault(key, {})
         self.data.setdefault("requests", [])
         self.data.setdefault("calls", [])
+        self.data.setdefault("unauthorized", [])  # the kinds of the requests refused a token
+        self.data.setdefault("refused", [])  # their request lines, as "requests" has them
         settings = self.data.setdefault("settings", {})
         settings.setdefault("processing_delay", DEFAULT_PROCESSING_DELAY)
         settings.setdefault("container_lifetime", CONTAINER_LIFETIME)
@@ -539,6 +546,12 @@ class FakeInstagram(LocalServer):
         with self.state.lock:
             return list(self.state.data["requests"])
 
+    def unauthorized(self) -> list[str]:
+        """The kinds of the requests refused for their token (create, upload, status, list,
+        publish, limit, account, ..., refresh), oldest first."""
+        with self.state.lock:
+            return list(self.state.data["unauthorized"])
+
     def snapshot(self) -> dict[str, Any]:
         with self.state.lock:
             return json.loads(json.dumps(self.state.data))
@@ -568,6 +581,7 @@ _STATUS_TEXT = {
 
 class _Handler(JsonHandler):
     fake: FakeInstagram
+    _kind = "refresh"  # the graph request's kind, once routed (the login paths': refresh)
 
     # -- plumbing ------------------------------------------------------------------------
     def _fail(self, status: int, body: Any, headers: dict[str, str] | None = None) -> NoReturn:
@@ -725,6 +739,7 @@ class _Handler(JsonHandler):
         if parts and _VERSION.match(parts[0]):
             version, parts = parts[0], parts[1:]
         kind, handler = self._route(method, parts)
+        self._kind = kind
         self._slow(kind)
         if kind in GRAPH_KINDS or kind == "refresh":
             self._throttle(kind)
@@ -812,16 +827,41 @@ class _Handler(JsonHandler):
                 self._fail_token("Invalid OAuth access token - Cannot parse access token", None)
             if grant["revoked"] is not None:
                 self._fail_token(_revoked_message(int(grant["revoked"])), int(grant["revoked"]))
-            if time.time() >= grant["expires"]:
-                when = datetime.fromtimestamp(grant["expires"], UTC).strftime(
-                    "%A, %d-%b-%y %H:%M:%S UTC"
-                )
+            self._expire_early(grant, kind)
+            # An early expiry leaves the token refreshable (the grant behind it stands).
+            early = grant.get("expired_early") and kind != "refresh"
+            if early or time.time() >= grant["expires"]:
+                ended = time.time() if early else grant["expires"]
+                when = datetime.fromtimestamp(ended, UTC).strftime("%A, %d-%b-%y %H:%M:%S UTC")
                 self._fail_token(
                     f"Error validating access token: Session has expired on {when}.", 463
                 )
             return str(grant["account"])
 
+    def _expire_early(self, grant: dict[str, Any], kind: str) -> None:
+        """The expire_token fault, on a live token's request that is not a refresh (a token
+        issued after an early expiry is spared its first request). Call with the state lock."""
+        live = grant["revoked"] is None and time.time() < grant["expires"]
+        if kind == "refresh" or not live or grant.get("expired_early"):
+            return
+        if grant.pop("spared", False):
+            self.fake.state.save()
+            return
+        fault = self.fake.faults.pop_first(
+            lambda f: f["fault"] == "expire_token" and f.get("on") in (None, kind)
+        )
+        if fault is not None:
+            grant["expired_early"] = True
+            spare = bool(fault.get("spare", True))
+            self.fake.state.data["accounts"][grant["account"]]["expired_early"] = spare
+            self.fake.state.save()
+
     def _fail_token(self, message: str, subcode: int | None) -> NoReturn:
+        url = urlsplit(self.path)
+        with self.fake.state.lock:
+            self.fake.state.data["unauthorized"].append(self._kind)
+            self.fake.state.data["refused"].append(f"{self.command} {url.path}?{url.query}")
+            self.fake.state.save()
         challenge = f'OAuth "Facebook Platform" "invalid_token" "{message}"'
         self._fail(400, _error(message, 190, subcode), {"WWW-Authenticate": challenge})
 
@@ -835,6 +875,8 @@ class _Handler(JsonHandler):
         fresh = new_secret("IGAA", 48).replace("-", "x").replace("_", "y")
         with self.fake.state.lock:
             self.fake._grant(account, fresh, TOKEN_LIFETIME)
+            if self.fake.state.data["accounts"][account].pop("expired_early", False):
+                self.fake.state.data["tokens"][fresh]["spared"] = True
             self.fake.state.save()
         self._send(
             200, {"access_token": fresh, "token_type": "bearer", "expires_in": TOKEN_LIFETIME}
@@ -969,9 +1011,16 @@ class _Handler(JsonHandler):
         with st.lock:
             grant = st.data["tokens"].get(value.strip()) if scheme == "OAuth" else None
             c = st.data["containers"].get(cid)
+            if grant is not None:
+                self._expire_early(grant, "upload")
             valid = (
-                grant is not None and grant["revoked"] is None and time.time() < grant["expires"]
+                grant is not None
+                and grant["revoked"] is None
+                and not grant.get("expired_early")
+                and time.time() < grant["expires"]
             )
+            if not valid:
+                st.data["unauthorized"].append("upload")
             owner_ok = c is not None and grant is not None and c["account"] == grant["account"]
             status = _status_code(c, time.time(), st.data["settings"]) if c else ""
         if c is None or not valid or not owner_ok:

@@ -119,6 +119,12 @@ FAULTS: dict[str, str] = {
     "expire_publish": "chunk",  # the upload_url expires now: 403, and status FAILED
     "processing_failed": "complete",  # status FAILED, option `reason` (default internal)
     "revoked": "auth",  # the creator revokes the app: 401 now, invalid_grant on refresh
+    # The creator's access tokens expire early (option `on`: a request kind; on a chunk, which
+    # carries none, the creator's whose upload it is): 401 access_token_invalid from then on,
+    # this request too when it carries one; a refresh gives a new token. A token issued after
+    # an early expiry is spared for its first request (a fresh token is not refused at once),
+    # unless the fault's option `spare` is false.
+    "expire_token": "authorized",  # taken by name only: not an "any" fault
     "invalid_grant": "token",  # the next refresh finds the grant revoked
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
     # The chunk is stored, then its answer goes out a line every `seconds` (option `lines`,
@@ -154,6 +160,7 @@ class State(JsonState):
         self.data.setdefault("requests", [])
         self.data.setdefault("throttled", {})
         self.data.setdefault("list_calls", {})  # open_id -> authenticated video list calls
+        self.data.setdefault("unauthorized", [])  # the kinds of the requests answered 401
 
     def blob(self, publish_id: str) -> Path:
         return self.folder / "bytes" / f"{publish_id.replace('~', '_')}.bin"
@@ -387,6 +394,22 @@ class FakeTikTok(LocalServer):
         with self.state.lock:
             return list(self.state.data["requests"])
 
+    def unauthorized(self) -> list[str]:
+        """The kinds of the requests answered 401 (creator_info, init, status, list), oldest
+        first."""
+        with self.state.lock:
+            return list(self.state.data["unauthorized"])
+
+    def expire_tokens(self, open_id: str, spare: bool = True) -> None:
+        """The creator's access tokens expire now, before their time (refused from now on);
+        `spare`: the next one issued is spared its first request."""
+        with self.state.lock:
+            for token in self.state.data["tokens"].values():
+                if token["open_id"] == open_id and not token.get("spared"):
+                    token["expires_at"] = min(token["expires_at"], self.clock() - 1)
+            self.state.data["creators"][open_id]["expired_early"] = spare
+            self.state.save()
+
     def snapshot(self) -> dict[str, Any]:
         with self.state.lock:
             return json.loads(json.dumps(self.state.data))
@@ -477,7 +500,11 @@ class _Plumbing(JsonHandler):
         with self.fake.state.lock:
             self.fake.state.data["requests"].append(f"{method} {url.path}?{url.query}")
         route = _ROUTES.get((method, url.path.rstrip("/")))
-        slow = self.fake.faults.take(request=route[1] if route else "")
+        kind = route[1] if route else ""
+        self._expire_early(kind, query)
+        slow = self.fake.faults.pop_first(
+            lambda f: f["fault"] == "slow" and f.get("on") in (None, kind)
+        )
         if slow is not None:
             time.sleep(float(slow.get("seconds", 1.0)))
         try:
@@ -490,6 +517,38 @@ class _Plumbing(JsonHandler):
             self._drop()
 
     # -- auth and limits -----------------------------------------------------------------
+    def _expire_early(self, kind: str, query: dict[str, str]) -> None:
+        """The expire_token fault, on a request with a live access token (not spared: a spared
+        token is spared this once) or on a chunk (its creator's tokens)."""
+        fake, st = self.fake, self.fake.state
+        if kind in ("token", "control", ""):
+            return
+        with st.lock:
+            if kind == "chunk":
+                found = [
+                    p["open_id"]
+                    for p in st.data["publishes"].values()
+                    if p["upload_id"] == query.get("upload_id")
+                ]
+                open_id = found[0] if found else None
+            else:
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                grant = st.data["tokens"].get(token)
+                live = grant is not None and not grant["revoked"]
+                if not live or fake.clock() >= grant["expires_at"]:
+                    return
+                if grant.pop("spared", False):
+                    st.save()
+                    return
+                open_id = grant["open_id"]
+            if open_id is None:
+                return
+            fault = fake.faults.pop_first(
+                lambda f: f["fault"] == "expire_token" and f.get("on") in (None, kind)
+            )
+            if fault is not None:
+                fake.expire_tokens(open_id, bool(fault.get("spare", True)))
+
     def _caller(self, *scopes: str) -> tuple[str, str] | None:
         """(open_id, access token) of the bearer; None after a 401 was sent. Any one of
         `scopes` must have been granted."""
@@ -506,6 +565,10 @@ class _Plumbing(JsonHandler):
                 self.fake.revoke(found["open_id"])
                 valid = False
         if not valid or found is None:
+            with st.lock:
+                route = _ROUTES.get(("POST", urlsplit(self.path).path.rstrip("/")))
+                st.data["unauthorized"].append(route[1] if route else "")
+                st.save()
             self._api("access_token_invalid", "The access token is invalid or not found.")
             return None
         if scopes and not set(scopes) & set(found["scope"].split(",")):
@@ -603,6 +666,8 @@ class _Handler(_Plumbing):
                 "scope": scope,
                 "revoked": False,
             }
+            if creator.pop("expired_early", False):
+                st.data["tokens"][access]["spared"] = True
             st.save()
             answer = {
                 "access_token": access,

@@ -24,6 +24,11 @@ document's rootUrl points here:
   also listed in the state's "initiations" (channel, the video's description, counted or not),
   so a test can tell an initiation the channel never saw from one it did.
 
+An access token is refused (401 authError, Google's body) once it is unknown: never issued, or
+expired early by the `expire_token` fault. Every request but the token endpoint's carries one,
+the session's PUTs too. The requests answered 401 are listed in the state's "unauthorized"
+(their kinds: initiate, chunk, status, list, thumbnail).
+
 Faults are queued (FIFO per kind of request) from tests (`server.faults.push(...)`) or over
 HTTP (POST /_fake/faults). State (channels, sessions, videos, counters, received bytes) lives
 in a directory and survives a restart, so a test can kill either side at any point.
@@ -88,6 +93,14 @@ FAULTS: dict[str, str] = {
     "invalid_grant": "token",  # the refresh token is revoked
     "invalid_client": "token",  # 401 invalid_client: the OAuth client's id or secret is wrong
     "slow": "any",  # sleep `seconds` before answering (option `on`: a request kind)
+    # The request's access token expires early (option `on`: a request kind): this request and
+    # every later one with it are answered 401; a refresh gives a new token. A token issued
+    # after an early expiry is spared for its first request (a fresh token is not refused at
+    # once), unless the fault's option `spare` is false.
+    "expire_token": "authorized",  # taken by name only: not an "any" fault
+    # The owner revokes the app's access (option `on`: a request kind): this request's token
+    # and every other of the channel are refused (401), and so is the refresh (invalid_grant).
+    "revoked": "authorized",
     "processing_failed": "complete",  # the video's processing fails
     "list_quota_exceeded": "list",  # 403 quotaExceeded on a list call
     "thumbnail_5xx": "thumbnail",  # 503 backendError on thumbnails.set (nothing set or charged)
@@ -107,6 +120,8 @@ class State(JsonState):
         self.data.setdefault("limits", dict(DEFAULT_LIMITS))
         self.data.setdefault("requests", [])
         self.data.setdefault("initiations", [])
+        self.data.setdefault("unauthorized", [])  # the kinds of the requests answered 401
+        self.data.setdefault("spared", [])  # tokens issued after an early expiry, unused yet
 
     def blob(self, upload_id: str) -> Path:
         return self.folder / "bytes" / f"{upload_id}.bin"
@@ -267,9 +282,37 @@ class FakeYouTube(LocalServer):
         with self.state.lock:
             return list(self.state.data["requests"])
 
+    def unauthorized(self) -> list[str]:
+        """The kinds of the requests answered 401 (initiate, chunk, status, list, thumbnail),
+        oldest first."""
+        with self.state.lock:
+            return list(self.state.data["unauthorized"])
+
     def snapshot(self) -> dict[str, Any]:
         with self.state.lock:
             return json.loads(json.dumps(self.state.data))
+
+
+# Google's answer to an access token it does not take (expired, revoked or unknown).
+UNAUTHENTICATED = {
+    "error": {
+        "code": 401,
+        "message": "Request had invalid authentication credentials. Expected OAuth 2 access "
+        "token, login cookie or other valid authentication credential. See "
+        "https://developers.google.com/identity/sign-in/web/devconsole-project.",
+        "errors": [
+            {
+                "message": "Invalid Credentials",
+                "domain": "global",
+                "reason": "authError",
+                "location": "Authorization",
+                "locationType": "header",
+            }
+        ],
+        "status": "UNAUTHENTICATED",
+    }
+}
+INVALID_TOKEN = 'Bearer realm="https://accounts.google.com/", error="invalid_token"'
 
 
 class _Handler(JsonHandler):
@@ -289,8 +332,11 @@ class _Handler(JsonHandler):
         with st.lock:
             st.data["requests"].append(f"{method} {url.path}?{url.query}")
         kind = _request_kind(method, url.path, query, self.headers)
-        slow = self.fake.faults.take(request=kind)
-        if slow is not None and slow["fault"] == "slow":
+        self._expire_early(kind)
+        slow = self.fake.faults.pop_first(
+            lambda f: f["fault"] == "slow" and f.get("on") in (None, kind)
+        )
+        if slow is not None:
             time.sleep(float(slow.get("seconds", 1.0)))
         try:
             route = _ROUTES.get((method, url.path.rstrip("/")))
@@ -302,13 +348,46 @@ class _Handler(JsonHandler):
             self._drop(drop.reset)
 
     # -- auth ----------------------------------------------------------------------------
-    def _channel(self) -> str | None:
+    def _bearer(self) -> str:
+        return self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+
+    def _expire_early(self, kind: str) -> None:
+        """The expire_token and revoked faults, on a request with a live token not spared (a
+        spared token is spared this once): the token is forgotten, so the request is answered
+        401; revoked, every token of the channel too, and its grant."""
+        token, st = self._bearer(), self.fake.state
+        with st.lock:
+            channel = st.data["tokens"].get(token)
+            if channel is None:
+                return
+            if token in st.data["spared"]:
+                st.data["spared"].remove(token)
+                st.save()
+                return
+            fault = self.fake.faults.pop_first(
+                lambda f: f["fault"] in ("expire_token", "revoked") and f.get("on") in (None, kind)
+            )
+            if fault is not None and fault["fault"] == "revoked":
+                tokens = st.data["tokens"]
+                for dead in [t for t, c in tokens.items() if c == channel]:
+                    del tokens[dead]
+                st.data["channels"][channel]["revoked"] = True
+                st.save()
+            elif fault is not None:
+                del st.data["tokens"][token]
+                st.data["channels"][channel]["expired_early"] = bool(fault.get("spare", True))
+                st.save()
+
+    def _channel(self, kind: str = "") -> str | None:
         """The channel the bearer token belongs to; None after a 401 was sent."""
-        auth = self.headers.get("Authorization", "")
-        token = auth.removeprefix("Bearer ").strip()
-        channel = self.fake.state.data["tokens"].get(token)
+        st = self.fake.state
+        with st.lock:
+            channel = st.data["tokens"].get(self._bearer())
+            if channel is None:
+                st.data["unauthorized"].append(kind or "list")
+                st.save()
         if channel is None:
-            self._send(401, _error(401, "authError", "Invalid Credentials", "global"))
+            self._send(401, UNAUTHENTICATED, {"WWW-Authenticate": INVALID_TOKEN})
         return channel
 
     def token(self, _query: dict[str, str]) -> None:
@@ -344,6 +423,8 @@ class _Handler(JsonHandler):
                 return
             access = new_secret("ya29.fake-", 24)
             st.data["tokens"][access] = found[0]
+            if st.data["channels"][found[0]].pop("expired_early", False):
+                st.data["spared"].append(access)
             st.save()
         self._send(
             200,
@@ -403,7 +484,7 @@ class _Handler(JsonHandler):
     # -- resumable upload ----------------------------------------------------------------
     def initiate(self, query: dict[str, str]) -> None:
         body = self._body()
-        channel = self._channel()
+        channel = self._channel("initiate")
         if channel is None:
             return  # 401: no channel to charge
         faults, st = self.fake.faults, self.fake.state
@@ -523,6 +604,9 @@ class _Handler(JsonHandler):
             status = 404 if session is None else int(session["gone"])
             self._send(status, _error(status, "notFound", "upload session not found", "global"))
             return
+        kind = "status" if "*" in self.headers.get("Content-Range", "") else "chunk"
+        if self._channel_of_put(kind) is None:
+            return  # refused for its token: nothing stored
         crange = self.headers.get("Content-Range", "")
         start, total = _content_range(crange)
         if total is not None and total != session["total"]:
@@ -554,6 +638,14 @@ class _Handler(JsonHandler):
             return
         self._store(upload_id, session, start, self._body())
         self._answer(upload_id, session)
+
+    def _channel_of_put(self, kind: str) -> str | None:
+        """A session PUT's token checked (its body read first when refused)."""
+        with self.fake.state.lock:
+            known = self._bearer() in self.fake.state.data["tokens"]
+        if not known:
+            self._body()
+        return self._channel(kind)
 
     def _slow_body(
         self, upload_id: str, session: dict[str, Any], start: int, length: int, pause: float
@@ -642,8 +734,9 @@ class _Handler(JsonHandler):
 
     # -- thumbnails.set ------------------------------------------------------------------
     def thumbnails_set(self, query: dict[str, str]) -> None:
-        channel = self._channel()
+        channel = self._channel("thumbnail")
         if channel is None:
+            self._body()
             return
         data = self._body()
         if self.fake.faults.take("thumbnail_5xx") is not None:

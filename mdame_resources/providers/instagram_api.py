@@ -3,19 +3,25 @@ bytes to the upload server, the container's status, media_publish, the account's
 reel's insights, on httpx.
 
 Each method is exactly one HTTP request (see http_api.OneShotHttp): the publisher decides what
-is sent again. The upload request goes through http_api.exchange, ended by the deadline on the
-wall clock however slowly the upload server reads or answers. The long-lived Instagram User
-token (60 days) is the account's grant: it goes in an `Authorization: Bearer` header to the
-graph host and `Authorization: OAuth` to the upload URI a container answers, which must be
-Meta's upload host (rupload.facebook.com) or the graph host itself (a local protocol server
-serves both). `refresh_token` trades it for a new one of 60 days; the old one keeps working
-until it expires, so a refresh answer lost with its process loses nothing.
+is sent again. The one exception is a graph call refused for its token (code 190, 102 or 104),
+which changed nothing: the token is refreshed once (`refresh_token`) and the call sent once
+more, since a token can be refused before its stated expiry. The upload request goes through
+http_api.exchange, ended by the deadline on the wall clock; refused for its token, the
+publisher asks the container where it stands (a graph call: refreshed there), never sending a
+byte twice. The long-lived Instagram User token (60 days) is the account's grant: it goes in
+an `Authorization: Bearer` header to the graph host and `Authorization: OAuth` to the upload
+URI a container answers, which must be Meta's upload host (rupload.facebook.com) or the graph
+host itself (a local protocol server serves both). `refresh_token` trades it for a new one of 60
+days; the old one keeps working until it expires, so a refresh answer lost with its process
+loses nothing.
 
 Failures, as the publisher reads them: ChannelError (Meta answered; `reason` is
 `code/subcode`, with `status` 400 for a refusal, 503 for what Meta marks transient or
 throttled, so that only refusals are permanent), CONTENT_PUBLISHING_LIMIT as the reason of the
 24-hour publishing limit (a quota: the account pauses), GrantRevoked (code 190: the token was
-revoked or expired, reconnect), NotSent and TransferInterrupted (no answer).
+revoked or expired, and its refresh refused too: reconnect), NotSent and TransferInterrupted (no
+answer; NotSent also when a token the graph refused could not be refreshed for want of an
+answer).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from mdame_domain.channel import ChannelError, GrantRevoked
+from mdame_domain.channel import ChannelError, GrantRevoked, NotSent, TransferInterrupted
 from mdame_resources.providers.http_api import OneShotHttp, exchange, trusted
 
 GRAPH_URL_VAR = "MDAME_INSTAGRAM_GRAPH_URL"
@@ -93,17 +99,38 @@ class InstagramApi(OneShotHttp):
 
     # -- plumbing --------------------------------------------------------------------------
     def _graph(self, method: str, path: str, what: str, **params: Any) -> Any:
-        """A graph call: its JSON answer, or the error graph_error names."""
-        response = self._send(
+        """A graph call: its JSON answer, or the error graph_error names. Refused for its token,
+        the token is refreshed and the call sent once more."""
+        response = self._graph_once(method, path, what, params)
+        if response.status_code != 200:
+            refused = graph_error(response, what)
+            if not isinstance(refused, GrantRevoked):
+                raise refused
+            self._refresh_refused()
+            response = self._graph_once(method, path, what, params)
+            if response.status_code != 200:
+                raise graph_error(response, what)
+        return response.json()
+
+    def _graph_once(
+        self, method: str, path: str, what: str, params: dict[str, Any]
+    ) -> httpx.Response:
+        return self._send(
             method,
             f"{self.graph_url}/{API_VERSION}/{path}",
             what,
             headers={"Authorization": f"Bearer {self._token}"},
             **({"data": params} if method == "POST" else {"params": params}),
         )
-        if response.status_code != 200:
-            raise graph_error(response, what)
-        return response.json()
+
+    def _refresh_refused(self) -> None:
+        """A new token for the one the graph refused. GrantRevoked when the refresh is refused
+        too (the token is revoked or expired: reconnect); NotSent when it got no usable answer
+        (the refused call did nothing, and a later run tries again)."""
+        try:
+            self.refresh_token()  # refused too: its GrantRevoked, in Meta's words
+        except (ChannelError, TransferInterrupted) as exc:
+            raise NotSent(f"the token was refused and could not be refreshed: {exc}") from None
 
     def user_id(self) -> str:
         """The IG user id the token belongs to (asked once)."""

@@ -1,10 +1,13 @@
 """TikTok's Content Posting API (Direct Post, FILE_UPLOAD) and video list, on httpx.
 
 Each method is exactly one HTTP request (httpx sends it once: no client retries), so the
-publisher decides what is sent again, as it does for YouTube. Requests, and the token refresh
-before them, end by `deadline` (a time.time() value the publisher sets from its lease): one that
-cannot start before it is not started (NotSent). A chunk goes through http_api.exchange, which
-ends it by the deadline on the wall clock however slowly the upload server reads or answers.
+publisher decides what is sent again, as it does for YouTube; the one exception is a call
+refused for its access token (401), which changed nothing: the token is refreshed once and the
+call sent once more (an access token can be refused before its stated expiry). Requests, and the
+token refresh before them, end by `deadline` (a time.time() value the publisher sets from its
+lease): one that cannot start before it is not started (NotSent). A chunk goes through
+http_api.exchange, which ends it by the deadline on the wall clock however slowly the upload
+server reads or answers.
 
 The access token goes only to the API's origin. An upload_url is TikTok's own (another host in
 production, open-upload.tiktokapis.com) and carries its upload token in its query: the chunks go
@@ -14,8 +17,9 @@ local protocol server).
 Refresh tokens rotate: a refresh answers a new one and the one sent may stop working, so the
 new one is handed to `on_rotate` (which seals and stores it) before the access token is used.
 
-Failures, as the publisher reads them: ChannelError (TikTok answered; `permanent` for 400, 401,
-403 and 404 that are not quota), GrantRevoked (the refresh token was refused: reconnect),
+Failures, as the publisher reads them: ChannelError (TikTok answered; `permanent` for 400, 401
+(a fresh token refused too), 403 and 404 that are not quota), GrantRevoked (the refresh token
+was refused, with TikTok's words: reconnect),
 NotSent (nothing left this host), TransferInterrupted (no answer: ask the post's status next).
 """
 
@@ -47,12 +51,22 @@ TIKTOK_BASE_URL = "https://open.tiktokapis.com"
 RATE_LIMITED, DAILY_CAP = "rate_limit_exceeded", "spam_risk_too_many_posts"
 # An access token is refreshed this long before TikTok says it expires.
 TOKEN_EARLY_S = 60.0
+# A 401 that a fresh access token cannot cure: the grant lacks the scope.
+SCOPE_REFUSED = "scope_not_authorized"
 # The calls TikTok limits per minute per access token, by the bucket the pacer counts them in.
 PACED_CALLS = {
     "/v2/post/publish/creator_info/query/": "creator_info",
     "/v2/post/publish/video/init/": "init",
     "/v2/post/publish/status/fetch/": "status",
 }
+
+
+def _code(response: httpx.Response) -> str:
+    """TikTok's error code in an API answer ("" when it has none)."""
+    try:
+        return str((response.json().get("error") or {}).get("code") or "")
+    except (ValueError, AttributeError):
+        return ""
 
 
 def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
@@ -89,8 +103,10 @@ class TikTokApi(OneShotHttp):
         self.pace = pace  # called with a PACED_CALLS bucket before its request
         self.open_id: str | None = None
 
-    def _access_token(self) -> str:
-        if self._access is not None and time.time() < self._access[1]:
+    def _access_token(self, refresh: bool = False) -> str:
+        """The access token in hand, or a new one (also when `refresh`: TikTok refused the one
+        in hand)."""
+        if not refresh and self._access is not None and time.time() < self._access[1]:
             return self._access[0]
         form = {
             "client_key": self._client[0],
@@ -142,8 +158,24 @@ class TikTokApi(OneShotHttp):
         """A JSON call to the API: its `data`, or ChannelError with TikTok's error code."""
         if self.pace is not None and path in PACED_CALLS:
             self.pace(PACED_CALLS[path])  # before the token: a wait may outlast it
-        token = self._access_token()
-        response = self._send(
+        response = self._call(path, what, payload, params, self._access_token())
+        if response.status_code == 401 and _code(response) != SCOPE_REFUSED:
+            # Refused for its token before TikTok did anything (nor counted it against the
+            # per-minute limits): sent once more, with a fresh token, in the same slot.
+            response = self._call(path, what, payload, params, self._access_token(refresh=True))
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        error = (body or {}).get("error") or {}
+        if response.status_code != 200 or error.get("code", "ok") != "ok":
+            raise _envelope_error(response, what)
+        return (body or {}).get("data") or {}
+
+    def _call(
+        self, path: str, what: str, payload: dict[str, Any], params: dict[str, str], token: str
+    ) -> httpx.Response:
+        return self._send(
             "POST",
             f"{self.base_url}{path}",
             what,
@@ -154,14 +186,6 @@ class TikTokApi(OneShotHttp):
                 "Content-Type": "application/json; charset=UTF-8",
             },
         )
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        error = (body or {}).get("error") or {}
-        if response.status_code != 200 or error.get("code", "ok") != "ok":
-            raise _envelope_error(response, what)
-        return (body or {}).get("data") or {}
 
     # -- the Content Posting API -----------------------------------------------------------
     def creator_info(self) -> dict[str, Any]:

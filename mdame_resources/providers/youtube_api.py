@@ -18,6 +18,13 @@ suspended): one that cannot start before it is not started (NotSent), one in fli
 (every socket operation's timeout is the time left, the body goes out in blocks, and a watchdog
 shuts the connection at the deadline however slowly the server answers).
 
+An access token can be refused before its stated expiry. A 401 is answered as google-auth's
+own transport answers it (the list calls go through it, refreshing at most once): the token is
+refreshed once and the request sent again once, a chunk excepted: after a 401 on a chunk the
+session is asked where it stands (the status query), and the publisher goes on from there, so
+no byte is sent twice. Only a refused refresh (invalid_grant: GrantRevoked, with Google's words)
+or a second 401 with the fresh token (ChannelError) asks for a reconnect.
+
 The access token goes only to the API root's origin (scheme, host and port): a session URI is
 the Location a server answered with, and one elsewhere is refused before anything is sent to
 it. The root must be https, or http on a loopback address (the local protocol server).
@@ -204,7 +211,10 @@ class YouTubeApi:
         base.timeout = timeout_s
         self.timeout_s = timeout_s
         self.deadline: float | None = None
-        self.http = google_auth_httplib2.AuthorizedHttp(self._credentials, http=base)
+        # One refresh on a 401, as the session requests do: a second 401 is the answer.
+        self.http = google_auth_httplib2.AuthorizedHttp(
+            self._credentials, http=base, max_refresh_attempts=1
+        )
         document = _discovery(root_url if root_url is not None else os.environ.get(ROOT_URL_VAR))
         self._origin = _api_origin(str(document["rootUrl"]))
         self.service = build_from_document(document, http=self.http)
@@ -212,10 +222,11 @@ class YouTubeApi:
     def __repr__(self) -> str:
         return "YouTubeApi(<credentials hidden>)"
 
-    def _bearer(self) -> dict[str, str]:
-        """A valid access token's header, refreshing it if needed by the deadline (NotSent when
-        it cannot be had: nothing reached the API)."""
-        if not self._credentials.valid:
+    def _bearer(self, refresh: bool = False) -> dict[str, str]:
+        """A valid access token's header, refreshing it if needed (or `refresh`: the API refused
+        the one in hand) by the deadline (NotSent when it cannot be had: nothing reached the
+        API)."""
+        if refresh or not self._credentials.valid:
             try:
                 self._credentials.refresh(_TokenRequest(self.deadline, self.timeout_s))
             except RefreshError as exc:
@@ -304,14 +315,21 @@ class YouTubeApi:
         status, got, content = exchange(
             "POST", uri, raw, headers, self.deadline, self.timeout_s, "session initiation"
         )
+        if status == 401:  # refused for its token, so no session and no quota: once more
+            headers.update(self._bearer(refresh=True))
+            status, got, content = exchange(
+                "POST", uri, raw, headers, self.deadline, self.timeout_s, "session initiation"
+            )
         location = got.get("Location")
         if status != 200 or not location:
             raise ChannelError(f"YouTube {what}", status, _reason(content), _message(content))
         return self._trusted(str(location), what)
 
-    def _put(self, session_uri: str, body: bytes, content_range: str) -> tuple[int, Any, bytes]:
+    def _put(
+        self, session_uri: str, body: bytes, content_range: str, refresh: bool = False
+    ) -> tuple[int, Any, bytes]:
         self._trusted(session_uri, f"PUT {content_range}")
-        headers = {**self._bearer(), "Content-Range": content_range}
+        headers = {**self._bearer(refresh), "Content-Range": content_range}
         return exchange(
             "PUT", session_uri, body, headers, self.deadline, self.timeout_s, f"PUT {content_range}"
         )
@@ -328,20 +346,33 @@ class YouTubeApi:
             raise TransferInterrupted(f"{what}: HTTP {status}")
         raise ChannelError(f"YouTube {what}", status, _reason(content), _message(content))
 
-    def query(self, session_uri: str, size: int) -> SessionState:
-        """Where the session stands (a status query: an empty PUT, bytes */size)."""
-        return self._state(*self._put(session_uri, b"", f"bytes */{size}"), "status query")
+    def query(self, session_uri: str, size: int, refresh: bool = False) -> SessionState:
+        """Where the session stands (a status query: an empty PUT, bytes */size); asked once
+        more with a fresh token when the one in hand is refused (`refresh`: refreshed first)."""
+        answer = self._put(session_uri, b"", f"bytes */{size}", refresh)
+        if answer[0] == 401 and not refresh:
+            answer = self._put(session_uri, b"", f"bytes */{size}", refresh=True)
+        return self._state(*answer, "status query")
 
     def send_chunk(self, session_uri: str, data: bytes, start: int, size: int) -> SessionState:
         """One chunk, sent once. The answer says how far the session got (maybe not to the
-        chunk's end: resume from `next_byte`)."""
+        chunk's end: resume from `next_byte`). A chunk refused for its token is not sent again
+        here: the session, asked with a fresh token, says where to go on from."""
         end = start + len(data) - 1
-        return self._state(*self._put(session_uri, data, f"bytes {start}-{end}/{size}"), "chunk")
+        answer = self._put(session_uri, data, f"bytes {start}-{end}/{size}")
+        if answer[0] == 401:
+            return self.query(session_uri, size, refresh=True)
+        return self._state(*answer, "chunk")
 
 
 def _refresh_error(exc: RefreshError) -> Exception:
     if "invalid_grant" in str(exc):
-        return GrantRevoked("the channel's grant was revoked or expired (invalid_grant)")
+        # google-auth's first argument is Google's `error: error_description`, nothing secret.
+        said = " ".join(str(exc.args[0] if exc.args else "").split())[:200]
+        return GrantRevoked(
+            f"Google refused the channel's stored refresh token ({said or 'invalid_grant'}): "
+            "the owner revoked the app's access, or the grant expired"
+        )
     if "invalid_client" in str(exc) or "unauthorized_client" in str(exc):
         return AppRefused(
             f"Google refused the OAuth client ({exc}): check the client id and secret in the "

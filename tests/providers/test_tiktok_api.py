@@ -82,12 +82,37 @@ def test_a_revoked_grant_and_a_revoked_token_read_as_they_must(fake: FakeTikTok)
     api = _api(fake, [])
     api.creator_info()
     fake.revoke(open_id)
-    with pytest.raises(ChannelError) as refused:  # the access token in hand is dead too
+    # The access token in hand is refused (401), and so is its refresh: TikTok's own words.
+    with pytest.raises(GrantRevoked, match="invalid_grant: Refresh token is invalid or expired"):
+        api.creator_info()
+    assert fake.unauthorized() == ["creator_info"]
+    with pytest.raises(GrantRevoked):
+        _api(fake, []).creator_info()
+
+
+def test_an_access_token_expired_early_is_refreshed_once_and_the_call_sent_again(
+    fake: FakeTikTok,
+) -> None:
+    open_id = fake.add_creator("chips", REFRESH)
+    rotated: list[str] = []
+    api = _api(fake, rotated)
+    api.creator_info()
+    fake.faults.push("expire_token", on="creator_info")
+    assert api.creator_info()["privacy_level_options"]
+    assert fake.unauthorized() == ["creator_info"]
+    # The refresh rotated the grant, and the new refresh token was handed over first.
+    assert rotated[-1] == fake.refresh_token(open_id) and len(rotated) == 2
+    # A fresh token refused too is the answer: said, not refreshed again.
+    fake.faults.push("expire_token", on="creator_info", spare=False)
+    fake.faults.push("expire_token", on="creator_info", spare=False)
+    fake.faults.push("expire_token", on="creator_info", spare=False)
+    seen = len(fake.requests())
+    with pytest.raises(ChannelError) as refused:
         api.creator_info()
     assert (refused.value.status, refused.value.reason) == (401, "access_token_invalid")
     assert refused.value.permanent
-    with pytest.raises(GrantRevoked):
-        _api(fake, []).creator_info()
+    assert len(fake.requests()) - seen == 3  # the call, one refresh, the call again
+    assert len(fake.faults.pending()) == 1
 
 
 def test_limits_are_transient_and_a_5xx_is_not_permanent(fake: FakeTikTok) -> None:

@@ -4,7 +4,8 @@ Login).
 The session is a REELS container with a resumable upload: `initiate` creates it, and the upload
 URI and container id are what the publisher commits before the first byte. The bytes go to the
 upload URI in chunks, each at the offset the server holds (after an interruption, the
-container's video_status says how many bytes it holds). After the last byte the container's
+container's video_status says how many bytes it holds; so does an upload refused for its token,
+the container asked with a refreshed one). After the last byte the container's
 status is polled until FINISHED and the reel is published (media_publish); a container that
 expired or failed processing is a gone session, and one found already PUBLISHED (its
 media_publish answer lost) is settled through the account's media, searched for the marker.
@@ -58,6 +59,7 @@ class InstagramChannel(PostListing):
         super().__init__()
         self.api = api
         self.status_polls, self.status_poll_s = status_polls, status_poll_s
+        self._refused_at: int | None = None  # the offset of the last upload refused
 
     # -- the upload -------------------------------------------------------------------------
     def initiate(self, body: dict[str, Any], notify_subscribers: bool, size: int, mime: str) -> str:
@@ -83,9 +85,15 @@ class InstagramChannel(PostListing):
         try:
             self.api.upload(uri, data, start, size)
         except ChannelError as exc:
-            if exc.status == 400:  # out of step, or the container is over: where is it?
+            # Out of step, the container over, or the token refused (the upload server says
+            # which only in words): where is it? The container's read refreshes a refused
+            # token. Refused again where the container said to go on, it is not a passing
+            # refusal: said, not sent forever.
+            if exc.status == 400 and self._refused_at != start:
+                self._refused_at = start
                 return self._settled(container_id, size)
             raise
+        self._refused_at = None
         if start + len(data) < size:
             return SessionState(next_byte=start + len(data))
         return self._settled(container_id, size)

@@ -67,14 +67,16 @@ class PublisherResource(UploadSessions):
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "app refused")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
         except GrantRevoked as exc:
-            job.state.mark_needs_reauth(job.account.id, str(exc))
+            # Only a refused refresh gets here: a token refused by the API was refreshed once and
+            # the request sent again. Said with the platform's own words, and the fix.
+            job.state.mark_needs_reauth(job.account.id, str(exc)[:500])
             job.log("needs_reauth", account_id=job.account.id)
             raise_environment_alert(
                 job.state,
                 job.dimension_slug,
                 "reauth_needed",
-                f"account {job.account.handle}: the grant was revoked; run `mdame accounts "
-                f"connect {job.dimension_slug} --account {job.account.handle}`",
+                f"account {job.account.handle}: {exc}; run `mdame accounts connect "
+                f"{job.dimension_slug} --account {job.account.handle}`",
             )
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None

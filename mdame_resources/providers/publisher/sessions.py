@@ -129,7 +129,10 @@ class UploadSessions(ChannelListing):
 
     def _uncounted_initiation(self, exc: BaseException) -> str | None:
         """Why the failed initiation cannot have been counted by the channel, or None (it may
-        have been: its quota stays spent)."""
+        have been: its quota stays spent). A client sends an initiation refused for its token
+        once more with a fresh one: the failure is the second request's (a 401 here is both
+        refused; no answer to the second may have been counted; GrantRevoked or NotSent, the
+        second never left), and the first, refused, cost nothing."""
         if isinstance(exc, NotSent | GrantRevoked):
             return f"not sent: {exc}"
         if isinstance(exc, ChannelError) and (exc.reason == "quotaExceeded" or exc.status == 401):
