@@ -92,7 +92,7 @@ def project_worker(url: str, job_type: str, worker_id: str, barrier: Any, out: A
     barrier.wait()
     done = 0
     while (job := store.claim_job(job_type, worker_id, 60)) is not None:
-        store.complete_job(job.id, worker_id, job.attempt)
+        store.complete_job(job)
         done += 1
     out.put(done)
     store.close()

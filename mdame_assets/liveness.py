@@ -22,6 +22,7 @@ in production the `liveness_sensor` of the orchestrator location calls it every 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Mapping
@@ -221,10 +222,11 @@ def sweep(
 ) -> SweepReport:
     """Fail every run whose process died, free the pool slots of every run that is not live,
     and finish their `mdame.pipeline_runs` rows. Safe to run at any time, from any process.
-    With `operator` (an admin client) the pipeline locks of ended runs are released too; the
-    app role cannot (a lock is released only by its holder's secret), so without it they
-    expire on their TTL. `local_workers` and `location`: which daemon-launched runs' workers
-    are this host's (run_is_dead)."""
+    With `operator` (an admin client) the pipeline locks of ended runs are released and dead
+    workers' jobs requeued too; the app role cannot (a lock or a job lease is given up only
+    with its holder's secret), so without it they expire on their TTL and lease.
+    `local_workers` and `location`: which daemon-launched runs' workers are this host's
+    (run_is_dead)."""
     report = SweepReport()
     records = instance.get_run_records(
         filters=dg.RunsFilter(statuses=[*LIVE_STATUSES, *NEVER_STARTING])
@@ -262,16 +264,16 @@ def sweep(
         report.finished_rows = finish_stale_rows(instance, state)
         if operator is not None:
             report.released_locks = release_dead_holders_locks(instance, state, operator)
-        report.requeued_jobs = requeue_dead_workers_jobs(state)
+            report.requeued_jobs = requeue_dead_workers_jobs(state, operator)
     return report
 
 
-def requeue_dead_workers_jobs(state: StateStore) -> list[int]:
+def requeue_dead_workers_jobs(state: StateStore, operator: StateStore) -> list[int]:
     """Jobs leased by a worker process of this host that is gone (a worker id is
-    `<host>:<pid>` or `<host>:<name>:<pid>`) go back to the queue now instead of after their
-    lease (300 s by default): a killed demo's scene steps otherwise make the next run wait out
-    the lease. A pid that is alive again (reused) is left to its lease: only a certain death
-    frees a job early."""
+    `<host>:<pid>` or `<host>:<name>:<pid>`) go back to the queue now, by the operator (admin
+    role), instead of after their lease (300 s by default): a killed demo's scene steps
+    otherwise make the next run wait out the lease. A pid that is alive again (reused) is left
+    to its lease: only a certain death frees a job early."""
     host = socket.gethostname()
     rows = state._select(  # a read; the app role may SELECT
         """SELECT id, lease_owner, attempt FROM mdame.jobs
@@ -283,13 +285,10 @@ def requeue_dead_workers_jobs(state: StateStore) -> list[int]:
         pid = owner.rsplit(":", 1)[1]
         if not pid.isdigit() or not _pid_gone(int(pid)):
             continue
-        try:
-            state.fail_job(
-                job_id, owner, attempt, "liveness sweep: the worker process is gone", True
-            )
-            requeued.append(job_id)
-        except StateError:  # finished or reaped meanwhile
-            pass
+        with contextlib.suppress(StateError):  # refused: left to its lease
+            error = "liveness sweep: the worker process is gone"
+            if operator.requeue_dead_job(job_id, owner, attempt, error) is not None:
+                requeued.append(job_id)
     return requeued
 
 

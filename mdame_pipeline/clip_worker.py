@@ -60,7 +60,7 @@ class _LeaseKeeper(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(self.lease / 3):
             try:
-                self.state.heartbeat_job(self.job.id, self.me, self.job.attempt, self.lease)
+                self.state.heartbeat_job(self.job, self.lease)
             except LeaseLost:
                 return  # taken over: complete_scene_job will say so
             except Exception:  # noqa: BLE001 - database briefly unreachable: try the next beat
@@ -145,7 +145,7 @@ def make_scene_clip(
         raise  # a lost lease or a broken invariant: not this attempt's fault; the step retries
     except Exception as exc:
         # The job records it; another attempt while any are left (the jobs row counts them).
-        after = state.fail_job(job.id, me, job.attempt, f"{type(exc).__name__}: {exc}"[:2000], True)
+        after = state.fail_job(job, f"{type(exc).__name__}: {exc}"[:2000], True)
         if after == "queued":
             raise SceneAttemptFailed(
                 f"scene {scene_id}: attempt {job.attempt}/{job.max_attempts} failed: {exc}"
@@ -154,7 +154,7 @@ def make_scene_clip(
     except BaseException:
         # Stopped (SIGTERM, Ctrl-C): give the job back now rather than after its lease.
         with contextlib.suppress(Exception):
-            state.fail_job(job.id, me, job.attempt, "stopped while making the clip", True)
+            state.fail_job(job, "stopped while making the clip", True)
         raise
     return SceneOutcome(scene_id, "cache_hit" if hit else "generated", me, job.attempt)
 

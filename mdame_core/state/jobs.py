@@ -45,35 +45,35 @@ class Jobs(ClientBase):
         rows = self.call("claim_job", job_type, worker_id, lease_seconds, partition_key)
         if not rows:
             return None
-        job_id, job_type_, key, payload, attempt, max_attempts, lease_expires_at = rows[0]
+        job_id, job_type_, key, payload, attempt, max_attempts, lease_expires_at, secret = rows[0]
         return Job(
-            job_id, job_type_, key, payload, attempt, max_attempts, lease_expires_at, worker_id
+            job_id,
+            job_type_,
+            key,
+            payload,
+            attempt,
+            max_attempts,
+            lease_expires_at,
+            worker_id,
+            secret,
         )
 
-    def heartbeat_job(
-        self, job_id: int, worker_id: str, attempt: int, lease_seconds: int = 60
-    ) -> datetime:
-        return self._scalar("heartbeat_job", job_id, worker_id, attempt, lease_seconds)
+    def heartbeat_job(self, job: Job, lease_seconds: int = 60) -> datetime:
+        """Extends `job`'s lease; LeaseLost once it is no longer this claim's."""
+        return self._scalar("heartbeat_job", *job.lease, lease_seconds)
 
-    def complete_job(
-        self, job_id: int, worker_id: str, attempt: int, result: JsonObject | None = None
-    ) -> bool:
+    def complete_job(self, job: Job, result: JsonObject | None = None) -> bool:
         """True: completed now; False: this lease had already completed it; LeaseLost: lost."""
-        return self._scalar("complete_job", job_id, worker_id, attempt, _obj(result))
+        return self._scalar("complete_job", *job.lease, _obj(result))
 
-    def fail_job(
-        self,
-        job_id: int,
-        worker_id: str,
-        attempt: int,
-        error: str,
-        retryable: bool,
-        retry_delay_seconds: int = 0,
-    ) -> str:
+    def fail_job(self, job: Job, error: str, retryable: bool, retry_delay_seconds: int = 0) -> str:
         """Returns the job's new state: queued, dead (retries used up) or failed."""
-        return self._scalar(
-            "fail_job", job_id, worker_id, attempt, error, retryable, retry_delay_seconds
-        )
+        return self._scalar("fail_job", *job.lease, error, retryable, retry_delay_seconds)
+
+    def requeue_dead_job(self, job_id: int, worker_id: str, attempt: int, error: str) -> str | None:
+        """The operator's (admin role) requeue of a job whose worker is known dead, by the
+        worker id and attempt: its new state, or None when that attempt no longer holds it."""
+        return self._scalar("requeue_dead_job", job_id, worker_id, attempt, error)
 
     def reap_expired_jobs(self, job_type: str | None = None) -> int:
         return self._scalar("reap_expired_jobs", job_type)
@@ -83,12 +83,21 @@ class Jobs(ClientBase):
         (not raised) while another live worker holds this job or another job of the same
         scene_hash. Not fenced by the pipeline lock: the job lease is the fence."""
         [row] = self.call("claim_scene_job", job_key, worker_id, lease_seconds)
-        outcome, job_id, job_type, payload, result, attempt, max_attempts, expires, holder, wait = (
-            row
-        )
+        outcome, job_id, job_type, payload, result, attempt, max_attempts, expires, holder = row[:9]
+        wait, secret = row[9:]
         job = None
         if outcome == "claimed":
-            job = Job(job_id, job_type, job_key, payload, attempt, max_attempts, expires, worker_id)
+            job = Job(
+                job_id,
+                job_type,
+                job_key,
+                payload,
+                attempt,
+                max_attempts,
+                expires,
+                worker_id,
+                secret,
+            )
         return SceneClaim(
             outcome, job_id, payload, result, attempt, max_attempts, holder, float(wait), job
         )

@@ -56,9 +56,7 @@ class Phases(ClientBase):
         """Cache entry, scene ready and job succeeded, together, under the job's lease."""
         rows = self.call(
             "complete_scene_job",
-            job.id,
-            job.worker_id,
-            job.attempt,
+            *job.lease,
             uri,
             content_sha256,
             cache_hit,

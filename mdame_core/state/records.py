@@ -27,7 +27,8 @@ class LockGrant:
 
 @dataclass(frozen=True)
 class Job:
-    """A job claimed under a lease; complete/heartbeat/fail with (id, worker_id, attempt)."""
+    """A job claimed under a lease; complete/heartbeat/fail it as (id, worker_id, attempt) with
+    the lease's secret, which only its claim is told (kept out of the repr: never logged)."""
 
     id: int
     job_type: str
@@ -37,6 +38,12 @@ class Job:
     max_attempts: int
     lease_expires_at: datetime
     worker_id: str
+    lease_secret: int = field(repr=False)
+
+    @property
+    def lease(self) -> tuple[int, str, int, int]:
+        """The lease arguments every job RPC takes: job id, worker id, attempt, secret."""
+        return (self.id, self.worker_id, self.attempt, self.lease_secret)
 
 
 @dataclass(frozen=True)

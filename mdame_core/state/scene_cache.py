@@ -27,6 +27,5 @@ class SceneCache(ClientBase):
         The pipeline calls it on a fenced view, a GPU worker under the lease of the `job` that
         makes the scene; unfenced and without a job, it is the admin's."""
         if job is not None:
-            lease = (job.id, job.worker_id, job.attempt)
-            return self._scalar("invalidate_scene_cache", scene_hash, uri, reason, *lease)
+            return self._scalar("invalidate_scene_cache", scene_hash, uri, reason, *job.lease)
         return self._scalar("invalidate_scene_cache", scene_hash, uri, reason, *self._fenced_tail())

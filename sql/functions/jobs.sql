@@ -54,13 +54,17 @@ $function$;
 REVOKE ALL ON FUNCTION mdame.enqueue_job(p_job_type text, p_idempotency_key text, p_payload jsonb, p_max_attempts integer, p_priority integer, p_delay_seconds integer, p_partition_key text) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.enqueue_job(p_job_type text, p_idempotency_key text, p_payload jsonb, p_max_attempts integer, p_priority integer, p_delay_seconds integer, p_partition_key text) TO mdame_admin;
 
+-- The claimed job with the lease's secret: its worker's proof in heartbeat_job, complete_job and
+-- fail_job (the worker id and attempt are no secret: the app role reads them).
 CREATE OR REPLACE FUNCTION mdame.claim_job(p_job_type text, p_worker_id text, p_lease_seconds integer, p_partition_key text DEFAULT NULL::text)
- RETURNS TABLE(job_id bigint, job_type text, idempotency_key text, payload jsonb, attempt integer, max_attempts integer, lease_expires_at timestamp with time zone)
+ RETURNS TABLE(job_id bigint, job_type text, idempotency_key text, payload jsonb, attempt integer, max_attempts integer, lease_expires_at timestamp with time zone, lease_secret bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'mdame', 'pg_temp'
 AS $function$
 #variable_conflict use_column
+DECLARE
+  v_secret bigint := mdame._new_secret();
 BEGIN
   -- The checks inline; the helper runs only to raise its message.
   IF p_job_type IS NULL OR p_job_type = '' OR length(p_job_type) > 63 THEN
@@ -76,6 +80,7 @@ BEGIN
     RETURN QUERY
     UPDATE jobs j
        SET state = 'running', attempt = j.attempt + 1, lease_owner = p_worker_id,
+           lease_secret_sha256 = mdame._lock_secret_sha256(v_secret),
            lease_expires_at = now() + p_lease_seconds * interval '1 second', updated_at = now()
      WHERE j.id = (SELECT q.id FROM jobs q
                     WHERE q.state = 'queued' AND q.job_type = p_job_type AND q.run_after <= now()
@@ -83,7 +88,7 @@ BEGIN
                     LIMIT 1
                     FOR UPDATE SKIP LOCKED)
     RETURNING j.id, j.job_type, j.idempotency_key, j.payload, j.attempt, j.max_attempts,
-              j.lease_expires_at;
+              j.lease_expires_at, v_secret;
   ELSE
     IF p_partition_key = '' OR length(p_partition_key) > 200 THEN
       PERFORM mdame._require_text('partition_key', p_partition_key, 200);
@@ -91,6 +96,7 @@ BEGIN
     RETURN QUERY
     UPDATE jobs j
        SET state = 'running', attempt = j.attempt + 1, lease_owner = p_worker_id,
+           lease_secret_sha256 = mdame._lock_secret_sha256(v_secret),
            lease_expires_at = now() + p_lease_seconds * interval '1 second', updated_at = now()
      WHERE j.id = (SELECT q.id FROM jobs q
                     WHERE q.state = 'queued' AND q.job_type = p_job_type
@@ -99,7 +105,7 @@ BEGIN
                     LIMIT 1
                     FOR UPDATE SKIP LOCKED)
     RETURNING j.id, j.job_type, j.idempotency_key, j.payload, j.attempt, j.max_attempts,
-              j.lease_expires_at;
+              j.lease_expires_at, v_secret;
   END IF;
 END
 $function$;
@@ -138,9 +144,21 @@ END
 $function$;
 REVOKE ALL ON FUNCTION mdame._require_lease_args(p_job_id bigint, p_worker_id text, p_attempt integer) FROM PUBLIC, mdame_app, mdame_admin;
 
--- Extends the lease of a running job held by (worker, attempt); returns the new expiry.
--- Accepted after expiry as long as the reaper has not requeued the job.
-CREATE OR REPLACE FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_seconds integer DEFAULT 60)
+-- Whether the job's lease (or its success) is (p_worker_id, p_attempt)'s and p_lease_secret is
+-- the secret its claim handed out.
+CREATE OR REPLACE FUNCTION mdame._job_holder(p_job mdame.jobs, p_worker_id text, p_attempt integer, p_lease_secret bigint)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT coalesce(p_job.lease_owner = p_worker_id AND p_job.attempt = p_attempt
+                  AND p_job.lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret), false)
+$function$;
+REVOKE ALL ON FUNCTION mdame._job_holder(p_job mdame.jobs, p_worker_id text, p_attempt integer, p_lease_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
+-- Extends the lease of a running job held by (worker, attempt, the claim's secret); returns the
+-- new expiry. Accepted after expiry as long as the reaper has not requeued the job.
+CREATE OR REPLACE FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_lease_seconds integer DEFAULT 60)
  RETURNS timestamp with time zone
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -150,9 +168,11 @@ DECLARE
   v_lease interval := mdame._seconds('lease_seconds', p_lease_seconds);
   v_expires timestamptz;
 BEGIN
-  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt);
+  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret);
   UPDATE jobs SET lease_expires_at = now() + v_lease, updated_at = now()
    WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt
+     AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret)
   RETURNING lease_expires_at INTO v_expires;
   IF v_expires IS NULL THEN
     PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
@@ -160,12 +180,12 @@ BEGIN
   RETURN v_expires;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_seconds integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_lease_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.heartbeat_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_lease_seconds integer) TO mdame_app;
 
 -- Marks the job succeeded. true: done now; false: this worker and attempt had
 -- already completed it (a retry after a lost reply). A lost lease raises MD004.
-CREATE OR REPLACE FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_result jsonb DEFAULT '{}'::jsonb)
+CREATE OR REPLACE FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_result jsonb DEFAULT '{}'::jsonb)
  RETURNS boolean
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -177,6 +197,9 @@ BEGIN
      OR p_attempt IS NULL OR p_attempt NOT BETWEEN 1 AND 100 THEN
     PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt);
   END IF;
+  IF p_lease_secret IS NULL THEN
+    PERFORM mdame._require_not_null('lease_secret', p_lease_secret);
+  END IF;
   IF p_result IS NULL OR jsonb_typeof(p_result) <> 'object'
      OR (p_result <> '{}' AND octet_length(p_result::text) > 262144) THEN
     PERFORM mdame._require_json('result', p_result);
@@ -184,24 +207,26 @@ BEGIN
   UPDATE jobs
      SET state = 'succeeded', result = p_result, lease_expires_at = NULL, finished_at = now(),
          updated_at = now()
-   WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt;
+   WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt
+     AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret);
   IF FOUND THEN
     RETURN true;
   END IF;
   IF EXISTS (SELECT FROM jobs WHERE id = p_job_id AND state = 'succeeded'
-                AND lease_owner = p_worker_id AND attempt = p_attempt) THEN
+                AND lease_owner = p_worker_id AND attempt = p_attempt
+                AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret)) THEN
     RETURN false;
   END IF;
   PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
   RETURN false;  -- not reached
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_result jsonb) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_result jsonb) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_result jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.complete_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_result jsonb) TO mdame_app;
 
 -- Records a failed attempt. Retryable with attempts left: back to queued after the delay;
 -- retryable without attempts left: dead; not retryable: failed. Returns the new state.
-CREATE OR REPLACE FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text, p_retryable boolean, p_retry_delay_seconds integer DEFAULT 0)
+CREATE OR REPLACE FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_error text, p_retryable boolean, p_retry_delay_seconds integer DEFAULT 0)
  RETURNS text
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -211,6 +236,7 @@ DECLARE
   v_state text;
 BEGIN
   PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret),
           mdame._require_text('error', p_error, 100000), mdame._require_not_null('retryable', p_retryable),
           mdame._require_range('retry_delay_seconds', p_retry_delay_seconds, 0, 31622400);
   UPDATE jobs
@@ -218,12 +244,14 @@ BEGIN
                       WHEN attempt >= max_attempts THEN 'dead'
                       ELSE 'queued' END,
          lease_owner = CASE WHEN p_retryable AND attempt < max_attempts THEN NULL ELSE lease_owner END,
+         lease_secret_sha256 = NULL,
          lease_expires_at = NULL,
          run_after = now() + p_retry_delay_seconds * interval '1 second',
          last_error = left(p_error, 10000),
          finished_at = CASE WHEN p_retryable AND attempt < max_attempts THEN NULL ELSE now() END,
          updated_at = now()
    WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt
+     AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret)
   RETURNING state INTO v_state;
   IF v_state IS NULL THEN
     PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
@@ -237,8 +265,43 @@ BEGIN
   RETURN v_state;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text, p_retryable boolean, p_retry_delay_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text, p_retryable boolean, p_retry_delay_seconds integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_error text, p_retryable boolean, p_retry_delay_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.fail_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_error text, p_retryable boolean, p_retry_delay_seconds integer) TO mdame_app;
+
+-- The operator's requeue of a job whose worker is known dead (the liveness sweep found its
+-- process gone): by (worker, attempt), which the app role reads, so it is not the app's. Back to
+-- the queue now (dead once no attempt is left) rather than after its lease. Returns the new
+-- state, or NULL when that worker's attempt no longer holds it.
+CREATE OR REPLACE FUNCTION mdame.requeue_dead_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_state text;
+BEGIN
+  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_text('error', p_error, 2000);
+  UPDATE jobs
+     SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'queued' END,
+         lease_owner = CASE WHEN attempt >= max_attempts THEN lease_owner END,
+         lease_secret_sha256 = NULL, lease_expires_at = NULL, run_after = now(),
+         last_error = p_error,
+         finished_at = CASE WHEN attempt >= max_attempts THEN now() END,
+         updated_at = now()
+   WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt
+  RETURNING state INTO v_state;
+  IF v_state IS NOT NULL THEN
+    INSERT INTO events (subject_kind, subject_id, event, from_state, to_state, detail)
+    VALUES ('job', p_job_id, 'worker_dead', 'running', v_state,
+            jsonb_build_object('worker_id', p_worker_id, 'attempt', p_attempt, 'error', p_error));
+  END IF;
+  RETURN v_state;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.requeue_dead_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.requeue_dead_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_error text) TO mdame_admin;
 
 -- Returns expired leases to the queue, or to dead once max_attempts is used up (of one job type,
 -- or of all when NULL). Returns how many jobs it moved. Rows a worker is finishing right now are
@@ -264,6 +327,7 @@ BEGIN
     UPDATE jobs j
        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'queued' END,
            lease_owner = CASE WHEN j.attempt >= j.max_attempts THEN j.lease_owner END,
+           lease_secret_sha256 = NULL,
            lease_expires_at = NULL,
            last_error = format('lease expired (worker %s, attempt %s)', e.lease_owner, e.attempt),
            finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
@@ -297,7 +361,7 @@ GRANT EXECUTE ON FUNCTION mdame.reap_expired_jobs(p_job_type text) TO mdame_app;
 --               marked dead here, as reap_expired_jobs would)
 -- A missing job raises MD006, a job without a scene_hash MD001: those are bugs, not races.
 CREATE OR REPLACE FUNCTION mdame.claim_scene_job(p_job_key text, p_worker_id text, p_lease_seconds integer)
- RETURNS TABLE(outcome text, job_id bigint, job_type text, payload jsonb, result jsonb, attempt integer, max_attempts integer, lease_expires_at timestamp with time zone, holder text, wait_seconds double precision)
+ RETURNS TABLE(outcome text, job_id bigint, job_type text, payload jsonb, result jsonb, attempt integer, max_attempts integer, lease_expires_at timestamp with time zone, holder text, wait_seconds double precision, lease_secret bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'mdame', 'pg_temp'
@@ -310,6 +374,7 @@ DECLARE
   v_job jobs;
   v_other jobs;
   v_old_owner text;
+  v_secret bigint := mdame._new_secret();
 BEGIN
   PERFORM mdame._require_text('job_key', p_job_key, 512),
           mdame._require_text('worker_id', p_worker_id, 200);
@@ -329,13 +394,13 @@ BEGIN
 
   IF v_job.state IN ('succeeded', 'failed', 'dead') THEN
     RETURN QUERY SELECT v_job.state, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
-                        v_job.max_attempts, NULL::timestamptz, v_job.lease_owner, 0::float8;
+                        v_job.max_attempts, NULL::timestamptz, v_job.lease_owner, 0::float8, NULL::bigint;
     RETURN;
   END IF;
   IF v_job.state = 'running' AND v_job.lease_expires_at > now() THEN
     RETURN QUERY SELECT 'held'::text, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
                         v_job.max_attempts, v_job.lease_expires_at, v_job.lease_owner,
-                        extract(epoch FROM v_job.lease_expires_at - now())::float8;
+                        extract(epoch FROM v_job.lease_expires_at - now())::float8, NULL::bigint;
     RETURN;
   END IF;
   IF v_job.state = 'running' THEN
@@ -344,6 +409,7 @@ BEGIN
     UPDATE jobs j
        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'queued' END,
            lease_owner = CASE WHEN j.attempt >= j.max_attempts THEN j.lease_owner END,
+           lease_secret_sha256 = NULL,
            lease_expires_at = NULL,
            last_error = format('lease expired (worker %s, attempt %s)', j.lease_owner, j.attempt),
            finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
@@ -356,7 +422,7 @@ BEGIN
                                'taken_over_by', p_worker_id));
     IF v_job.state = 'dead' THEN
       RETURN QUERY SELECT 'dead'::text, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
-                          v_job.max_attempts, NULL::timestamptz, v_job.lease_owner, 0::float8;
+                          v_job.max_attempts, NULL::timestamptz, v_job.lease_owner, 0::float8, NULL::bigint;
       RETURN;
     END IF;
   END IF;
@@ -364,7 +430,7 @@ BEGIN
   IF v_job.run_after > now() THEN
     RETURN QUERY SELECT 'not_due'::text, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
                         v_job.max_attempts, NULL::timestamptz, NULL::text,
-                        extract(epoch FROM v_job.run_after - now())::float8;
+                        extract(epoch FROM v_job.run_after - now())::float8, NULL::bigint;
     RETURN;
   END IF;
   SELECT * INTO v_other FROM jobs o
@@ -374,16 +440,17 @@ BEGIN
   IF v_other.id IS NOT NULL THEN
     RETURN QUERY SELECT 'scene_busy'::text, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
                         v_job.max_attempts, v_other.lease_expires_at, v_other.lease_owner,
-                        extract(epoch FROM v_other.lease_expires_at - now())::float8;
+                        extract(epoch FROM v_other.lease_expires_at - now())::float8, NULL::bigint;
     RETURN;
   END IF;
   UPDATE jobs j
      SET state = 'running', attempt = j.attempt + 1, lease_owner = p_worker_id,
+         lease_secret_sha256 = mdame._lock_secret_sha256(v_secret),
          lease_expires_at = now() + v_lease, updated_at = now()
    WHERE j.id = v_id
   RETURNING * INTO v_job;
   RETURN QUERY SELECT 'claimed'::text, v_job.id, v_job.job_type, v_job.payload, v_job.result, v_job.attempt,
-                      v_job.max_attempts, v_job.lease_expires_at, p_worker_id, 0::float8;
+                      v_job.max_attempts, v_job.lease_expires_at, p_worker_id, 0::float8, v_secret;
 END
 $function$;
 REVOKE ALL ON FUNCTION mdame.claim_scene_job(p_job_key text, p_worker_id text, p_lease_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;

@@ -173,7 +173,7 @@ GRANT EXECUTE ON FUNCTION mdame.plan_scenes(p_script_id bigint, p_scenes jsonb, 
 -- job lease fences it (a reaped worker's late result is refused with MD004). Returns the entry
 -- in effect; repeating it after a lost reply returns the same entry. The scene's result and the
 -- job's also name the worker that made (or found) the clip.
-CREATE OR REPLACE FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer)
+CREATE OR REPLACE FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer)
  RETURNS TABLE(uri text, content_sha256 text)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -187,13 +187,14 @@ DECLARE
   v_scene_state text;
 BEGIN
   PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret),
           mdame._require_not_null('cache_hit', p_cache_hit);
   SELECT * INTO v_job FROM jobs j WHERE j.id = p_job_id FOR UPDATE;
-  IF v_job.state = 'succeeded' AND v_job.lease_owner = p_worker_id AND v_job.attempt = p_attempt THEN
+  IF v_job.state = 'succeeded' AND mdame._job_holder(v_job, p_worker_id, p_attempt, p_lease_secret) THEN
     RETURN QUERY SELECT v_job.result ->> 'uri', v_job.result ->> 'sha256';
     RETURN;
-  ELSIF v_job.id IS NULL OR v_job.state <> 'running' OR v_job.lease_owner <> p_worker_id
-        OR v_job.attempt <> p_attempt THEN
+  ELSIF v_job.id IS NULL OR v_job.state <> 'running'
+        OR NOT mdame._job_holder(v_job, p_worker_id, p_attempt, p_lease_secret) THEN
     PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
   END IF;
   SELECT e.uri, e.content_sha256 INTO v_uri, v_sha
@@ -213,8 +214,8 @@ BEGIN
   RETURN QUERY SELECT v_uri, v_sha;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) TO mdame_app;
 
 -- The script's visuals are ready once every scene is: the script moves on, fenced by the lock.
 -- Each scene's job is found through job_keys.

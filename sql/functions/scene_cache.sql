@@ -81,7 +81,7 @@ GRANT EXECUTE ON FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri 
 
 -- A GPU worker holds no pipeline lock but the lease of the job that makes the scene: it may drop
 -- that scene's entry, and no other.
-CREATE OR REPLACE FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer)
+CREATE OR REPLACE FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint)
  RETURNS boolean
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -90,10 +90,11 @@ AS $function$
 DECLARE
   v_job jobs;
 BEGIN
-  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt);
+  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret);
   SELECT * INTO v_job FROM jobs
    WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id
-     AND attempt = p_attempt
+     AND attempt = p_attempt AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret)
      FOR SHARE;
   IF v_job.id IS NULL THEN
     PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
@@ -106,8 +107,8 @@ BEGIN
   RETURN mdame.invalidate_scene_cache(p_scene_hash, p_uri, p_reason);
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text, p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint) TO mdame_app;
 
 -- A clip stage that finds a cache entry's file gone or altered drops the entry. The cache is
 -- shared by every dimension, so the fence is a live pipeline lock, and the entry is dropped only

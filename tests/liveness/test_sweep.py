@@ -231,11 +231,37 @@ def test_jobs_leased_by_a_dead_worker_go_back_to_the_queue(world: World, instanc
             assert state.claim_scene_job(key, owner, 300).outcome == "claimed"
 
         dead = [jobs["liveness-dead"], jobs["liveness-named-dead"]]
-        assert sorted(sweep(instance, state).requeued_jobs) == sorted(dead)
+        # The app role cannot give up another worker's lease (it lacks the claim's secret):
+        # the operator's sweep does it, an app-only sweep leaves the jobs to their lease.
+        assert sweep(instance, state).requeued_jobs == []
+        assert sorted(sweep(instance, state, operator=as_admin(state)).requeued_jobs) == sorted(
+            dead
+        )
         assert [state.get_job(j).state for j in dead] == ["queued", "queued"]
         assert state.get_job(jobs["liveness-live"]).state == "running"
         # another host's sweep decides
         assert state.get_job(jobs["liveness-other"]).state == "running"
+    finally:
+        state.close()
+
+
+def test_the_operators_sweep_releases_the_locks_of_ended_runs(world: World, instance):
+    """A lock is released only with its holder's secret, which an ended run took with it: the
+    operator's sweep releases it by its public token; an app-only sweep leaves it to its TTL."""
+    state = StateStore(world.app_url, env="dev")
+    try:
+        ended = add_run(instance, dg.DagsterRunStatus.FAILURE, {})
+        live = add_run(instance, dg.DagsterRunStatus.STARTED, process_tags())
+        as_admin(state).upsert_dimension("tech", "Tech")
+        as_admin(state).upsert_dimension("news", "News")
+        assert state.acquire_pipeline_lock("pipeline:tech", f"{ended}:scripts", 600)
+        assert state.acquire_pipeline_lock("pipeline:news", f"{live}:scripts", 600)
+        assert sweep(instance, state).released_locks == []
+        assert not state.get_lock("pipeline:tech").released
+        swept = sweep(instance, state, operator=as_admin(state))
+        assert swept.released_locks == ["pipeline:tech"]
+        assert state.get_lock("pipeline:tech").released
+        assert not state.get_lock("pipeline:news").released
     finally:
         state.close()
 

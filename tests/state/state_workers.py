@@ -27,7 +27,7 @@ def queue_worker(url: str, job_type: str, worker_id: str, start: Any, out: Any) 
         done: list[int] = []
         start.wait()
         while (job := store.claim_job(job_type, worker_id, 60)) is not None:
-            if store.complete_job(job.id, worker_id, job.attempt, {"by": worker_id}):
+            if store.complete_job(job, {"by": worker_id}):
                 done.append(job.payload["n"])
         store.close()
         out.put((worker_id, done, None))
@@ -106,7 +106,7 @@ def claim_and_hang(url: str, job_type: str, worker_id: str, lease: int, out: Any
     """Claim a job and then never finish it (the parent SIGKILLs this process)."""
     store = _store(url)
     job = store.claim_job(job_type, worker_id, lease)
-    out.put((worker_id, None if job is None else (job.id, job.attempt)))
+    out.put((worker_id, job))  # with its lease's secret: the test plays the late completion
     time.sleep(3600)
 
 
@@ -116,7 +116,5 @@ def claim_and_complete(url: str, job_type: str, worker_id: str, out: Any) -> Non
     if job is None:
         out.put((worker_id, None))
     else:
-        out.put(
-            (worker_id, (job.id, job.attempt, store.complete_job(job.id, worker_id, job.attempt)))
-        )
+        out.put((worker_id, (job.id, job.attempt, store.complete_job(job))))
     store.close()

@@ -68,7 +68,9 @@ def _populate(state: StateStore) -> dict[str, Any]:
     ids["execution"] = uuid.uuid4()
     state.start_pipeline_run(ids["execution"], "tech", "tech|2025-06-01", ids["token"])
     ids["job"] = as_admin(state).enqueue_job("scene", "job-1", {"n": 1})
-    state.claim_job("scene", "w", 600)
+    claimed = state.claim_job("scene", "w", 600)
+    assert claimed is not None
+    ids["lease"] = claimed.lease_secret
     as_admin(state).set_budget_cap("tts", "2025-06", 1_000)
     as_admin(state).reserve_budget("tts", "2025-06", 10, "budget-open")
     as_admin(state).reserve_budget("tts", "2025-06", 10, "budget-settled")
@@ -107,6 +109,7 @@ def _populate(state: StateStore) -> dict[str, Any]:
 
 def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateError]]]:
     job, render, topic, token = ids["job"], ids["render"], ids["topic"], ids["token"]
+    lease = ids["lease"]
     execution, account = ids["execution"], ids["account"]
     unknown, done = ids["attempt_unknown"], ids["attempt_done"]
     other = {"dimension_id": ids["dim"], "partition_date": "2025-06-02"}
@@ -235,18 +238,27 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("claim_scene_job", ("job-1", "w", 0), InvalidInput),
         ("claim_scene_job", ("job-1", "w", 10), InvalidInput),  # no scene_hash: not a scene's
         ("claim_scene_job", ("no-such-job", "w", 10), NotFound),
-        ("heartbeat_job", (None, "w", 1, 10), InvalidInput),
-        ("heartbeat_job", (job, None, 1, 10), InvalidInput),
-        ("heartbeat_job", (job, "w", 1, 0), InvalidInput),
-        ("heartbeat_job", (job, "intruder", 1, 10), LeaseLost),
-        ("heartbeat_job", (999_999, "w", 1, 10), NotFound),
-        ("complete_job", (job, "w", 0, E), InvalidInput),
-        ("complete_job", (job, "w", 1, None), InvalidInput),
-        ("complete_job", (job, "w", 2, E), LeaseLost),
-        ("fail_job", (job, "w", 1, "", True, 0), InvalidInput),
-        ("fail_job", (job, "w", 1, "e", None, 0), InvalidInput),
-        ("fail_job", (job, "w", 1, "e", True, -1), InvalidInput),
-        ("fail_job", (job, "intruder", 1, "e", True, 0), LeaseLost),
+        ("heartbeat_job", (None, "w", 1, lease, 10), InvalidInput),
+        ("heartbeat_job", (job, None, 1, lease, 10), InvalidInput),
+        ("heartbeat_job", (job, "w", 1, None, 10), InvalidInput),
+        ("heartbeat_job", (job, "w", 1, lease, 0), InvalidInput),
+        ("heartbeat_job", (job, "intruder", 1, lease, 10), LeaseLost),
+        ("heartbeat_job", (job, "w", 1, lease + 1, 10), LeaseLost),
+        ("heartbeat_job", (999_999, "w", 1, lease, 10), NotFound),
+        ("complete_job", (job, "w", 0, lease, E), InvalidInput),
+        ("complete_job", (job, "w", 1, None, E), InvalidInput),
+        ("complete_job", (job, "w", 1, lease, None), InvalidInput),
+        ("complete_job", (job, "w", 2, lease, E), LeaseLost),
+        ("complete_job", (job, "w", 1, lease + 1, E), LeaseLost),
+        ("fail_job", (job, "w", 1, lease, "", True, 0), InvalidInput),
+        ("fail_job", (job, "w", 1, None, "e", True, 0), InvalidInput),
+        ("fail_job", (job, "w", 1, lease, "e", None, 0), InvalidInput),
+        ("fail_job", (job, "w", 1, lease, "e", True, -1), InvalidInput),
+        ("fail_job", (job, "intruder", 1, lease, "e", True, 0), LeaseLost),
+        ("fail_job", (job, "w", 1, lease + 1, "e", True, 0), LeaseLost),
+        ("requeue_dead_job", (None, "w", 1, "gone"), InvalidInput),
+        ("requeue_dead_job", (job, "", 1, "gone"), InvalidInput),
+        ("requeue_dead_job", (job, "w", 1, ""), InvalidInput),
         ("reap_expired_jobs", ("",), InvalidInput),
         ("lookup_scene_cache", (None,), InvalidInput),
         ("lookup_scene_cache", ("",), InvalidInput),
@@ -343,9 +355,11 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("plan_scenes", (script, E, "scene_clip", 3, "p", token), InvalidInput),
         ("plan_scenes", (script, Jsonb([]), "scene_clip", 3, "p", token), StateConflict),
         ("plan_scenes", (999_999, Jsonb([]), "scene_clip", 3, "p", token), NotFound),
-        ("complete_scene_job", (job, "w", 1, "u", "bad", False, 10), InvalidInput),
-        ("complete_scene_job", (job, "w", 1, "u", SHA, None, 10), InvalidInput),
-        ("complete_scene_job", (job, "intruder", 1, "u", SHA, False, 10), LeaseLost),
+        ("complete_scene_job", (job, "w", 1, lease, "u", "bad", False, 10), InvalidInput),
+        ("complete_scene_job", (job, "w", 1, lease, "u", SHA, None, 10), InvalidInput),
+        ("complete_scene_job", (job, "w", 1, None, "u", SHA, False, 10), InvalidInput),
+        ("complete_scene_job", (job, "intruder", 1, lease, "u", SHA, False, 10), LeaseLost),
+        ("complete_scene_job", (job, "w", 1, lease + 1, "u", SHA, False, 10), LeaseLost),
         ("finish_visuals", (script, token), StateConflict),
         ("finish_visuals", (None, token), InvalidInput),
         ("record_voice", (script, "v", Jsonb({"script_id": script}), token), StateConflict),
@@ -764,6 +778,7 @@ def test_every_rpc_has_bad_input_cases(owner) -> None:
         k: 1
         for k in (
             "job",
+            "lease",
             "render",
             "topic",
             "token",

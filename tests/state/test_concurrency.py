@@ -12,7 +12,7 @@ import pytest
 import state_workers as w
 from psycopg.types.json import Jsonb
 
-from mdame_core.state import LeaseLost
+from mdame_core.state import Job, LeaseLost
 from tests.adminkit import admin_connect, as_admin
 
 CTX = mp.get_context("spawn")
@@ -150,7 +150,7 @@ def test_lock_race_takeover_and_fencing(fresh_db) -> None:
     _join(list(procs.values()))
 
 
-def _kill_holder(fresh_db, owner, job_type: str, worker_id: str) -> tuple[int, int]:
+def _kill_holder(fresh_db, owner, job_type: str, worker_id: str) -> Job:
     out = CTX.Queue()
     p = CTX.Process(target=w.claim_and_hang, args=(fresh_db.app, job_type, worker_id, 1, out))
     p.start()
@@ -159,14 +159,14 @@ def _kill_holder(fresh_db, owner, job_type: str, worker_id: str) -> tuple[int, i
     os.kill(p.pid, signal.SIGKILL)  # mid-job: no complete, no fail, no goodbye
     p.join(timeout=10)
     assert p.exitcode == -signal.SIGKILL
-    _wait_past(owner, claimed[0])
+    _wait_past(owner, claimed.id)
     return claimed
 
 
 def test_sigkilled_worker_job_is_reaped_and_completed_by_another(fresh_db, state, owner) -> None:
     job_id = as_admin(state).enqueue_job("gpu", "scene:1", {"scene": 1}, max_attempts=3)
     claimed = _kill_holder(fresh_db, owner, "gpu", "doomed-worker")
-    assert claimed == (job_id, 1)
+    assert (claimed.id, claimed.attempt) == (job_id, 1)
     assert state.get_job(job_id).state == "running"  # nothing happens until the reaper runs
 
     assert state.reap_expired_jobs() == 1
@@ -174,7 +174,7 @@ def test_sigkilled_worker_job_is_reaped_and_completed_by_another(fresh_db, state
     assert (record.state, record.lease_owner) == ("queued", None)
     assert "lease expired" in record.last_error
     with pytest.raises(LeaseLost):  # the dead worker's late completion would be refused
-        state.complete_job(job_id, "doomed-worker", 1)
+        state.complete_job(claimed)
 
     out = CTX.Queue()
     p = CTX.Process(target=w.claim_and_complete, args=(fresh_db.app, "gpu", "rescuer", out))
@@ -187,7 +187,8 @@ def test_sigkilled_worker_job_is_reaped_and_completed_by_another(fresh_db, state
 def test_job_is_dead_after_max_attempts_not_retried_forever(fresh_db, state, owner) -> None:
     job_id = as_admin(state).enqueue_job("gpu", "scene:2", {"scene": 2}, max_attempts=2)
     for attempt in (1, 2):
-        assert _kill_holder(fresh_db, owner, "gpu", f"crasher-{attempt}") == (job_id, attempt)
+        crashed = _kill_holder(fresh_db, owner, "gpu", f"crasher-{attempt}")
+        assert (crashed.id, crashed.attempt) == (job_id, attempt)
         assert state.reap_expired_jobs() == 1
     record = state.get_job(job_id)
     assert (record.state, record.attempt) == ("dead", 2)

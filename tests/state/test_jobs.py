@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -37,17 +38,25 @@ def test_claim_heartbeat_complete_and_lease_checks(state) -> None:
     assert (job.id, job.attempt, job.max_attempts, job.payload) == (job_id, 1, 3, {"x": 1})
     assert state.claim_job("scene", "w2", 30) is None  # leased: nobody else gets it
 
-    later = state.heartbeat_job(job.id, "w1", 1, lease_seconds=120)
+    later = state.heartbeat_job(job, lease_seconds=120)
     assert later > job.lease_expires_at
     with pytest.raises(LeaseLost, match="lease lost: worker 'w2'"):
-        state.heartbeat_job(job.id, "w2", 1)
+        state.heartbeat_job(replace(job, worker_id="w2"))
     with pytest.raises(LeaseLost):
-        state.complete_job(job.id, "w1", 2)
+        state.complete_job(replace(job, attempt=2))
     with pytest.raises(NotFound):
-        state.complete_job(999_999, "w1", 1)
+        state.complete_job(replace(job, id=999_999))
+    # The worker id and attempt are public (the app role reads them): without the claim's
+    # secret they hold nothing.
+    for other in (0, job.lease_secret + 1, job.id):
+        with pytest.raises(LeaseLost):
+            state.complete_job(replace(job, lease_secret=other))
+    assert str(job.lease_secret) not in repr(job)
 
-    assert state.complete_job(job.id, "w1", 1, {"uri": "media://x"}) is True
-    assert state.complete_job(job.id, "w1", 1, {"uri": "media://x"}) is False  # a retry
+    assert state.complete_job(job, {"uri": "media://x"}) is True
+    assert state.complete_job(job, {"uri": "media://x"}) is False  # a retry
+    with pytest.raises(LeaseLost):  # ... by its own claim only
+        state.complete_job(replace(job, lease_secret=job.lease_secret + 1), {"uri": "media://x"})
     record = state.get_job(job.id)
     assert (record.state, record.result, record.lease_expires_at) == (
         "succeeded",
@@ -55,24 +64,24 @@ def test_claim_heartbeat_complete_and_lease_checks(state) -> None:
         None,
     )
     with pytest.raises(LeaseLost):
-        state.heartbeat_job(job.id, "w1", 1)
+        state.heartbeat_job(job)
 
 
 def test_fail_retryable_requeues_then_dies_and_non_retryable_fails(state) -> None:
     job_id = as_admin(state).enqueue_job("scene", "retry", {}, max_attempts=2)
     job = state.claim_job("scene", "w", 30)
-    assert state.fail_job(job.id, "w", 1, "GPU OOM", retryable=True) == "queued"
+    assert state.fail_job(job, "GPU OOM", retryable=True) == "queued"
     job = state.claim_job("scene", "w", 30)
     assert job.attempt == 2
-    assert state.fail_job(job.id, "w", 2, "GPU OOM again", retryable=True) == "dead"
+    assert state.fail_job(job, "GPU OOM again", retryable=True) == "dead"
     assert state.get_job(job_id).last_error == "GPU OOM again"
 
     as_admin(state).enqueue_job("scene", "fatal", {})
     job = state.claim_job("scene", "w", 30)
-    assert state.fail_job(job.id, "w", 1, "bad prompt", retryable=False) == "failed"
+    assert state.fail_job(job, "bad prompt", retryable=False) == "failed"
     assert state.claim_job("scene", "w", 30) is None
     with pytest.raises(LeaseLost):
-        state.fail_job(job.id, "w", 1, "again", retryable=False)
+        state.fail_job(job, "again", retryable=False)
 
 
 def test_retry_delay_priority_and_types(state) -> None:
@@ -84,24 +93,24 @@ def test_retry_delay_priority_and_types(state) -> None:
     assert order == ["high", "low"]
     assert state.claim_job("scene", "w", 30) is None  # "later" is not runnable yet
     job = state.claim_job("voice", "w", 30)
-    assert state.fail_job(job.id, "w", 1, "flaky", True, retry_delay_seconds=3600) == "queued"
+    assert state.fail_job(job, "flaky", True, retry_delay_seconds=3600) == "queued"
     assert state.claim_job("voice", "w", 30) is None
 
 
 def test_reaper_requeues_expired_and_fences_the_old_worker(state, owner) -> None:
     job_id = as_admin(state).enqueue_job("scene", "k", {}, max_attempts=2)
-    state.claim_job("scene", "slow", 60)
+    slow = state.claim_job("scene", "slow", 60)
     assert state.reap_expired_jobs() == 0  # live lease: left alone
     _expire(owner, job_id)
     assert state.reap_expired_jobs("voice") == 0  # filtered by type
     assert state.reap_expired_jobs() == 1
     for call in (state.heartbeat_job, state.complete_job):
         with pytest.raises(LeaseLost, match="state queued"):
-            call(job_id, "slow", 1)
+            call(slow)
     again = state.claim_job("scene", "fast", 60)
     assert (again.id, again.attempt) == (job_id, 2)
     with pytest.raises(LeaseLost):
-        state.complete_job(job_id, "slow", 1)
+        state.complete_job(slow)
     _expire(owner, job_id)
     assert state.reap_expired_jobs() == 1
     assert state.get_job(job_id).state == "dead"
@@ -109,9 +118,9 @@ def test_reaper_requeues_expired_and_fences_the_old_worker(state, owner) -> None
 
 def test_expired_but_not_reaped_lease_may_still_finish(state, owner) -> None:
     job_id = as_admin(state).enqueue_job("scene", "k", {})
-    state.claim_job("scene", "w", 60)
+    job = state.claim_job("scene", "w", 60)
     _expire(owner, job_id)
-    assert state.complete_job(job_id, "w", 1) is True
+    assert state.complete_job(job) is True
     assert state.reap_expired_jobs() == 0
 
 
@@ -145,7 +154,7 @@ def test_claim_uses_the_partial_index_after_bulk_enqueue_and_analyze(fresh_db, s
             BEGIN
               FOR i IN 1..2990 LOOP
                 SELECT * INTO j FROM mdame.claim_job('scene', 'bulk-worker', 60);
-                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt);
+                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt, j.lease_secret);
               END LOOP;
             END $$""")
     assert state.count_jobs() == {"succeeded": 2990, "queued": 10}
@@ -231,21 +240,22 @@ def test_the_hot_path_keeps_every_check(state) -> None:
             state.claim_job(*args)
     as_admin(state).enqueue_job("scene", "k", {"a": 1})
     job = state.claim_job("scene", "w", 60)
-    for args, message in [
-        ((None, "w", job.attempt), "job_id must not be NULL"),
-        ((job.id, "", job.attempt), "worker_id must not be NULL or empty"),
-        ((job.id, "w", 0), "attempt must be between 1 and 100"),
-        ((job.id, "w", None), "attempt must not be NULL"),
+    for changes, message in [
+        ({"id": None}, "job_id must not be NULL"),
+        ({"worker_id": ""}, "worker_id must not be NULL or empty"),
+        ({"attempt": 0}, "attempt must be between 1 and 100"),
+        ({"attempt": None}, "attempt must not be NULL"),
+        ({"lease_secret": None}, "lease_secret must not be NULL"),
     ]:
         with pytest.raises(InvalidInput, match=message):
-            state.complete_job(*args)
+            state.complete_job(replace(job, **changes))
     with pytest.raises(InvalidInput, match="result must be a JSON object"):
-        state.call("complete_job", job.id, "w", job.attempt, Jsonb([1]))
+        state.call("complete_job", *job.lease, Jsonb([1]))
     with pytest.raises(InvalidInput, match="over the 256 KiB limit"):
-        state.complete_job(job.id, "w", job.attempt, {"big": "x" * 300_000})
+        state.complete_job(job, {"big": "x" * 300_000})
     with pytest.raises(LeaseLost):
-        state.complete_job(job.id, "other", job.attempt)
-    assert state.complete_job(job.id, "w", job.attempt) is True
+        state.complete_job(replace(job, worker_id="other"))
+    assert state.complete_job(job) is True
 
 
 def test_a_partition_claim_uses_its_partial_index_after_bulk_enqueue_and_analyze(
@@ -264,7 +274,7 @@ def test_a_partition_claim_uses_its_partial_index_after_bulk_enqueue_and_analyze
             BEGIN
               FOR i IN 1..2900 LOOP
                 SELECT * INTO j FROM mdame.claim_job('scene', 'bulk-worker', 60);
-                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt);
+                PERFORM mdame.complete_job(j.job_id, 'bulk-worker', j.attempt, j.lease_secret);
               END LOOP;
             END $$""")
     owner.execute("ANALYZE mdame.jobs")

@@ -72,7 +72,7 @@ def test_app_cannot_insert_update_delete_or_truncate_any_table(fresh_db, owner) 
             for statement in statements:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
                     app.execute(statement)
-            if rel != "upload_sessions":  # its session URI is a bearer (see below)
+            if rel not in ("upload_sessions", "alerts"):  # bearer columns (see below)
                 app.execute(sql.SQL("SELECT * FROM {} LIMIT 1").format(table))  # reading is fine
 
 
@@ -228,6 +228,17 @@ def test_only_resume_upload_hands_out_a_session_uri(fresh_db) -> None:
             app.execute("SELECT session_uri FROM mdame.upload_sessions")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("SELECT * FROM mdame.upload_sessions")
+
+
+def test_only_the_claim_hands_out_an_alert_claim_token(fresh_db) -> None:
+    """An alert's claim token settles its delivery: the app reads every other column."""
+    with psycopg.connect(fresh_db.app, autocommit=True) as app:
+        app.execute(
+            "SELECT id, dimension_slug, cause, day, text, occurrences, attempts, last_error, "
+            "claimed_until, delivered_at, created_at, last_seen_at FROM mdame.alerts"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="alerts"):
+            app.execute("SELECT claim_token FROM mdame.alerts")
 
 
 def test_no_function_is_executable_by_public_and_rpcs_are_hardened(owner) -> None:

@@ -145,7 +145,7 @@ def test_an_expired_last_attempt_is_dead_and_a_retry_delay_is_waited_out(state, 
     assert state.claim_scene_job(last, "rescuer:2", 60).outcome == "dead"  # stays so
 
     job = state.claim_scene_job(delayed, "w:1", 60).job
-    assert state.fail_job(job.id, "w:1", 1, "CUDA out of memory", True, 30) == "queued"
+    assert state.fail_job(job, "CUDA out of memory", True, 30) == "queued"
     not_due = state.claim_scene_job(delayed, "w:2", 60)
     assert (not_due.outcome, not_due.job) == ("not_due", None)
     assert 25 < not_due.wait_s <= 30
