@@ -20,8 +20,9 @@ the niche files from DIR instead of dimensions/.
 `inject_random_faults` draws, from a seeded RNG, faults for every server at once (a Gemini
 outage, Gemini 429/5xx/drops, Edge-TTS drops, YouTube 5xx / a reset mid chunk / a lost response,
 TikTok 5xx / a dropped final chunk / an expired upload, Instagram 5xx / an interrupted or
-dropped upload / a lost publish answer / throttling, Telegram 429/5xx); `clear_faults` ends
-them all, keeping what the servers counted.
+dropped upload / a lost publish answer / throttling, Telegram 429/5xx, and on each platform an
+access token expiring early at a random request, which `inject_token_expiries` draws alone);
+`clear_faults` ends them all, keeping what the servers counted.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ def demo_secret(name: str) -> str:
     return f"{name}-{mark}" if mark else name
 
 
+# The requests an access token may expire early on, per platform's server (None: any).
+EARLY_EXPIRY_POINTS: dict[str, list[str | None]] = {
+    "youtube": ["initiate", "chunk", "status", "list", "thumbnail", None],
+    "tiktok": ["creator_info", "init", "chunk", "status", "list", None],
+    "instagram": ["account", "limit", "create", "upload", "status", "publish", "list", None],
+}
 # The account demo_niches gives a niche without one, per platform: its handle's suffix.
 CROSS_POSTS = {"tiktok": "-tiktok", "instagram": "-reels"}
 # Set (to 1) by whoever runs the servers in a process of its own: use those, start none.
@@ -226,6 +233,7 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     bot_faults = rng.choices([429, 500, 503], k=rng.randint(0, 2))
     for status in bot_faults:
         services.bot.fail_next(1, status, retry_after=1)
+    injected += inject_token_expiries(services, rng)
     for name, faults in (
         ("gemini", gemini_faults),
         ("edge-tts", speech_faults),
@@ -237,6 +245,29 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
         if faults:
             injected.append(f"{name} {'/'.join(map(str, faults))}")
     return injected
+
+
+def inject_token_expiries(services: FakeServices, rng: random.Random) -> list[str]:
+    """On each platform's server, one or two access tokens refused before their stated expiry,
+    each on a random kind of request (or the next one carrying a token): a routine event, which
+    the publishers refresh through without asking for a reconnect. Returns one line a server."""
+    injected = []
+    for name, server in (
+        ("youtube", services.channel),
+        ("tiktok", services.tiktok),
+        ("instagram", services.instagram),
+    ):
+        points = [rng.choice(EARLY_EXPIRY_POINTS[name]) for _ in range(rng.randint(1, 2))]
+        for on in points:
+            server.faults.push("expire_token", on=on)
+        injected.append(f"{name} token expires early on {'/'.join(p or 'any' for p in points)}")
+    return injected
+
+
+def token_refusals(services: FakeServices) -> int:
+    """How many requests the platforms' servers refused for their access token so far."""
+    servers = (services.channel, services.tiktok, services.instagram)
+    return sum(len(server.unauthorized()) for server in servers)
 
 
 def clear_faults(services: FakeServices) -> int:

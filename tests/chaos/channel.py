@@ -58,7 +58,8 @@ class ChannelView:
 def instagram_view(data: dict[str, Any], state_dir: Path) -> ChannelView:
     """A fakes.instagram state (`/_fake/state`, bytes under `state_dir`) as the invariants read
     it: every published reel counts against the 24-hour publishing limit (the insert bucket),
-    each media list call is a unit, and every container is an initiation."""
+    each media list call answered is a unit (one refused for its token is sent again in the
+    same metered call), and every container is an initiation."""
     handles = {uid: a["username"] for uid, a in data["accounts"].items()}
     containers = data["containers"]
     videos = [
@@ -78,7 +79,8 @@ def instagram_view(data: dict[str, Any], state_dir: Path) -> ChannelView:
         charged[key] = charged.get(key, 0) + 1
     for uid, handle in handles.items():
         listed = [r for r in data["requests"] if r.startswith("GET ") and f"/{uid}/media?" in r]
-        charged[(handle, "units")] = len(listed)
+        refused = [r for r in data.get("refused", []) if r in listed]
+        charged[(handle, "units")] = len(listed) - len(refused)
     initiations = [str(c["params"].get("caption", "")) for c in containers.values()]
     return ChannelView(frozenset(handles.values()), videos, initiations, charged)
 

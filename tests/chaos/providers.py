@@ -7,13 +7,16 @@ times, each a random moment (a seeded RNG) after one of its runs started. Before
 every server is given random faults: a Gemini outage (503 to everything) over the first
 `--outage-runs` demos, Gemini 429/5xx/dropped answers, Edge-TTS dropped or silent streams,
 YouTube 5xx on the session, a reset mid chunk or a lost final response, TikTok and Instagram
-5xx, interrupted or dropped uploads, an expired upload, a lost publish answer, Telegram 429/5xx.
+5xx, interrupted or dropped uploads, an expired upload, a lost publish answer, Telegram 429/5xx,
+and on each platform an access token expiring early at a random request.
 Every niche publishes to YouTube, TikTok and Instagram (fakes.demo.demo_niches).
-Then the faults stop and one more demo must converge:
+Then the faults stop, all but early token expiries (a routine event, drawn again for it), and
+one more demo must converge:
   - it exits 0 within `--bound` seconds, and every dimension it ran published exactly once
     (one publication per active account);
   - the fake channels hold one video per publication, with the approved render's bytes, and
     each account's quota ledger equals its channel's counters;
+  - no account was marked needs_reauth (an access token refused early is refreshed through);
   - the budget ledger balances and equals what the Gemini server answered and billed;
   - no Dagster run unfinished, no pool slot or pending claim, no leased job, no 'running' run
     record, no lock held, no provider attempt left open (tests/chaos/invariants.py).
@@ -52,6 +55,8 @@ from fakes.demo import (
     demo_niches,
     fake_services,
     inject_random_faults,
+    inject_token_expiries,
+    token_refusals,
 )
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
@@ -97,6 +102,7 @@ class Report:
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
     unfired: int = 0  # queued faults no request took before they were stopped
+    token_refusals: int = 0  # requests the platforms refused for an access token expired early
 
     @property
     def ok(self) -> bool:
@@ -194,6 +200,16 @@ def _published_once(app_url: str, dimensions: Sequence[str], day: date) -> list[
     return found
 
 
+def _reconnects_asked(app_url: str) -> list[str]:
+    """Every account marked needs_reauth: none of the faults revokes a grant, so none may."""
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        rows = conn.execute(
+            """SELECT platform, handle FROM mdame.dimension_accounts
+                WHERE needs_reauth ORDER BY platform, handle"""
+        ).fetchall()
+    return [f"account {handle} ({platform}) was marked needs_reauth" for platform, handle in rows]
+
+
 def _left_behind(world: World) -> list[str]:
     left = leftovers(world)
     found = [f"Dagster run {run_id} left {status}" for run_id, status in left.unfinished_runs]
@@ -249,7 +265,7 @@ def run(
         report.cases.append(case)
         log(f"{case.label}: {case.outcome} ({'; '.join(case.faults) or 'no faults'})")
     report.unfired = clear_faults(services)
-    final = Case("final", ["none (the faults stopped)"])
+    final = Case("final", ["the faults stopped", *inject_token_expiries(services, rng)])
     at = time.monotonic()
     demo = _demo(world, env, logs / "demo-final.log", dimensions, day, niches, root_info)
     try:
@@ -269,6 +285,8 @@ def run(
     report.violations += [v for v in found if not v.startswith("quota of account")]
     report.violations += quota_against_channels(world.app_url, channel, kills=kills)
     report.violations += _published_once(world.app_url, dimensions, day)
+    report.violations += _reconnects_asked(world.app_url)
+    report.token_refusals = token_refusals(services)
     report.violations += budget_against_gemini(
         world.app_url, services.model.counters(), killed=kills > 0, since=since
     )
@@ -365,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         print(report.table())
         print(
             f"{len(report.cases)} cases in {report.seconds:.0f}s (seed {seed}); "
-            f"{report.unfired} queued faults were never taken"
+            f"{report.unfired} queued faults were never taken; "
+            f"{report.token_refusals} requests refused for a token expired early"
         )
         for line in report.violations:
             print(f"VIOLATION: {line}")
