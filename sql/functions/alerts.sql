@@ -174,7 +174,8 @@ $function$;
 REVOKE ALL ON FUNCTION mdame.claim_undelivered_alerts(p_limit integer, p_lease_s integer, p_max_age_days integer) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.claim_undelivered_alerts(p_limit integer, p_lease_s integer, p_max_age_days integer) TO mdame_app;
 
--- Raises MD004 saying why p_token no longer holds the alert's claim.
+-- Raises MD004 saying why p_token no longer holds the alert's claim (never naming a token: a
+-- claim token is a bearer, and messages reach logs).
 CREATE OR REPLACE FUNCTION mdame._alert_claim_lost(p_alert mdame.alerts, p_token uuid)
  RETURNS void
  LANGUAGE plpgsql
@@ -182,7 +183,7 @@ CREATE OR REPLACE FUNCTION mdame._alert_claim_lost(p_alert mdame.alerts, p_token
 AS $function$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = 'MD004',
-    MESSAGE = format('mdame: alert %s is not claimed with token %s (%s)', p_alert.id, p_token,
+    MESSAGE = format('mdame: alert %s is not claimed with this token (%s)', p_alert.id,
                      CASE WHEN p_alert.claim_token IS NULL THEN 'its claim was released'
                           ELSE format('another deliverer claimed it, until %s',
                                       p_alert.claimed_until) END);

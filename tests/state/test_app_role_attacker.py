@@ -141,10 +141,14 @@ NOT_ANOTHER_HOLDERS_WORK = {
     "is_approved": "read",
     "lookup_scene_cache": "read",
     "media_collection_mark": "read",
-    "media_stored_again": "the writer side of the retention guard: only delays a collection",
-    "begin_media_collection": "the retention sweep's own collection claim",
-    "finish_media_collection": "the retention sweep's own collection claim",
-    "abandon_media_collection": "the retention sweep's own collection claim",
+    # The retention marks are keyed by the object's URI, not bound to a sweeper's secret (and
+    # begin takes over a 'collecting' mark at once): another host may mark, finish or drop a
+    # collection. What that costs is media stored or generated again (media is verified when
+    # read), no money, grant or parameter.
+    "media_stored_again": "retention mark, by URI (see above)",
+    "begin_media_collection": "retention mark, by URI (see above)",
+    "finish_media_collection": "retention mark, by URI (see above)",
+    "abandon_media_collection": "retention mark, by URI (see above)",
     "record_feed_failure": "a source's failure count: no holder's work",
 }
 
