@@ -199,6 +199,9 @@ def test_money_quota_credential_registry_and_queue_rpcs_are_the_admins(fresh_db,
             0,
         ),
         "finish_attempt(bigint, text, jsonb, bigint)": (1, "failed", "{}", 1),
+        # A dead holder's lock or job, by what the app role reads: the liveness sweep's, as admin.
+        "release_dead_pipeline_lock(text, text, bigint)": ("pipeline:tech", "run:stage", 1),
+        "requeue_dead_job(bigint, text, integer, text)": (1, "host:1", 1, "gone"),
         "reconcile_attempt(bigint, text, jsonb, bigint, timestamptz)": (1, "failed", "{}", 1, None),
     }
     with psycopg.connect(fresh_db.app, autocommit=True) as app:
