@@ -29,6 +29,8 @@ from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reaso
 from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.providers.publisher import OutboxPublisher
 
+EXIT_WAITING = 75  # sysexits' EX_TEMPFAIL: nothing failed, the same command succeeds later
+
 
 def _table(state: StateStore, outcomes: list[Outcome], day: date) -> list[list[str]]:
     outbox = OutboxPublisher().folder()
@@ -235,6 +237,7 @@ def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
               AND s.state IN ('halted', 'failed') ORDER BY s.id""",
         [dim.id, ref.day],
     )
+    waits_until, waits_for = state.partition_wait(dim.id, ref.day)
     return PartitionFacts(
         partition_key=outcome.partition_key,
         dimension=ref.dimension,
@@ -253,7 +256,14 @@ def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
         accounts=len(state.list_accounts(ref.dimension, active_only=True)),
         blocked_accounts=tuple(blocked),
         no_quota_accounts=tuple(no_quota),
+        waits_until=_ahead(state, waits_until),
+        waits_for=waits_for,
     )
+
+
+def _ahead(state: StateStore, until: datetime | None) -> datetime | None:
+    """`until` while it is still ahead by the database's clock (the one leases are kept by)."""
+    return until if until is not None and until > state.db_now() else None
 
 
 def _retry(at: datetime | None) -> str:
@@ -267,14 +277,16 @@ def summary(
     a video of its partition is; one that published nothing gets a line saying why. Exit 0 when
     every dimension published or had nothing to publish by its own rules (every topic rejected:
     the pipeline did its job); 1 for a failed stage, a hold an operator has to look at (budget
-    cap, voice HALT, quota, a skipped account), or a niche file skipped as malformed."""
+    cap, voice HALT, quota, a skipped account), or a niche file skipped as malformed; otherwise
+    EXIT_WAITING (75, sysexits' EX_TEMPFAIL) when a dimension's upload waits for a time it names
+    (a killed run's lease): nothing failed, run again after it."""
     published = [f for f in facts if f.videos]
     videos = sum(f.videos for f in facts)
     lines = [
         f"{len(published)}/{len(facts)} dimensions published ({videos} video"
         f"{'' if videos == 1 else 's'}) in {seconds:.1f}s; videos are under {videos_at}"
     ]
-    held, empty = [], []
+    held, empty, waiting = [], [], []
     for f in facts:
         if f.videos:
             continue
@@ -282,6 +294,9 @@ def summary(
         if verdict.expected:
             empty.append(f.dimension)
             lines.append(f"  {f.dimension}: nothing to publish: {verdict.reason}")
+        elif verdict.waiting and f.ran_ok:
+            waiting.append(f.dimension)
+            lines.append(f"  {f.dimension}: not published yet: {verdict.reason}")
         else:
             if f.ran_ok:
                 held.append(f.dimension)
@@ -297,6 +312,12 @@ def summary(
     if not facts:
         lines.append("no active dimension to run (exit status 1)")
     code = 0 if facts and not failed and not held and not errors else 1
+    if code == 0 and waiting:
+        code = EXIT_WAITING
+        lines.append(
+            f"waiting: {', '.join(waiting)} (nothing failed; run again once the time above has "
+            f"passed; exit status {EXIT_WAITING})"
+        )
     if code == 0 and empty:
         lines.append(
             f"{', '.join(empty)}: rejected by their own rules, nothing to fix (exit status 0)"

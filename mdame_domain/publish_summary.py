@@ -40,6 +40,7 @@ class PartitionFacts:
     # Until when an interrupted upload of its waits (another holder's lease, a gone session's
     # second search), while that is still ahead; None when nothing waits.
     waits_until: datetime | None = None
+    waits_for: str = "an interrupted upload"  # what it waits for, in a user's words
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def unpublished_reason(facts: PartitionFacts) -> Verdict:
             False,
         )
     if facts.waits_until is not None:
-        return Verdict(waiting_words(facts.waits_until), False, waiting=True)
+        return Verdict(waiting_words(facts.waits_until, facts.waits_for), False, waiting=True)
     if facts.blocked_accounts:
         return Verdict(
             f"account skipped: {', '.join(facts.blocked_accounts)} may not be published to now",

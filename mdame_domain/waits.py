@@ -1,10 +1,10 @@
 """Work that must wait is not work that failed.
 
-A step that meets something it may not touch yet (another holder's upload whose answer can
-still arrive until that holder's lease ends, a gone session the channel may still list) ends
-with `NotYet`, saying until when. It is not retried blindly and raises no failure alert: the
-partition is requested again once `until` has passed (the hop sensors read the same time from
-the database), and `make demo` says so.
+A step that meets something it may not touch yet (another holder's upload or Gemini call whose
+answer can still arrive until that holder's lease ends, a gone session the channel may still
+list) ends with `NotYet`, saying until when. It is not retried blindly and raises no failure
+alert: the partition is requested again once `until` has passed (the hop sensors read the same
+time from the database), and `make demo` says so.
 """
 
 from __future__ import annotations
@@ -28,6 +28,6 @@ def until_words(until: datetime | None) -> str:
     return f"until {until.astimezone(UTC):%H:%M:%S} UTC"
 
 
-def waiting_words(until: datetime) -> str:
-    """The demo's and the sensors' words for a partition that waits for an upload."""
-    return f"waiting for an interrupted upload to settle {until_words(until)}; run again after that"
+def waiting_words(until: datetime, what: str = "an interrupted upload") -> str:
+    """The demo's and the sensors' words for a partition whose work waits for `what`."""
+    return f"waiting for {what} to settle {until_words(until)}; run again after that"

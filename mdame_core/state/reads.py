@@ -9,18 +9,25 @@ from datetime import date, datetime
 from mdame_core.state.client import ClientBase
 from mdame_core.state.records import PartitionWork
 
-# Until when script `s`'s unsettled upload waits: a submitted attempt's lease (another holder's
-# answer may still come until then), or a gone session's second search (settle_after). Past
-# times are kept while the upload is unsettled: a run that met the wait ended before it.
-UPLOAD_WAIT = """
-    SELECT max(CASE WHEN a.status = 'submitted' THEN a.lease_expires_at
-                    WHEN a.status = 'unknown' THEN u.gone_settle_after END) AS until
-      FROM mdame.publications p
-      JOIN LATERAL (SELECT x.id, x.status, x.lease_expires_at FROM mdame.provider_attempts x
-                     WHERE x.work_key = p.idempotency_key
-                     ORDER BY x.attempt_no DESC LIMIT 1) a ON true
-      LEFT JOIN mdame.upload_sessions u ON u.attempt_id = a.id
-     WHERE p.script_id = s.id AND p.state = 'uploading'"""
+# Until when script `s`'s work waits: its unsettled upload's submitted attempt's lease (another
+# holder's answer may still come until then) or gone session's second search (settle_after),
+# kept once past while the upload is unsettled (a run that met the wait ended before it); or,
+# while it is ahead, the lease of a Gemini call of its dimension that a killed run submitted
+# (its voice waits for it; paid calls name no script, and one run per dimension runs at a time).
+WORK_WAIT = """
+    SELECT
+      (SELECT max(CASE WHEN a.status = 'submitted' THEN a.lease_expires_at
+                       WHEN a.status = 'unknown' THEN u.gone_settle_after END)
+         FROM mdame.publications p
+         JOIN LATERAL (SELECT x.id, x.status, x.lease_expires_at FROM mdame.provider_attempts x
+                        WHERE x.work_key = p.idempotency_key
+                        ORDER BY x.attempt_no DESC LIMIT 1) a ON true
+         LEFT JOIN mdame.upload_sessions u ON u.attempt_id = a.id
+        WHERE p.script_id = s.id AND p.state = 'uploading') AS upload_until,
+      (SELECT max(x.lease_expires_at) FROM mdame.provider_attempts x
+        WHERE x.status = 'submitted' AND x.lease_expires_at > now() AND x.provider LIKE 'gemini:%%'
+          AND x.detail ->> 'dimension' = (SELECT slug FROM mdame.dimensions
+                                           WHERE id = s.dimension_id)) AS call_until"""
 
 
 class Reads(ClientBase):
@@ -50,22 +57,28 @@ class Reads(ClientBase):
 
     def partitions_with_scripts_in(self, states: Sequence[str]) -> list[PartitionWork]:
         """(day, dimension) pairs with scripts in any of `states`, their newest update, and
-        until when an upload of theirs waits (UPLOAD_WAIT)."""
+        until when an upload of theirs waits (WORK_WAIT)."""
         rows = self._select(
-            f"""SELECT s.partition_date, d.slug, max(s.updated_at), count(*), max(w.until)
+            f"""SELECT s.partition_date, d.slug, max(s.updated_at), count(*),
+                       greatest(max(w.upload_until), max(w.call_until))
                   FROM mdame.scripts s JOIN mdame.dimensions d ON d.id = s.dimension_id
-                  LEFT JOIN LATERAL ({UPLOAD_WAIT}) w ON true
+                  LEFT JOIN LATERAL ({WORK_WAIT}) w ON true
                  WHERE s.state = ANY(%s) AND d.active
                  GROUP BY s.partition_date, d.slug ORDER BY s.partition_date, d.slug""",
             [list(states)],
         )
         return [PartitionWork(*row) for row in rows]
 
-    def upload_wait(self, dimension_id: int, day: date) -> datetime | None:
-        """Until when an upload of the partition's scripts waits (UPLOAD_WAIT), or None."""
+    def partition_wait(self, dimension_id: int, day: date) -> tuple[datetime | None, str]:
+        """Until when the partition's work waits (WORK_WAIT) and for what, in a user's words:
+        (None, '') when nothing does."""
         rows = self._select(
-            f"""SELECT max(w.until) FROM mdame.scripts s LEFT JOIN LATERAL ({UPLOAD_WAIT}) w ON true
+            f"""SELECT max(w.upload_until), max(w.call_until)
+                  FROM mdame.scripts s LEFT JOIN LATERAL ({WORK_WAIT}) w ON true
                  WHERE s.dimension_id = %s AND s.partition_date = %s""",
             [dimension_id, day],
         )
-        return rows[0][0] if rows else None
+        upload, call = rows[0] if rows else (None, None)
+        if call is not None and (upload is None or call > upload):
+            return call, "an interrupted Gemini call"
+        return upload, "an interrupted upload" if upload is not None else ""

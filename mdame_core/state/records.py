@@ -256,6 +256,9 @@ class PartitionWork:
     dimension_slug: str
     last_update: datetime
     scripts: int
+    # Until when its work waits (reads.WORK_WAIT: a killed run's upload or Gemini call whose
+    # answer may still come, a gone session's second search); None when nothing waits.
+    waits_until: datetime | None = None
 
 
 @dataclass(frozen=True)

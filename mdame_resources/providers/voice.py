@@ -18,6 +18,7 @@ from mdame_domain.doctor import Status, display_url, edge_voice_list_url
 from mdame_domain.paid_calls import failure_class
 from mdame_domain.speech import align_words, audio_to_wav, coverage_problems, decode_to_wav
 from mdame_domain.voice import VoiceSynthesisError, VoiceTrack, WordTiming, synthesize_espeak
+from mdame_domain.waits import NotYet
 from mdame_resources.health import Health, HealthScope
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
@@ -167,6 +168,11 @@ class EdgeGeminiVoiceChain(VoiceResource):
             )
             duration = audio_to_wav(audio, mime, out_wav)
             words = align_words(text, out_wav)
+        except NotYet:
+            # A killed run's Gemini call of this script may still be answered: the voice waits
+            # for it (no HALT); Edge is tried again first when the step runs again.
+            Path(out_wav).unlink(missing_ok=True)
+            raise
         except (PaidCallFailed, BudgetExhausted, VoiceSynthesisError) as exc:
             Path(out_wav).unlink(missing_ok=True)
             permanent, fix = _gemini_failure(exc)

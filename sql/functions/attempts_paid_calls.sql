@@ -76,9 +76,10 @@ $function$;
 REVOKE ALL ON FUNCTION mdame.reconcile_attempt(p_attempt_id bigint, p_final_status text, p_detail jsonb, p_lock_token bigint, p_asked_at timestamp with time zone) FROM PUBLIC, mdame_app, mdame_admin;
 GRANT EXECUTE ON FUNCTION mdame.reconcile_attempt(p_attempt_id bigint, p_final_status text, p_detail jsonb, p_lock_token bigint, p_asked_at timestamp with time zone) TO mdame_admin;
 
--- Refuses (MD004) to let p_token settle an attempt another token submitted while that
--- holder's lease is still running, or when the provider was asked before the lease ended
--- (p_asked_at; NULL when the caller did not ask, e.g. finishing its own attempt).
+-- Refuses (MD011: a wait, until the lease's end) to let p_token settle an attempt another token
+-- submitted while that holder's lease is still running, or when the provider was asked before
+-- the lease ended (p_asked_at; NULL when the caller did not ask, e.g. finishing its own attempt).
+-- p_token is a lock's public token, as the fences return it, never a caller's secret.
 CREATE OR REPLACE FUNCTION mdame._require_attempt_holder(p_attempt_id bigint, p_token bigint, p_asked_at timestamp with time zone)
  RETURNS mdame.provider_attempts
  LANGUAGE plpgsql
@@ -92,10 +93,13 @@ BEGIN
   END IF;
   IF v_attempt.lease_expires_at > now() OR p_asked_at IS NULL
      OR p_asked_at < v_attempt.lease_expires_at THEN
-    RAISE EXCEPTION USING ERRCODE = 'MD004',
+    -- MD011, a wait: the caller learns until when (DETAIL, ISO 8601) and comes back then.
+    RAISE EXCEPTION USING ERRCODE = 'MD011',
       MESSAGE = format('mdame: attempt %s was submitted under lock token %s, whose lease runs '
                        'until %s: settle it after that, from an answer asked after it',
-                       p_attempt_id, v_attempt.lock_token, v_attempt.lease_expires_at);
+                       p_attempt_id, v_attempt.lock_token, v_attempt.lease_expires_at),
+      DETAIL = to_char(v_attempt.lease_expires_at AT TIME ZONE 'UTC',
+                       'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
   END IF;
   RETURN v_attempt;
 END
@@ -194,8 +198,10 @@ BEGIN
     RETURN;
   END IF;
   IF v_last.status = 'submitted' AND v_last.lease_expires_at > now() THEN
+    -- Until when: the caller waits for the lease's end instead of failing (a killed run's call).
     RETURN QUERY SELECT 'in_flight'::text, v_last.id, v_last.detail ->> 'budget_key',
-                        v_last.detail ->> 'period', NULL::jsonb;
+                        v_last.detail ->> 'period',
+                        jsonb_build_object('until', v_last.lease_expires_at);
     RETURN;
   ELSIF v_last.status IN ('submitted', 'unknown') THEN
     PERFORM mdame._settle_at_estimate(v_last);

@@ -29,7 +29,9 @@ from mdame_resources.providers.voice import EdgeGeminiVoiceChain
 DAY = date(2026, 11, 29)
 
 
-def _run(pipeline, key: str, selection: str | None = None) -> dg.ExecuteInProcessResult:
+def _run(
+    pipeline, key: str, selection: str | dg.AssetSelection | None = None
+) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         whole_graph(),
         selection=selection,
@@ -156,3 +158,68 @@ def test_a_permanent_cause_fails_the_script_at_once_with_one_alert_naming_the_fi
     (alert,) = [a for a in read_outbox(pipeline.home / "outbox", "science") if "HALT" in a["text"]]
     assert "failed for good" in alert["text"] and "unknown voice" in alert["text"]
     assert "tts: {edge_voice}" in alert["text"] and "tts.gemini_voice" in alert["text"]
+
+
+def test_a_killed_runs_gemini_call_in_flight_makes_the_voice_wait_not_halt(
+    pipeline, fresh_db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edge refuses, and the Gemini TTS fallback's call of this script was submitted by a run
+    that was killed: its answer may come until its lease ends. The voice step waits (no HALT,
+    no alert, the run succeeds and says until when, the demo and the hop sensor read the same
+    time), and once the lease is over the next run voices the script through Gemini and
+    publishes it."""
+    from mdame_assets.defs.hops import awaiting_publishing
+    from mdame_domain.dimensions import load_dimension_file
+    from mdame_domain.idempotency import idempotency_key
+    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+    from mdame_pipeline.locks import held_lock
+
+    pipeline.sync()
+    key = str(partition_key(DAY, "science"))
+    with running() as edge, fake_gemini.running() as gemini:
+        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
+        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+        days_ago = (datetime.now(UTC).date() - DAY).days
+        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))
+        edge.set_fault("403")  # every handshake refused: the voice falls back to Gemini
+        before_voice = dg.AssetSelection.all() - dg.AssetSelection.groups("publishing")
+        assert _run(pipeline, key, before_voice).success
+
+        # What a run killed inside the Gemini TTS call left: its attempt, under a lease.
+        (script,) = pipeline.state.list_work_units("script")
+        dimension = load_dimension_file(DIMENSIONS_DIR / "science.yaml")
+        model = dimension.gemini_tts_model
+        text = script.payload["script"]["text"]
+        work = idempotency_key("gemini-tts", "science", model, dimension.tts.gemini_voice, "", text)
+        with held_lock(pipeline.state, "science", "killed-run") as killed:
+            start = killed.begin_paid_call(
+                "science", work, f"gemini:{model}", "0" * 64, 1000, None, 2, 600, {"model": model}
+            )
+            assert start.action == "submit"
+
+        waited = _run(pipeline, key)
+
+        assert waited.success, [e.message for e in waited.all_events if e.is_failure]
+        assert pipeline.state.get_work_unit("script", script.id).state == "voice_queued"
+        assert pipeline.state._select("SELECT count(*) FROM mdame.voice_halts")[0][0] == 0
+        assert pipeline.state._select("SELECT count(*) FROM mdame.alerts")[0][0] == 0
+        [voice] = waited.asset_materializations_for_node("voice_tracks")
+        [words] = voice.metadata["waiting"].value.values()
+        until, what = pipeline.state.partition_wait(script.payload["dimension_id"], DAY)
+        assert what == "an interrupted Gemini call" and until is not None
+        assert f"until {until.astimezone(UTC):%H:%M:%S} UTC" in words
+        [work_item] = pipeline.state.partitions_with_scripts_in(awaiting_publishing(pipeline.state))
+        assert work_item.waits_until == until
+
+        with psycopg.connect(fresh_db.owner, autocommit=True) as owner:
+            owner.execute(
+                "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second'"
+            )
+        voiced = _run(pipeline, key)
+
+        assert voiced.success, [e.message for e in voiced.all_events if e.is_failure]
+        assert pipeline.state.get_work_unit("script", script.id).state == "published"
+        (track,) = pipeline.state.list_work_units("voice_track")
+        assert track.payload["provider"] == "gemini-tts"
+        assert pipeline.state.partition_wait(script.payload["dimension_id"], DAY) == (None, "")

@@ -31,10 +31,10 @@ from youtube_kit import (
 
 from fakes.youtube import FakeYouTube
 from mdame_core.settings import SettingsError
-from mdame_core.state import LeaseLost, StateConflict, StateStore
+from mdame_core.state import StateConflict, StateStore
 from mdame_domain.channel import NotSent, TransferInterrupted
 from mdame_domain.credentials import MasterKey
-from mdame_resources.providers.publisher import UploadUnsettled, YouTubePublisher
+from mdame_resources.providers.publisher import UploadInFlight, UploadUnsettled, YouTubePublisher
 from mdame_resources.providers.youtube_api import UntrustedSessionUri, YouTubeApi
 from tests.adminkit import as_admin
 
@@ -241,7 +241,7 @@ def test_a_publisher_killed_mid_transfer_is_resumed_by_the_next_holder(
 
     expire(owner, "tech")  # the dead holder's lock runs out
     b = hold(state, "tech", holder="next")
-    with pytest.raises(LeaseLost):  # its submission's lease has not: no takeover yet
+    with pytest.raises(UploadInFlight, match="until "):  # its lease has not: it waits
         _publish(b, pub, s, [])
     owner.execute(
         "UPDATE mdame.provider_attempts SET lease_expires_at = now() - interval '1 second'"

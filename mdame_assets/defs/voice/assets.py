@@ -1,7 +1,7 @@
 """voice_tracks: the narration of every script whose visuals are ready; HALT when voice fails."""
 
 from dataclasses import asdict
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import dagster as dg
 
@@ -14,6 +14,7 @@ from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
 from mdame_domain.timing import spent
+from mdame_domain.waits import NotYet
 from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
@@ -172,12 +173,20 @@ def voice_tracks(
             raise dg.Failure(
                 "scene clips failed their checks: " + "; ".join(problems), allow_retries=False
             )
-        durations = {
-            str(script.id): _voice_for(step, script, voice, media)
-            for script in scripts_entering(step, "visuals_ready", "voice_queued")
-        }
+        durations: dict[str, float] = {}
+        waiting: dict[str, str] = {}
+        for script in scripts_entering(step, "visuals_ready", "voice_queued"):
+            try:
+                durations[str(script.id)] = _voice_for(step, script, voice, media)
+            except NotYet as wait:
+                # Not a failure and no HALT: the script stays voice_queued and the publishing
+                # hop requests the partition again once the wait is over.
+                step.log("voice_waits", script_id=script.id, reason=str(wait)[:500])
+                waiting[str(script.id)] = str(wait)
+    metadata: dict[str, Any] = {"waiting": waiting} if waiting else {}
     return dg.MaterializeResult(
         metadata={
+            **metadata,
             "voiced_now": len(durations),
             "durations_s": durations,
             "clips_requeued": healed,

@@ -38,6 +38,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -56,6 +57,7 @@ from mdame_domain.paid_calls import (
     refusal_scope,
     request_hash,
 )
+from mdame_domain.waits import NotYet
 from mdame_resources.alerts import raise_environment_alert
 from mdame_resources.providers.budget import BudgetExhausted, CallContext
 from mdame_resources.providers.gemini.client import NO_ANSWER, NOT_SENT
@@ -94,8 +96,12 @@ class PaidCallUnknown(PaidCallTransient):
     settles it at the estimate before trying again."""
 
 
-class PaidCallInFlight(PaidCallTransient):
-    """Another holder's call of this work key may still be running: retried later."""
+class PaidCallInFlight(PaidCallTransient, NotYet):
+    """Another holder's call of this work key (a killed run's) may still be answered until
+    `until`, its lease's end: the work waits for it, then settles it and calls again."""
+
+    def __init__(self, message: str, until: datetime | None) -> None:
+        NotYet.__init__(self, message, until)
 
 
 class PaidCallRefused(PaidCallFailed, dg.Failure):
@@ -215,9 +221,11 @@ class PaidCaller:
                 raise_environment_alert(self.ctx.state, slug, "budget_cap", str(refused))
                 raise refused
             if start.action == "in_flight":
+                until = (start.result or {}).get("until")
                 raise PaidCallInFlight(
-                    f"Gemini call {work_key} of {slug!r} may still be in flight under another "
-                    "run: retried after its lease"
+                    f"Gemini call {work_key} of {slug!r} may still be answered under another run: "
+                    "made again after its lease",
+                    datetime.fromisoformat(until) if isinstance(until, str) else None,
                 )
             if start.action == "refused":
                 cause = start.result or {}

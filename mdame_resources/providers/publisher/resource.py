@@ -3,6 +3,7 @@ its refusals turned into alerts and paused or reconnected accounts."""
 
 from __future__ import annotations
 
+from mdame_core.state import LeaseHeld
 from mdame_domain.channel import (
     QUOTA_FIXES,
     QUOTA_REASONS,
@@ -11,7 +12,11 @@ from mdame_domain.channel import (
     GrantRevoked,
 )
 from mdame_resources.alerts import raise_environment_alert
-from mdame_resources.providers.publisher.job import AccountUnavailable, UploadJob
+from mdame_resources.providers.publisher.job import (
+    AccountUnavailable,
+    UploadInFlight,
+    UploadJob,
+)
 from mdame_resources.providers.publisher.sessions import UploadSessions
 
 
@@ -105,6 +110,13 @@ class PublisherResource(UploadSessions):
                 raise AccountUnavailable(f"account {job.account.handle}: {exc.reason}") from None
             self._abandon(job, attempt_id, "failed", exc.reason)
             raise
+        except LeaseHeld as exc:
+            # A killed run's upload: its answer may still come until its lease ends. Waiting
+            # is not failing; nothing of this holder's is in flight (the takeover was refused).
+            raise UploadInFlight(
+                f"publication {job.publication_id}: an interrupted upload may still be answered",
+                exc.until,
+            ) from None
         except BaseException as exc:
             # 'failed' settles an attempt that has no session (nothing was sent); one with a
             # session becomes 'unknown', resumed from the session by the next run.
