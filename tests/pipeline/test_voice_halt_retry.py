@@ -11,7 +11,10 @@ providers answer again the voice is made and the script is published.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
+from typing import Any
 
 import dagster as dg
 import psycopg
@@ -42,6 +45,22 @@ def _run(
     )
 
 
+@contextmanager
+def _voice_chain(pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
+    """The registry synced, the production voice chain against the local Edge-TTS and Gemini
+    servers, Edge refusing every handshake (a token change), and a retry window still open
+    today for DAY, which is in the past."""
+    pipeline.sync()
+    with running() as edge, fake_gemini.running() as gemini:
+        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
+        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
+        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+        days_ago = (datetime.now(UTC).date() - DAY).days
+        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))
+        edge.set_fault("403")
+        yield edge, gemini
+
+
 def _count(pipeline, table: str) -> int:
     return pipeline.state._select(f"SELECT count(*) FROM mdame.{table}")[0][0]
 
@@ -49,17 +68,9 @@ def _count(pipeline, table: str) -> int:
 def test_halted_script_is_not_published_and_is_retried_after_the_backoff(
     pipeline, fresh_db, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pipeline.sync()
     key = str(partition_key(DAY, "science"))
-    with running() as edge, fake_gemini.running() as gemini:
-        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
-        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
-        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
+    with _voice_chain(pipeline, monkeypatch) as (edge, gemini):
         monkeypatch.setenv("MDAME_GEMINI_TRANSIENT_TRIES", "1")  # one Gemini try per run
-        # DAY is in the past: a window wide enough that it is still open today.
-        days_ago = (datetime.now(UTC).date() - DAY).days
-        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))
-        edge.set_fault("403")  # a token change: every handshake refused
         gemini.outage = 503  # ... and the fallback is down too
 
         halted_run = _run(pipeline, key)
@@ -174,15 +185,8 @@ def test_a_killed_runs_gemini_call_in_flight_makes_the_voice_wait_not_halt(
     from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
     from mdame_pipeline.locks import held_lock
 
-    pipeline.sync()
     key = str(partition_key(DAY, "science"))
-    with running() as edge, fake_gemini.running() as gemini:
-        monkeypatch.setenv("MDAME_EDGE_TTS_URL", edge.wss_url)
-        monkeypatch.setenv("MDAME_GEMINI_BASE_URL", gemini.base_url)
-        pipeline.resources["voice"] = EdgeGeminiVoiceChain(gemini_api_key="test-key-not-secret")
-        days_ago = (datetime.now(UTC).date() - DAY).days
-        monkeypatch.setenv("MDAME_RETRY_WINDOW_DAYS", str(max(1, days_ago + 1)))
-        edge.set_fault("403")  # every handshake refused: the voice falls back to Gemini
+    with _voice_chain(pipeline, monkeypatch):
         before_voice = dg.AssetSelection.all() - dg.AssetSelection.groups("publishing")
         assert _run(pipeline, key, before_voice).success
 
