@@ -4,10 +4,12 @@ Every Gemini request goes through `PaidCaller.call`:
   1. begin_paid_call: an earlier call of the same work key whose outcome is unknown is settled
      at its estimate (an LLM call cannot be looked up); the same request that already succeeded
      returns its stored answer (never paid twice); a standing refusal answers 'refused' (no
-     request is sent); else the estimate (prompt tokens estimated + max output tokens, times
-     the model's price) is reserved under the dimension's daily cap and the attempt recorded
-     'submitted' with the request's hash. No room: BudgetExhausted.
-  2. the SDK call (its own retries are off; the timeout is explicit).
+     request is sent); else the estimate (prompt tokens estimated, images at the caller's
+     count, + max output tokens, times the model's price) is reserved under the dimension's
+     daily cap and the attempt recorded 'submitted' with the request's hash (an image's by its
+     SHA-256). No room: BudgetExhausted.
+  2. the SDK call (its own retries are off; the timeout is explicit); images go before the
+     text, as inline parts.
   3. settle_paid_call with the usage metadata (thinking tokens at the output rate), or
      release_paid_call / refuse_paid_call on a refusal (Google does not bill one), or
      mark_paid_call_unknown when the request was sent and no answer came (timeout, dropped
@@ -33,10 +35,11 @@ Failure classes (the ledger records each failed attempt's class):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -187,17 +190,29 @@ class PaidCaller:
         config: types.GenerateContentConfig,
         parse: Callable[[types.GenerateContentResponse], Any],
         store_result: bool = True,
+        media: Sequence[tuple[bytes, str]] = (),
+        media_tokens: int = 0,
+        model_field: str | None = None,
     ) -> PaidResult:
         """One paid request, retried through the ledger; `parse` turns the answer into the
-        value (raising InvalidModelOutput for an answer that is not usable)."""
+        value (raising InvalidModelOutput for an answer that is not usable). `media`: (bytes,
+        mime type) parts sent before the text (images to understand), reserved at
+        `media_tokens` prompt tokens in all and hashed by their SHA-256. `model_field`: the
+        setting that names the model, for a refusal's fix (else the dimension's text or TTS
+        model field)."""
         price = price_for(model, self.ctx.prices)
         max_output = config.max_output_tokens
         if not max_output:
             raise ValueError("a paid call needs max_output_tokens: it bounds the reservation")
         system = str(config.system_instruction or "")
         estimate = estimate_micros(price, f"{system}\n{contents}", max_output)
+        if media:
+            estimate += cost_micros(price, media_tokens, 0, 0)
         wire = config.model_dump(mode="json", exclude_none=True)
-        digest = request_hash(model, {"contents": contents, "config": wire})
+        request: dict[str, Any] = {"contents": contents, "config": wire}
+        if media:  # only then: the hashes of text-only calls stay what the ledger has
+            request["media"] = [[mime, hashlib.sha256(data).hexdigest()] for data, mime in media]
+        digest = request_hash(model, request)
         slug = self.ctx.dimension.slug
         transient = tries = 0
         # Transient tries are bounded here, billed failures by the ledger's cap.
@@ -243,8 +258,8 @@ class PaidCaller:
                 )
             assert start.attempt_id is not None
             tries += 1
-            value, outcome = self._attempt(model, contents, config, price, estimate, parse)
-            outcome = self._classified(outcome, model, config)
+            value, outcome = self._attempt(model, contents, config, price, estimate, parse, media)
+            outcome = self._classified(outcome, model, config, model_field)
             spent = self._record(start.attempt_id, outcome, value if store_result else None)
             if outcome.status == "settle_ok":
                 return PaidResult(value, spent, start.attempt_id)
@@ -287,7 +302,11 @@ class PaidCaller:
         )
 
     def _classified(
-        self, outcome: _Outcome, model: str, config: types.GenerateContentConfig
+        self,
+        outcome: _Outcome,
+        model: str,
+        config: types.GenerateContentConfig,
+        model_field: str | None = None,
     ) -> _Outcome:
         """A permanent refusal's detail gains its scope and the fix; every error loses the
         API key should the provider's message ever echo it."""
@@ -298,7 +317,7 @@ class PaidCaller:
         if outcome.status == "refuse":
             code = int(detail["code"])
             audio = "AUDIO" in [str(m).upper() for m in config.response_modalities or []]
-            field = "gemini_tts_model" if audio else "gemini_text_model"
+            field = model_field or ("gemini_tts_model" if audio else "gemini_text_model")
             detail["scope"] = refusal_scope(code)
             detail["fix"] = refusal_fix(
                 code, model=model, model_field=field, dimension=self.ctx.dimension.slug
@@ -345,13 +364,20 @@ class PaidCaller:
         price: Any,
         estimate: int,
         parse: Callable[[types.GenerateContentResponse], Any],
+        media: Sequence[tuple[bytes, str]] = (),
     ) -> tuple[Any, _Outcome]:
         """The request and how its outcome is recorded (status, detail, billed micros)."""
-        from google.genai import errors
+        from google.genai import errors, types
 
+        parts: types.ContentListUnion = contents
+        if media:
+            parts = [
+                *(types.Part.from_bytes(data=data, mime_type=mime) for data, mime in media),
+                types.Part.from_text(text=contents),
+            ]
         try:
             response = self.client.models.generate_content(
-                model=model, contents=contents, config=config
+                model=model, contents=parts, config=config
             )
         except errors.APIError as exc:
             code = int(exc.code or 0)
