@@ -10,6 +10,13 @@ the system instruction is read for nothing but hints). A string whose descriptio
 minimum 0 and maximum 1 gets a deterministic score in [0.75, 0.98] (tests override scores).
 Every answer carries usageMetadata (prompt, candidates, thoughts and total token counts).
 
+Image understanding: contents carrying inlineData image parts (what `types.Part.from_bytes`
+sends, base64url) beside the text, with responseMimeType application/json and a schema, are
+answered {"score": 0..1, "reason": str} by fakes/imagery.judge(images, narration): the narration
+is the text of the request's `Narration: ...` line (a data block's field), else all of its text.
+Each image bills IMAGE_TILE_TOKENS prompt tokens per 768-px tile (one tile when both sides are
+at most 384 px), as Gemini counts them; set_score and set_field override the answer too.
+
 TTS: responseModalities ["AUDIO"] with speechConfig's prebuilt voice gives inlineData audio
 made by espeak-ng: raw 16-bit PCM at 24 kHz (`audio/L16;codec=pcm;rate=24000`) by default,
 or a WAV file (`audio/wav`) when the server's tts_format is "wav".
@@ -65,6 +72,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from fakes import imagery
 
 FAULT_KINDS = (
     "429",
@@ -405,6 +414,9 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
             "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": []}],
             "usageMetadata": _usage(billed, 0, 0),
         }
+    images = _inline_images(body.get("contents"))
+    if images:
+        return _judgement(state, config, prompt, billed, images, kind)
     if "AUDIO" in modalities:
         if _voice_name(config) is None:
             raise _BadRequest("speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName is required")
@@ -436,6 +448,100 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
             }
         ],
         "usageMetadata": _usage(billed, _tokens(text), _thoughts(config)),
+        "modelVersion": "fake-gemini",
+    }
+
+
+# Gemini counts an image as 258 tokens per 768x768 tile, one tile when both sides are <= 384 px.
+IMAGE_TILE_TOKENS = 258
+_NARRATION_LINE = re.compile(r"^Narration:[ \t]*(.+)$", re.MULTILINE)
+
+
+def _inline_images(contents: Any) -> list[bytes]:
+    """The image parts' bytes (inlineData, base64 or base64url) in the request's contents."""
+    images: list[bytes] = []
+    for content in contents if isinstance(contents, list) else [contents]:
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        for part in parts or []:
+            blob = _get(part, "inlineData", "inline_data")
+            mime = str(_get(blob, "mimeType", "mime_type") or "")
+            data = _get(blob, "data")
+            if mime.startswith("image/") and isinstance(data, str):
+                text = data.replace("-", "+").replace("_", "/")
+                try:
+                    images.append(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
+                except ValueError:
+                    raise _BadRequest("inlineData.data is not base64") from None
+    return images
+
+
+def _image_tokens(image: bytes) -> int:
+    size = _image_size(image)
+    if size is None:
+        raise _BadRequest("Unable to process input image.")
+    width, height = size
+    if width <= 384 and height <= 384:
+        return IMAGE_TILE_TOKENS
+    return IMAGE_TILE_TOKENS * math.ceil(width / 768) * math.ceil(height / 768)
+
+
+def _image_size(image: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR or a JPEG's start-of-frame marker."""
+    if image.startswith(b"\x89PNG\r\n\x1a\n") and len(image) >= 24:
+        return int.from_bytes(image[16:20], "big"), int.from_bytes(image[20:24], "big")
+    at = 2 if image.startswith(b"\xff\xd8") else len(image)
+    while at + 9 < len(image) and image[at] == 0xFF:
+        marker, length = image[at + 1], int.from_bytes(image[at + 2 : at + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height = int.from_bytes(image[at + 5 : at + 7], "big")
+            return int.from_bytes(image[at + 7 : at + 9], "big"), height
+        at += 2 + length
+    return None
+
+
+def _judgement(
+    state: FakeGemini,
+    config: Mapping[str, Any],
+    prompt: str,
+    billed: str,
+    images: list[bytes],
+    kind: str | None,
+) -> dict[str, Any]:
+    """The image judge's answer (see the module docstring), billed per image."""
+    image_tokens = sum(_image_tokens(image) for image in images)
+    found = _NARRATION_LINE.search(prompt)
+    narration = found.group(1) if found else prompt
+    try:
+        score, reason = imagery.judge(images, narration)
+    except (RuntimeError, ValueError):
+        raise _BadRequest("Unable to process input image.") from None
+    verdict: dict[str, Any] = {
+        "score": state.score if state.score is not None else score,
+        "reason": reason,
+    }
+    verdict.update({k: v for k, v in state.fields.items() if k in verdict})
+    mime = _get(config, "responseMimeType", "response_mime_type")
+    if kind == "schema":
+        text = json.dumps(_broken_for(_schema_of(config)))
+    elif mime == "application/json":
+        text = json.dumps(verdict, ensure_ascii=False)
+    else:
+        text = reason
+    finish = "STOP"
+    if kind == "max_tokens":
+        text, finish = text[: max(1, len(text) // 2)], "MAX_TOKENS"
+    usage = _usage(billed, _tokens(text), _thoughts(config))
+    usage["promptTokenCount"] += image_tokens
+    usage["totalTokenCount"] += image_tokens
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": finish,
+                "index": 0,
+            }
+        ],
+        "usageMetadata": usage,
         "modelVersion": "fake-gemini",
     }
 
