@@ -369,7 +369,7 @@ class PaidCaller:
         """The request and how its outcome is recorded (status, detail, billed micros)."""
         from google.genai import errors, types
 
-        parts: types.ContentListUnion = contents
+        parts: str | list[types.PartUnionDict] = contents
         if media:
             parts = [
                 *(types.Part.from_bytes(data=data, mime_type=mime) for data, mime in media),
