@@ -184,3 +184,78 @@ def plan_scenes(
             )
         )
     return scenes
+
+
+# --- stock footage searches ----------------------------------------------------------------
+
+MAX_SEARCH_QUERIES = 3
+SEARCH_QUERY_WORDS = 2
+MAX_SEARCH_QUERY_CHARS = 100  # Pixabay refuses a longer q
+# Words a narration uses that no stock clip is of: filler verbs, adverbs, quantifiers and
+# abstractions, and the call to action's vocabulary.
+_NOT_VISUAL_TEXT = """
+    about above across actually add after again against ago all almost already also always
+    amazing another any anyone anything around away back basics because become been before
+    begin being below best better between beyond big bigger both bring came can cannot catch
+    catches change changes closer come comes comment comments could day days develop
+    develops did different does done down during each easy else enough even ever every
+    everyone everything fact far few find first follow found get gets getting give given
+    goes going gone good got great had happen happens held help here high hold holds just
+    keep kind know knowing known last later learn least less let like likely little long
+    look lot made make makes many matter may maybe mean means might more most much must need
+    needs never new next nothing now off often old once one only other others out over part
+    people perhaps point put quite rather real really reveal reveals right same say says see
+    seem seems shaping share should show shows since small some someone something soon start
+    still stories story subscribe such sure take takes tell than thing things think those
+    though through time times today together told too took turn under until unveil unveils
+    upon use used using very want wants way ways well went whether while whole why worth
+    would year years yet
+    """
+_NOT_VISUAL = frozenset(_NOT_VISUAL_TEXT.split())
+
+
+def _searchable(text: str) -> list[str]:
+    """The picturable words a stock search can use, lowercase, each once, in order: no digits,
+    no filler (_NOT_VISUAL), no -ly adverbs or past tenses (a search for "filmed" finds
+    nothing a scene shows), a possessive's noun without its 's."""
+    words: list[str] = []
+    for raw in _picturable_words(text):
+        word = raw.lower().removesuffix("'s").removesuffix("\u2019s").strip("'")
+        if len(word) < 3 or not word.replace("-", "").isalpha() or word in _NOT_VISUAL:
+            continue
+        if word.endswith("ly") or (word.endswith("ed") and len(word) > 5):
+            continue
+        if word not in words:
+            words.append(word)
+    return words
+
+
+def search_queries(
+    narration: str,
+    fallback: str = "",
+    max_queries: int = MAX_SEARCH_QUERIES,
+    words_per_query: int = SEARCH_QUERY_WORDS,
+) -> list[str]:
+    """2-3 stock footage searches for a scene, from its narration's concrete words in the
+    order it says them: consecutive pairs ("researchers honeybees"), then, when that makes
+    fewer than two, a word of the first pair alone, its last first (the head of an English
+    noun phrase: "honeybees"). `fallback` (the dimension's theme) stands in when the
+    narration names nothing a camera could film, and is the second search when it names one
+    word only; [] when neither names anything. Deterministic: the same narration always
+    searches the same terms."""
+    if max_queries < 1 or words_per_query < 1:
+        raise ValueError("search_queries wants max_queries and words_per_query of 1 or more")
+    words = _searchable(narration) or _searchable(fallback)
+    if not words:
+        return []
+    chunks = [words[i : i + words_per_query] for i in range(0, len(words), words_per_query)]
+    queries = [" ".join(chunk)[:MAX_SEARCH_QUERY_CHARS] for chunk in chunks[:max_queries]]
+    for word in reversed(chunks[0]):
+        if len(queries) >= min(2, max_queries):
+            break
+        if word not in queries:
+            queries.append(word)
+    theme = " ".join(_searchable(fallback)[:words_per_query])[:MAX_SEARCH_QUERY_CHARS]
+    if len(queries) < min(2, max_queries) and theme and theme not in queries:
+        queries.append(theme)
+    return queries
