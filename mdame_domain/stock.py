@@ -159,6 +159,10 @@ def _float(value: Any) -> float | None:
     return number if math.isfinite(number) and number > 0 else None
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def parse_pexels(body: Mapping[str, Any], query: str = "") -> list[StockVideo]:
     """The videos of a Pexels /videos/search answer (`videos[]`); entries without an id or
     files are skipped."""
@@ -166,7 +170,7 @@ def parse_pexels(body: Mapping[str, Any], query: str = "") -> list[StockVideo]:
     for item in body.get("videos") or []:
         if not isinstance(item, Mapping) or item.get("id") is None:
             continue
-        user = item.get("user") if isinstance(item.get("user"), Mapping) else {}
+        user = _mapping(item.get("user"))
         files = tuple(
             StockFile(
                 url=str(f.get("link") or ""),
@@ -204,7 +208,7 @@ def parse_pixabay(body: Mapping[str, Any], query: str = "") -> list[StockVideo]:
     for hit in body.get("hits") or []:
         if not isinstance(hit, Mapping) or hit.get("id") is None:
             continue
-        sizes = hit.get("videos") if isinstance(hit.get("videos"), Mapping) else {}
+        sizes = _mapping(hit.get("videos"))
         files = []
         for name in _PIXABAY_SIZES:
             one = sizes.get(name)
