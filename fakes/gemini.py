@@ -17,6 +17,17 @@ is the text of the request's `Narration: ...` line (a data block's field), else 
 Each image bills IMAGE_TILE_TOKENS prompt tokens per 768-px tile (one tile when both sides are
 at most 384 px), as Gemini counts them; set_score and set_field override the answer too.
 
+Image generation: responseModalities ["IMAGE"] (with imageConfig.aspectRatio, 1:1 when absent)
+is answered with one inlineData image/png drawn by fakes/imagery.picture_png of the prompt's
+subject (imagery.depicted_word) at that aspect ratio, small (9:16: 288x512), billed
+IMAGE_OUTPUT_TOKENS output tokens (usageMetadata.candidatesTokensDetails says IMAGE), as Gemini
+bills a 1K image. An unknown aspect ratio is a 400. Off-topic pictures, for the relevance gate:
+the fault "off_topic" draws another subject (off_topic_word: the farthest in colour from every
+word of the prompt) for one request, and `server.off_topic_every = N` (POST /_fake/config
+{"off_topic_every": N}) does so for the first request of one prompt in N (by its hash), the
+same prompt asked again being drawn as asked. For an image request, "max_tokens" answers no
+image (finishReason MAX_TOKENS) and "schema" a text part instead of the image.
+
 TTS: responseModalities ["AUDIO"] with speechConfig's prebuilt voice gives inlineData audio
 made by espeak-ng: raw 16-bit PCM at 24 kHz (`audio/L16;codec=pcm;rate=24000`) by default,
 or a WAV file (`audio/wav`) when the server's tts_format is "wav".
@@ -28,7 +39,7 @@ over HTTP: POST /_fake/faults {"kind": ..., ...}):
   is not JSON), "schema" (200 with JSON that breaks the requested schema), "safety" (prompt
   blocked: promptFeedback.blockReason), "safety_finish" (a candidate with finishReason SAFETY),
   "empty" (no candidates), "max_tokens" (finishReason MAX_TOKENS, truncated text), "400"
-  (INVALID_ARGUMENT).
+  (INVALID_ARGUMENT), "off_topic" (an image request only: another subject drawn).
 An outage: `server.outage = 503` (or POST /_fake/config {"outage": 503}) answers every
 generateContent request with that 5xx status until reset. A model not in `server.models` is
 answered 404 NOT_FOUND, as Google answers a model it does not serve.
@@ -88,6 +99,7 @@ FAULT_KINDS = (
     "empty",
     "max_tokens",
     "400",
+    "off_topic",
 )
 PCM_MIME = "audio/L16;codec=pcm;rate=24000"
 SAMPLE_RATE = 24_000
@@ -103,6 +115,7 @@ DEFAULT_MODELS = (
     "gemini-3.8-pro",
     "gemini-2.5-flash",
     "gemini-2.5-flash-preview-tts",
+    "gemini-2.5-flash-image",
 )
 _AUTH_STATUS = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED"}
 _WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
@@ -149,7 +162,7 @@ class FaultQueue:
 @dataclass
 class SeenRequest:
     model: str
-    kind: str  # "text" or "audio"
+    kind: str  # "text", "audio" or "image" (a picture asked for)
     body: dict[str, Any]
     fault: str | None
     status: int = 0  # the HTTP status answered; 0 while answering, or for no answer at all
@@ -175,6 +188,10 @@ class FakeGemini:
     auth_error: int | None = None
     # A 5xx status every generateContent request gets (an outage), None for none.
     outage: int | None = None
+    # The image model draws another subject than asked on the first request of one prompt in
+    # this many (0: never); the same prompt asked again is drawn as asked.
+    off_topic_every: int = 0
+    drawn_prompts: set[str] = field(default_factory=set)
 
     def set_score(self, score: float | None) -> None:
         self.score = score
@@ -186,8 +203,10 @@ class FakeGemini:
         self.faults.clear()
         self.score, self.fields, self.usage = None, {}, {}
         self.models, self.auth_error, self.outage = list(DEFAULT_MODELS), None, None
+        self.off_topic_every = 0
         with self.lock:
             self.requests.clear()
+            self.drawn_prompts.clear()
 
     @property
     def request_count(self) -> int:
@@ -414,6 +433,8 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
             "candidates": [{"finishReason": "SAFETY", "index": 0, "safetyRatings": []}],
             "usageMetadata": _usage(billed, 0, 0),
         }
+    if "IMAGE" in modalities:
+        return _picture(state, config, prompt, billed, kind)
     images = _inline_images(body.get("contents"))
     if images:
         return _judgement(state, config, prompt, billed, images, kind)
@@ -448,6 +469,95 @@ def answer(state: FakeGemini, body: Mapping[str, Any], fault: Fault | None) -> d
             }
         ],
         "usageMetadata": _usage(billed, _tokens(text), _thoughts(config)),
+        "modelVersion": "fake-gemini",
+    }
+
+
+# --- image generation ------------------------------------------------------------------------
+
+# Gemini bills a generated 1K image as this many output tokens.
+IMAGE_OUTPUT_TOKENS = 1290
+# The aspect ratios imageConfig accepts, as (width, height); the fake draws the longer side
+# PICTURE_LONG_SIDE pixels (a real 1K image is 1024; tests want them small).
+ASPECT_RATIOS = {
+    "1:1": (1, 1), "2:3": (2, 3), "3:2": (3, 2), "3:4": (3, 4), "4:3": (4, 3),
+    "9:16": (9, 16), "16:9": (16, 9), "21:9": (21, 9),
+}  # fmt: skip
+PICTURE_LONG_SIDE = 512
+# Subjects an off-topic picture shows instead of the prompt's.
+_OTHER_SUBJECTS = ("umbrella", "giraffe", "bicycle", "teapot", "lighthouse", "cactus", "violin")
+
+
+def picture_size(aspect_ratio: str) -> tuple[int, int]:
+    """The fake's picture size for an aspect ratio (9:16: 288x512), even on both sides."""
+    w, h = ASPECT_RATIOS[aspect_ratio]
+    scale = PICTURE_LONG_SIDE / max(w, h)
+    return 2 * round(w * scale / 2), 2 * round(h * scale / 2)
+
+
+def off_topic_word(prompt: str) -> str:
+    """Another subject than the prompt's: of _OTHER_SUBJECTS, the one whose colours are
+    farthest from every subject word the prompt has, so no judge takes it for one of them."""
+    words = imagery.subject_words(prompt) or [imagery.depicted_word(prompt)]
+
+    def nearest(other: str) -> float:
+        mine = imagery.colours_of(other)
+        return min(
+            sum((a - b) ** 2 for a, b in zip(mine, imagery.colours_of(w), strict=True)) ** 0.5
+            for w in words
+        )
+
+    return max((o for o in _OTHER_SUBJECTS if o not in words), key=nearest)
+
+
+def _off_topic(state: FakeGemini, prompt: str, kind: str | None) -> bool:
+    if kind == "off_topic":
+        return True
+    every = state.off_topic_every
+    with state.lock:
+        first = prompt not in state.drawn_prompts
+        state.drawn_prompts.add(prompt)
+    return bool(every) and first and _digest(prompt, "off-topic") % every == 0
+
+
+def _picture(
+    state: FakeGemini, config: Mapping[str, Any], prompt: str, billed: str, kind: str | None
+) -> dict[str, Any]:
+    """An image model's answer: a PNG of the prompt's subject (fakes/imagery) at the asked
+    aspect ratio as inlineData, billed IMAGE_OUTPUT_TOKENS. Faults: "max_tokens" cuts the
+    image off (no image, finishReason MAX_TOKENS), "schema" answers text instead of an image,
+    "off_topic" draws another subject."""
+    image_config = _get(config, "imageConfig", "image_config") or {}
+    aspect = _get(image_config, "aspectRatio", "aspect_ratio") or "1:1"
+    if aspect not in ASPECT_RATIOS:
+        raise _BadRequest(
+            f"Invalid aspect ratio {aspect!r}: supported values are {', '.join(ASPECT_RATIOS)}."
+        )
+    if kind == "max_tokens":
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": []}}
+        return {
+            "candidates": [{**candidate, "finishReason": "MAX_TOKENS", "index": 0}],
+            "usageMetadata": _usage(billed, 0, 0),
+        }
+    if kind == "schema":
+        text = "I can describe that picture, but here are some words instead."
+        part: dict[str, Any] = {"text": text}
+        output = _tokens(text)
+    else:
+        word = imagery.depicted_word(prompt)
+        if _off_topic(state, prompt, kind):
+            word = off_topic_word(prompt)
+        png = imagery.picture_png(word, *picture_size(aspect))
+        part = {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(png).decode()}}
+        output = IMAGE_OUTPUT_TOKENS
+    usage: dict[str, Any] = _usage(billed, output, 0)
+    if "inlineData" in part:
+        usage["candidatesTokensDetails"] = [{"modality": "IMAGE", "tokenCount": output}]
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": usage,
         "modelVersion": "fake-gemini",
     }
 
@@ -711,7 +821,8 @@ class _Handler(BaseHTTPRequestHandler):
         fault = state.faults.pop()
         config = _get(body, "generationConfig", "generation_config") or {}
         modalities = _get(config, "responseModalities", "response_modalities") or []
-        kind = "audio" if "AUDIO" in [str(m).upper() for m in modalities] else "text"
+        asked = [str(m).upper() for m in modalities]
+        kind = "image" if "IMAGE" in asked else "audio" if "AUDIO" in asked else "text"
         self._seen(state, SeenRequest(match["model"], kind, body, fault.kind if fault else None))
         self._generate(state, body, fault)
 
@@ -780,6 +891,8 @@ class _Handler(BaseHTTPRequestHandler):
                     state.outage = body["outage"]
                 if "models" in body:
                     state.models = list(body["models"])
+                if "off_topic_every" in body:
+                    state.off_topic_every = int(body["off_topic_every"])
             elif path == "/_fake/reset":
                 state.reset()
             elif path == "/_fake/clear_faults":
