@@ -5,13 +5,15 @@ Every Gemini request goes through `PaidCaller.call`:
      at its estimate (an LLM call cannot be looked up); the same request that already succeeded
      returns its stored answer (never paid twice); a standing refusal answers 'refused' (no
      request is sent); else the estimate (prompt tokens estimated, images at the caller's
-     count, + max output tokens, times the model's price) is reserved under the dimension's
-     daily cap and the attempt recorded 'submitted' with the request's hash (an image's by its
-     SHA-256). No room: BudgetExhausted.
+     count, + max output tokens, times the model's price; an image model priced per image:
+     that price per image asked) is reserved under the dimension's daily cap and the attempt
+     recorded 'submitted' with the request's hash (an image's by its SHA-256). No room:
+     BudgetExhausted.
   2. the SDK call (its own retries are off; the timeout is explicit); images go before the
      text, as inline parts.
-  3. settle_paid_call with the usage metadata (thinking tokens at the output rate), or
-     release_paid_call / refuse_paid_call on a refusal (Google does not bill one), or
+  3. settle_paid_call with the usage metadata (thinking tokens at the output rate; per image:
+     the images answered), or release_paid_call / refuse_paid_call on a refusal (Google does
+     not bill one), or
      mark_paid_call_unknown when the request was sent and no answer came (timeout, dropped
      connection): the reservation stays held and the next try settles it at the estimate.
 Failure classes (the ledger records each failed attempt's class):
@@ -153,6 +155,18 @@ def _int_setting(name: str, default: int) -> int:
     return int(raw)
 
 
+def _images_in(response: types.GenerateContentResponse) -> int:
+    """The images an answer carries (inline parts of an image/* type), over its candidates."""
+    return sum(
+        1
+        for candidate in response.candidates or []
+        for part in (candidate.content.parts or [] if candidate.content else [])
+        if part.inline_data is not None
+        and str(part.inline_data.mime_type or "").startswith("image/")
+        and part.inline_data.data
+    )
+
+
 class PaidCaller:
     """Makes paid Gemini calls for one dimension under the step's fence (see module doc).
 
@@ -193,21 +207,30 @@ class PaidCaller:
         media: Sequence[tuple[bytes, str]] = (),
         media_tokens: int = 0,
         model_field: str | None = None,
+        per_image_micros: int | None = None,
     ) -> PaidResult:
         """One paid request, retried through the ledger; `parse` turns the answer into the
         value (raising InvalidModelOutput for an answer that is not usable). `media`: (bytes,
         mime type) parts sent before the text (images to understand), reserved at
         `media_tokens` prompt tokens in all and hashed by their SHA-256. `model_field`: the
         setting that names the model, for a refusal's fix (else the dimension's text or TTS
-        model field)."""
-        price = price_for(model, self.ctx.prices)
-        max_output = config.max_output_tokens
-        if not max_output:
-            raise ValueError("a paid call needs max_output_tokens: it bounds the reservation")
-        system = str(config.system_instruction or "")
-        estimate = estimate_micros(price, f"{system}\n{contents}", max_output)
-        if media:
-            estimate += cost_micros(price, media_tokens, 0, 0)
+        model field). `per_image_micros`: an image model's price per generated image, instead
+        of the token price: one image per candidate is reserved, and a billed answer is
+        settled on the images it carries, whatever its tokens."""
+        if per_image_micros is not None:
+            if per_image_micros < 0:
+                raise ValueError(f"per_image_micros must be >= 0, got {per_image_micros}")
+            price = None
+            estimate = per_image_micros * (config.candidate_count or 1)
+        else:
+            price = price_for(model, self.ctx.prices)
+            max_output = config.max_output_tokens
+            if not max_output:
+                raise ValueError("a paid call needs max_output_tokens: it bounds the reservation")
+            system = str(config.system_instruction or "")
+            estimate = estimate_micros(price, f"{system}\n{contents}", max_output)
+            if media:
+                estimate += cost_micros(price, media_tokens, 0, 0)
         wire = config.model_dump(mode="json", exclude_none=True)
         request: dict[str, Any] = {"contents": contents, "config": wire}
         if media:  # only then: the hashes of text-only calls stay what the ledger has
@@ -258,7 +281,9 @@ class PaidCaller:
                 )
             assert start.attempt_id is not None
             tries += 1
-            value, outcome = self._attempt(model, contents, config, price, estimate, parse, media)
+            value, outcome = self._attempt(
+                model, contents, config, price, estimate, parse, media, per_image_micros
+            )
             outcome = self._classified(outcome, model, config, model_field)
             spent = self._record(start.attempt_id, outcome, value if store_result else None)
             if outcome.status == "settle_ok":
@@ -365,6 +390,7 @@ class PaidCaller:
         estimate: int,
         parse: Callable[[types.GenerateContentResponse], Any],
         media: Sequence[tuple[bytes, str]] = (),
+        per_image: int | None = None,
     ) -> tuple[Any, _Outcome]:
         """The request and how its outcome is recorded (status, detail, billed micros)."""
         from google.genai import errors, types
@@ -407,8 +433,12 @@ class PaidCaller:
             prompt = usage.prompt_token_count or 0
             output = usage.candidates_token_count or 0
             thoughts = usage.thoughts_token_count or 0
-            actual = cost_micros(price, prompt, output, thoughts)
+            actual = cost_micros(price, prompt, output, thoughts) if price is not None else 0
             usage_detail = {"usage": {"prompt": prompt, "output": output, "thoughts": thoughts}}
+        if per_image is not None:  # priced per image: the images answered, whatever the tokens
+            images = _images_in(response)
+            actual = per_image * images
+            usage_detail.update(images=images, per_image_micros=per_image)
         blocked = block_reason(response)
         if blocked is not None:
             detail = {**usage_detail, "error": blocked, "blocked": True}
