@@ -100,9 +100,9 @@ def plan_motion(scene_hash: str, duration_s: float) -> Motion:
         wanted = 1.10 + 0.12 * unit(1)  # 1.10-1.22 over a scene of a few seconds
         end = min(wanted, ZOOM_PER_S**seconds, MAX_ZOOM)
         ax, ay = 0.3 + 0.4 * unit(2), 0.3 + 0.4 * unit(3)
-        zooms = (1.0, end) if kind == "zoom_in" else (end, 1.0)
-        return Motion(kind, *zooms, ax, ax, ay, ay)
-    room = 1.0 - 1.0 / PAN_ZOOM  # of the frame, what the window may travel
+        start, end = (1.0, end) if kind == "zoom_in" else (end, 1.0)
+        return Motion(kind, start, end, ax, ax, ay, ay)
+    room = 1.0 - 1.0 / PAN_ZOOM  # of the canvas, what the window may travel
     travel = min(0.6 + 0.2 * unit(1), PAN_PER_S * seconds / room)
     start = (1.0 - travel) * unit(2)
     first, last = start, start + travel
