@@ -27,6 +27,8 @@ ENDPOINT_VARS: dict[str, str] = {
     "MDAME_TELEGRAM_API_URL": "https",
     "MDAME_GOOGLE_TRENDS_ROOT_URL": "https",
     "MDAME_REDDIT_ROOT_URL": "https",
+    "MDAME_PEXELS_URL": "https",
+    "MDAME_PIXABAY_URL": "https",
 }
 
 
