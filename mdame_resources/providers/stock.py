@@ -16,11 +16,9 @@ client per StockClient (its timeouts from settings):
   backoff), then StockUnavailable (transient: a later run tries again);
 - a refused key is StockRefused (permanent, a dg.Failure that skips the retry policy),
   naming the variable and carrying the source's own words; so is any other 4xx;
-- a download goes over https only (http on a loopback address outside ENV=prod, the local
-  servers), each redirect hop checked alike, must say video/mp4, start like an MP4 and stay
-  under MDAME_STOCK_MAX_BYTES (before and while streaming), and end within
-  MDAME_STOCK_DOWNLOAD_S; a file refused so is DownloadRefused, and the next candidate is
-  tried.
+- a download goes over https only, must be an MP4 under MDAME_STOCK_MAX_BYTES and end
+  within MDAME_STOCK_DOWNLOAD_S (mdame_resources/providers/stock_files.py); a file refused
+  is DownloadRefused, and the next candidate is tried.
 No key reaches a log line or an error text: Pixabay's travels in the query, so every URL is
 written without it (display_url) and every text the sources send back is redacted.
 """
@@ -28,7 +26,6 @@ written without it (display_url) and every text the sources send back is redacte
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -42,14 +39,11 @@ from typing import Any
 import dagster as dg
 import httpx
 
-from mdame_core.settings import SettingsError, count_setting, mdame_home, seconds_setting
+from mdame_core.settings import count_setting, mdame_home, seconds_setting
 from mdame_domain.media_profile import media_profile
-from mdame_domain.mediatools import MediaToolError, MissingToolError, run_tool
-from mdame_domain.paid_calls import backoff_s, parse_retry_after
-from mdame_domain.probe import probe_media
+from mdame_domain.paid_calls import backoff_s
 from mdame_domain.redaction import display_url, redact
 from mdame_domain.stock import (
-    MP4,
     PEXELS,
     PIXABAY,
     SOURCE_NAMES,
@@ -58,19 +52,24 @@ from mdame_domain.stock import (
     StockNeed,
     StockVideo,
     answer_class,
-    clip_args,
     first_line,
     key_fix,
     parse_pexels,
     parse_pixabay,
     rate_reset,
     select,
-    trim_start,
     wait_until,
 )
 from mdame_domain.waits import NotYet
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.http_api import trusted
+from mdame_resources.providers.stock_files import (
+    DownloadFailed,
+    DownloadRefused,
+    SearchCache,
+    cut_clip,
+    download,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +134,6 @@ class StockRefused(dg.Failure):
 class StockUnavailable(RuntimeError):
     """A source failed transiently (5xx, a dropped connection, a timeout) this run's tries
     long: nothing is wrong with the request, a later run tries again."""
-
-
-class DownloadRefused(Exception):
-    """This candidate's file is refused (its scheme, type, size or content): the next
-    candidate is tried."""
 
 
 class NoStockFootage(Exception):
@@ -260,6 +254,7 @@ class StockClient:
             self.urls[source] = trusted(root, what).rstrip("/")
         self.pexels_orientation, self.per_page = pexels_orientation, per_page
         self.clock = clock
+        self._cache = SearchCache(self.settings.cache_dir, self.settings.cache_s)
         self._blocked: dict[str, datetime] = {}
         self._last_reset: dict[str, datetime] = {}
         self._http = httpx.Client(
@@ -305,45 +300,18 @@ class StockClient:
         }
         return url, params, {}
 
-    def _cache_file(self, source: str, query: str) -> Path | None:
-        folder = self.settings.cache_dir
-        if folder is None:
-            return None
-        # The endpoint is part of the key: another server's links are not these.
-        name = hashlib.sha256(
-            "\x1f".join((source, self.urls[source], query.lower(), str(self.per_page),
-                         self.pexels_orientation if source == PEXELS else "")).encode()
-        ).hexdigest()  # fmt: skip
-        return folder / f"{source}-{name[:32]}.json"
-
-    def _cached(self, source: str, query: str) -> Any:
-        path = self._cache_file(source, query)
-        if path is None or not path.exists():
-            return None
-        with contextlib.suppress(OSError, ValueError):
-            if time.time() - path.stat().st_mtime < self.settings.cache_s:
-                return json.loads(path.read_text())
-        return None
-
-    def _store(self, source: str, query: str, body: Any) -> None:
-        path = self._cache_file(source, query)
-        if path is None:
-            return
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(body))
-            os.replace(tmp, path)
-
     def search(self, source: str, query: str) -> list[StockVideo]:
         """One source's videos for `query` (from the cache when fresh). NotYet while the
         source's rate window is spent, StockUnavailable after transient failures, StockRefused
         for a refused key or request."""
         query = " ".join(query.split())
-        cached = self._cached(source, query)
+        # The endpoint is part of the key: another server's links are not these.
+        orientation = self.pexels_orientation if source == PEXELS else ""
+        key = (source, self.urls[source], query.lower(), str(self.per_page), orientation)
+        cached = self._cache.get(key)
         if cached is None:
             cached = self._search(source, query)
-            self._store(source, query, cached)
+            self._cache.put(key, cached)
         parse = parse_pexels if source == PEXELS else parse_pixabay
         return parse(cached, query)
 
@@ -465,88 +433,31 @@ class StockClient:
         part = out.with_name(f".{out.name}.download")
         try:
             size, digest = self._download_with_tries(candidate, part)
-            made = out.with_name(f".{out.name}.part.mp4")
-            try:
-                probe = probe_media(str(part))
-                start = trim_start(probe.duration_s, span_s) if start_s is None else start_s
-                if probe.duration_s + 0.05 < start + span_s:
-                    raise DownloadRefused(
-                        f"{candidate.key}: the file lasts {probe.duration_s:.2f} s, not the "
-                        f"{start + span_s:.2f} s the scene needs"
-                    )
-                run_tool(
-                    clip_args(str(part), str(made), start, span_s, width, height, fps),
-                    timeout=60.0 + 4.0 * span_s,
-                )
-            except MissingToolError:
-                raise
-            except MediaToolError as exc:  # a file ffmpeg cannot read is this candidate's
-                raise DownloadRefused(f"{candidate.key}: unreadable ({exc.reason})") from None
-            os.replace(made, out)
+            start = cut_clip(part, out, candidate.key, span_s, start_s, (width, height), fps)
         finally:
             part.unlink(missing_ok=True)
-            out.with_name(f".{out.name}.part.mp4").unlink(missing_ok=True)
         log.info("stock: %s cut to %.2f s from %.2f s: %s", candidate.key, span_s, start, out.name)
         return StockClip(out, candidate, start, span_s, size, digest)
 
     def _download_with_tries(self, candidate: StockCandidate, dest: Path) -> tuple[int, str]:
+        what = f"{candidate.key} file {display_url(candidate.url)}"
         last = ""
         for attempt in range(self.settings.transient_tries):
             if attempt:
                 time.sleep(backoff_s(attempt - 1, self.settings.backoff_s))
             try:
-                return self._download(candidate, dest)
-            except _Transient as exc:
+                return download(
+                    self._http,
+                    candidate.url,
+                    dest,
+                    self.settings.max_bytes,
+                    self.settings.download_s,
+                    what,
+                )
+            except DownloadFailed as exc:
                 last = str(exc)
                 log.warning("stock: %s (try %d)", last, attempt + 1)
         raise StockUnavailable(f"{last}, {self.settings.transient_tries} tries")
-
-    def _download(self, candidate: StockCandidate, dest: Path) -> tuple[int, str]:
-        cap, shown = self.settings.max_bytes, display_url(candidate.url)
-        what = f"{candidate.key} file {shown}"
-        try:
-            trusted(candidate.url, "stock footage file URL")
-        except SettingsError:
-            raise DownloadRefused(f"{what}: not an https URL") from None
-        started = time.monotonic()
-        digest, total = hashlib.sha256(), 0
-        try:
-            with self._http.stream("GET", candidate.url, follow_redirects=True) as response:
-                status = response.status_code
-                if status == 429 or status >= 500 or status == 408:
-                    wait = parse_retry_after(response.headers.get("Retry-After"))
-                    raise _Transient(
-                        f"{what}: HTTP {status}" + (f", retry after {wait:g} s" if wait else "")
-                    )
-                if status != 200:
-                    raise DownloadRefused(f"{what}: HTTP {status}")
-                kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-                if kind != MP4:
-                    raise DownloadRefused(f"{what}: {kind or 'no content type'}, not {MP4}")
-                length = response.headers.get("Content-Length", "")
-                if length.isdigit() and int(length) > cap:
-                    raise DownloadRefused(f"{what}: {int(length)} bytes, over the {cap}-byte cap")
-                with dest.open("wb") as sink:
-                    for block in response.iter_bytes(_BLOCK):
-                        total += len(block)
-                        if total > cap:
-                            raise DownloadRefused(f"{what}: over the {cap}-byte cap")
-                        if time.monotonic() - started > self.settings.download_s:
-                            raise _Transient(
-                                f"{what}: not whole after {self.settings.download_s:g} s"
-                            )
-                        sink.write(block)
-                        digest.update(block)
-        except SettingsError:  # a redirect to a URL it may not go to
-            raise DownloadRefused(f"{what}: redirected to a URL that is not https") from None
-        except httpx.TooManyRedirects:
-            raise DownloadRefused(f"{what}: too many redirects") from None
-        except (httpx.TransportError, httpx.StreamError) as exc:
-            raise _Transient(f"{what}: no whole answer ({type(exc).__name__})") from None
-        with dest.open("rb") as head:
-            if head.read(12)[4:8] != b"ftyp":
-                raise DownloadRefused(f"{what}: not an MP4 file")
-        return total, digest.hexdigest()
 
     # -- a scene -----------------------------------------------------------------------
     def clip_for_scene(
@@ -582,10 +493,6 @@ class StockClient:
         if fetched < max_candidates:
             stream.raise_if_waiting()
         raise NoStockFootage(queries, tried, stream.rejected)
-
-
-class _Transient(Exception):
-    pass
 
 
 def _waiting(source: str) -> str:
