@@ -45,9 +45,11 @@ without the query, the search terms and the status answered; `server.counters()`
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -212,9 +214,16 @@ _bases: dict[str, Path] = {}
 _folder: list[Path] = []
 
 
+def _temporary(prefix: str) -> Path:
+    """A temporary folder removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def _scratch() -> Path:
     if not _folder:
-        _folder.append(Path(tempfile.mkdtemp(prefix="mdame-fake-stock-")))
+        _folder.append(_temporary("mdame-fake-stock-"))
     return _folder[0]
 
 
@@ -279,7 +288,7 @@ class StockServer(LocalServer):
     LIMITS: dict[str, float] = {"rate_limit": 200, "rate_window": 3600.0}
 
     def __init__(self, state_dir: str | Path | None = None, port: int = 0, host: str = "127.0.0.1"):
-        folder = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="mdame-stock-"))
+        folder = Path(state_dir) if state_dir else _temporary(f"mdame-fake-{self.source}-")
         self.state = StockState(folder)
         self.state.load()
         self.faults = NamedFaults(FAULTS)
@@ -565,6 +574,7 @@ class StockHandler(JsonHandler):
         self._send(200, {})
 
 
-def environ_for(servers: dict[str, StockServer]) -> dict[str, str]:
-    """The MDAME_*_URL endpoint variables that point the stock provider at these servers."""
-    return {f"MDAME_{name.upper()}_URL": s.base_url.rstrip("/") for name, s in servers.items()}
+def environ_for(*servers: StockServer) -> dict[str, str]:
+    """The endpoint variables (MDAME_PEXELS_URL, MDAME_PIXABAY_URL) that point the stock
+    provider at these servers."""
+    return {f"MDAME_{s.source.upper()}_URL": s.base_url.rstrip("/") for s in servers}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import imagery, pexels, pixabay
+from fakes import imagery, pexels, pixabay, stock_common
 from fakes.pexels import FakePexels
 from fakes.pixabay import FakePixabay
 from mdame_core.settings import REPO_ROOT, SettingsError
@@ -344,7 +344,8 @@ def test_the_resource_reads_its_keys_and_endpoints_and_prod_wants_https(
     with pytest.raises(StockRefused, match="MDAME_PEXELS_API_KEY and/or MDAME_PIXABAY_API_KEY"):
         StockFootage().client()
     monkeypatch.setenv("MDAME_PEXELS_API_KEY", PEXELS_KEY)
-    monkeypatch.setenv("MDAME_PEXELS_URL", px.base_url)
+    for name, value in stock_common.environ_for(px).items():
+        monkeypatch.setenv(name, value)  # MDAME_PEXELS_URL
     monkeypatch.setenv("MDAME_STOCK_CACHE_DIR", str(tmp_path / "cache"))
     with StockFootage().client() as client:
         assert client.sources == ["pexels"] and client.search("pexels", "telescope")
