@@ -278,6 +278,7 @@ def test_downloads_over_the_cap_or_of_another_type_or_scheme_are_refused(
             ("oversize", {"bytes": 2 * 1024 * 1024}, "over the 1048576-byte cap"),
             ("oversize", {"bytes": 2 * 1024 * 1024, "chunked": True}, "over the 1048576-byte cap"),
             ("wrong_type", {}, "text/html, not video/mp4"),
+            ("oversize", {"bytes": 1000}, "not an MP4 file"),  # said video/mp4, sent zeros
         ]:
             px.faults.push(fault, **options)
             with pytest.raises(DownloadRefused, match=why):
