@@ -2,8 +2,8 @@
 
 Prepares, once: five procedural scene clips (360x640, as the offline visuals make them), an
 espeak voice of about --seconds, its captions as the renders asset builds them
-(mdame_domain.captions.build_captions over the voice's word timings, with the hook, one title
-per scene and the --dimension file's caption style), the procedural music bed, and the floor's
+(mdame_domain.captions.build_captions over the voice's word timings, with the hook and the
+--dimension file's caption style), the procedural music bed, and the floor's
 inputs: the same scenes pre-scaled to 1080x1920 in one file and the voice at 48 kHz stereo.
 
 Then, --repeats times and alternating which goes first:
@@ -43,7 +43,7 @@ from mdame_domain.audio_mix import (  # noqa: E402
     generate_procedural_bed,
     measure_mix,
 )
-from mdame_domain.captions import CaptionStyle, Cue, build_captions  # noqa: E402
+from mdame_domain.captions import CaptionStyle, build_captions  # noqa: E402
 from mdame_domain.dimensions import load_dimension_file  # noqa: E402
 from mdame_domain.encoders import video_encoder  # noqa: E402
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool  # noqa: E402
@@ -70,14 +70,6 @@ TEXT = (
 )
 PALETTE = ("#1e3a8a", "#b91c1c", "#0f766e")
 HOOK = "Did you know glass rains sideways on a faraway planet?"
-# Each scene's on-screen text, drawn as its title (the plan's on_screen_text).
-TITLES = (
-    "Glass rain, faster than sound",
-    "A deep blue world",
-    "Found in starlight",
-    "A thousand degrees",
-    "Sixty light years away",
-)
 WEIGHTS = (1.0, 1.3, 0.8, 1.1, 1.0)
 DIMENSION = Path(__file__).resolve().parent.parent / "dimensions" / "tech.yaml"
 
@@ -110,15 +102,10 @@ def _prepare(work: Path, seconds: float, style: CaptionStyle) -> tuple[RenderInp
         )
         for i, d in enumerate(durations)
     ]
-    # As the renders asset does (_render_inputs): the karaoke captions of the word timings,
-    # the hook, and each scene's title for as long as the scene.
-    starts = [sum(durations[:i]) for i in range(len(durations))]
-    titles = [
-        Cue(start, start + length, text)
-        for text, start, length in zip(TITLES, starts, durations, strict=True)
-    ]
+    # As the renders asset does (_render_inputs): the karaoke captions of the word timings and
+    # the hook (no scene titles: the title is the platform's).
     ass = work / "captions.ass"
-    ass.write_text(build_captions(voice.words, style, hook=HOOK, titles=titles).ass, "utf-8")
+    ass.write_text(build_captions(voice.words, style, hook=HOOK).ass, "utf-8")
     bed = generate_procedural_bed("bench", voice.duration_s, str(work / "bed.wav"))
     inp = RenderInput(
         clips,

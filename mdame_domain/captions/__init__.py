@@ -1,4 +1,5 @@
-"""Burned-in karaoke captions, the hook and scene titles, laid out as ASS inside the safe area.
+"""Burned-in karaoke captions and the hook, laid out as ASS inside the safe area, and what the
+rendered frames show of them.
 
 YouTube Shorts (and the other vertical players) draw their own UI over the video: the title and
 buttons at the bottom, the action rail on the right, the header at the top. Every event is laid
@@ -10,8 +11,9 @@ render, and is checked against the safe area by caption_layout_problems.
 The package: `model` (Cue, CaptionStyle, CaptionBox, CaptionTrack, CaptionLayoutError),
 `geometry` (the safe area and its regions), `ass` (ASS escaping, colours, times), `fonts` (the
 caption fonts and their metrics), `layout` (line breaking and placing a block in a region),
-`track` (build_captions) and `checks` (caption_layout_problems and caption_layout_stats).
-Import the names from here.
+`track` (build_captions, hook_end_s), `checks` (caption_layout_problems and
+caption_layout_stats) and `onscreen` (the text blocks decoded frames show: read_text_on_screen,
+text_on_screen_problems). Import the names from here.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from mdame_domain.captions.fonts import (  # noqa: F401
 from mdame_domain.captions.geometry import (  # noqa: F401
     _CAPTION_REGION,
     _HOOK_REGION,
-    _TITLE_REGION,
     SAFE_PADDING_PX,
     SHORTS_SAFE_ZONE,
     Box,
@@ -67,19 +68,29 @@ from mdame_domain.captions.model import (
     CaptionTrack,
     Cue,
 )
+from mdame_domain.captions.onscreen import (
+    MAX_TEXT_BLOCKS,
+    FrameReading,
+    TextBlock,
+    fill_colour,
+    read_text_on_screen,
+    recorded_block_problems,
+    text_on_screen_problems,
+    text_on_screen_stats,
+)
 from mdame_domain.captions.track import (  # noqa: F401
     _MAX_BRIDGED_GAP_S,
     _OUTLINE_COLOUR,
     _SENTENCE_END,
     HOOK_MAX_LINES,
-    HOOK_SECONDS,
-    TITLE_FONT_SIZE,
-    TITLE_MAX_LINES,
+    HOOK_MAX_S,
+    HOOK_MIN_S,
     _dialogue,
     _ends_sentence,
     _karaoke_bodies,
     build_captions,
     caption_groups,
+    hook_end_s,
 )
 
 __all__ = [
@@ -92,14 +103,16 @@ __all__ = [
     "Cue",
     "FONT_DIRS",
     "FontMetrics",
+    "FrameReading",
     "HOOK_MAX_LINES",
-    "HOOK_SECONDS",
+    "HOOK_MAX_S",
+    "HOOK_MIN_S",
+    "MAX_TEXT_BLOCKS",
     "MIN_FONT_SIZE",
     "SAFE_PADDING_PX",
     "SHORTS_SAFE_ZONE",
     "SafeZone",
-    "TITLE_FONT_SIZE",
-    "TITLE_MAX_LINES",
+    "TextBlock",
     "ass_colour",
     "ass_escape",
     "ass_override_colour",
@@ -111,6 +124,12 @@ __all__ = [
     "caption_layout_stats",
     "caption_regions",
     "font_file",
+    "fill_colour",
     "font_metrics",
+    "hook_end_s",
+    "read_text_on_screen",
+    "recorded_block_problems",
     "safe_box",
+    "text_on_screen_problems",
+    "text_on_screen_stats",
 ]

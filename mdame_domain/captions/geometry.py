@@ -1,5 +1,5 @@
-"""The frame's safe area (what no platform UI covers) and its split into the regions titles,
-the hook and captions may draw in."""
+"""The frame's safe area (what no platform UI covers) and its split into the regions the hook
+and captions may draw in."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def safe_box(width: int = 1080, height: int = 1920, zone: SafeZone = SHORTS_SAFE
     )
 
 
-# Vertical split of the safe area: titles at the top, the hook in the middle, captions below.
-_TITLE_REGION = (0.0, 0.3)
+# Vertical split of the safe area: the hook in the middle, captions below. The top stays clear
+# (no title is burned in: the platform shows the video's own).
 _HOOK_REGION = (0.3, 0.7)
 _CAPTION_REGION = (0.7, 1.0)
 
@@ -57,8 +57,8 @@ _CAPTION_REGION = (0.7, 1.0)
 def caption_regions(
     width: int = 1080, height: int = 1920, zone: SafeZone = SHORTS_SAFE_ZONE
 ) -> dict[str, Box]:
-    """Where titles, the hook and captions may draw: the safe area less a padding, split
-    top to bottom, horizontally symmetric so text is centred on the frame."""
+    """Where the hook and captions may draw: the safe area less a padding, split top to
+    bottom, horizontally symmetric so text is centred on the frame."""
     safe = safe_box(width, height, zone)
     padding = round(SAFE_PADDING_PX * height / 1920)
     left = max(safe.left + padding, width - (safe.right - padding))
@@ -73,7 +73,6 @@ def caption_regions(
         )
 
     return {
-        "title": band(_TITLE_REGION),
         "hook": band(_HOOK_REGION),
         "caption": band(_CAPTION_REGION),
     }

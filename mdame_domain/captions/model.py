@@ -36,10 +36,10 @@ class CaptionStyle:
 
 @dataclass(frozen=True)
 class CaptionBox:
-    """Where one caption, hook or title event is drawn, in output pixels, outline and shadow
+    """Where one caption or hook event is drawn, in output pixels, outline and shadow
     included: every pixel libass draws for it lies inside (x, y, x + w, y + h)."""
 
-    kind: str  # "caption", "hook" or "title"
+    kind: str  # "caption" or "hook"
     start_s: float
     end_s: float
     x: int

@@ -1,5 +1,9 @@
-"""build_captions: the ASS document of a render's karaoke captions, hook and scene titles, and
-the box of every event in it; caption_groups splits the word timings into cues."""
+"""build_captions: the ASS document of a render's karaoke captions and hook, and the box of every
+event in it; caption_groups splits the word timings into cues; hook_end_s says how long the
+hook stays.
+
+At most two text blocks are on screen at once: the hook, while it is said, over the captions.
+A title is the platform's (the upload's metadata), so none is burned in over them."""
 
 from __future__ import annotations
 
@@ -15,22 +19,46 @@ from mdame_domain.captions.model import (
     CaptionLayoutError,
     CaptionStyle,
     CaptionTrack,
-    Cue,
 )
 from mdame_domain.voice import WordTiming
 
 # Short gaps between cues are closed so captions do not flicker off between words.
 _MAX_BRIDGED_GAP_S = 0.25
 _SENTENCE_END = re.compile(r"[.!?]['\")\]]*$")
-TITLE_FONT_SIZE = 60
-TITLE_MAX_LINES = 3  # on-screen text is at most 8 words
-HOOK_SECONDS = 2.0
+_TOKEN = re.compile(r"\w+")
+# The hook stays while it is said (the narration opens with it), long enough to be read and
+# not past the point a viewer has heard it: MDAME_HOOK_MIN_S and MDAME_HOOK_MAX_S override.
+HOOK_MIN_S = 2.0
+HOOK_MAX_S = 5.0
 HOOK_MAX_LINES = 3
 _OUTLINE_COLOUR = "#000000"
 
 
 def _ends_sentence(word: str) -> bool:
     return bool(_SENTENCE_END.search(word))
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.casefold())
+
+
+def hook_end_s(
+    words: Sequence[WordTiming],
+    hook: str,
+    min_s: float = HOOK_MIN_S,
+    max_s: float = HOOK_MAX_S,
+) -> float:
+    """When the hook leaves the screen: when its last word has been said, if the narration
+    opens with it, kept within min_s..max_s; min_s when the narration does not open with it."""
+    if min_s <= 0 or max_s < min_s:
+        raise ValueError(f"hook seconds must be 0 < min <= max, got {min_s} and {max_s}")
+    wanted = _tokens(hook)
+    said: list[tuple[str, float]] = [(token, w.end_s) for w in words for token in _tokens(w.word)]
+    if not wanted or len(said) < len(wanted):
+        return min_s
+    if [token for token, _ in said[: len(wanted)]] != wanted:
+        return min_s
+    return min(max_s, max(min_s, said[len(wanted) - 1][1]))
 
 
 # The style defaults here share one CaptionStyle(): safe, as it is frozen.
@@ -92,15 +120,15 @@ def build_captions(
     style: CaptionStyle = CaptionStyle(),  # noqa: B008
     *,
     hook: str = "",
-    titles: Sequence[Cue] = (),
+    hook_min_s: float = HOOK_MIN_S,
+    hook_max_s: float = HOOK_MAX_S,
     width: int = 1080,
     height: int = 1920,
     zone: SafeZone = SHORTS_SAFE_ZONE,
-    title_colour: str = "#FFE082",
 ) -> CaptionTrack:
-    """Karaoke captions from the word timings (the spoken word in the highlight colour), the
-    hook in the middle for the first HOOK_SECONDS and each scene's title at the top, all laid
-    out inside the safe area; the ASS document and the box of every cue, hook and title."""
+    """Karaoke captions from the word timings (the spoken word in the highlight colour) and
+    the hook above them until it has been said (hook_end_s), laid out inside the safe area;
+    the ASS document and the box of every cue and of the hook."""
     font = style.font
     if font not in CAPTION_FONTS:
         raise CaptionLayoutError(f"font {font!r} is not one of {sorted(CAPTION_FONTS)}")
@@ -129,7 +157,6 @@ def build_captions(
         "BorderStyle, Outline, Shadow, Alignment, MarginL, MarginR, MarginV, Encoding",
         style_line("Caption", style.size, style.primary),
         style_line("Hook", style.size, style.primary),
-        style_line("Title", TITLE_FONT_SIZE, title_colour),
         "",
         "[Events]",
         "Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text",
@@ -168,15 +195,7 @@ def build_captions(
     if hook.strip():
         placed = _layout(hook, style, style.size, regions["hook"], "middle", HOOK_MAX_LINES)
         body = "\\N".join(ass_escape(line) for line in placed.lines)
-        events.append(_dialogue(2, 0.0, HOOK_SECONDS, "Hook", placed, body))
-        record("hook", 0.0, HOOK_SECONDS, placed, " ".join(hook.split()))
-    for title in titles:
-        if not title.text.strip():
-            continue
-        placed = _layout(
-            title.text, style, TITLE_FONT_SIZE, regions["title"], "top", TITLE_MAX_LINES
-        )
-        body = "\\N".join(ass_escape(line) for line in placed.lines)
-        events.append(_dialogue(1, title.start_s, title.end_s, "Title", placed, body))
-        record("title", title.start_s, title.end_s, placed, " ".join(title.text.split()))
+        until = hook_end_s(words, hook, hook_min_s, hook_max_s)
+        events.append(_dialogue(2, 0.0, until, "Hook", placed, body))
+        record("hook", 0.0, until, placed, " ".join(hook.split()))
     return CaptionTrack("\n".join([*header, *events]) + "\n", tuple(boxes))

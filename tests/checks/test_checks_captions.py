@@ -1,4 +1,4 @@
-"""caption_layout: the caption, hook and title boxes a render recorded lie inside the Shorts
+"""caption_layout: the caption and hook boxes a render recorded lie inside the Shorts
 safe area. It passes on the real render and fails, holding publishing back, when a recorded
 box leaves the area (a layout bug, simulated by editing the recorded boxes as the owner) or
 when a render recorded no boxes at all."""
@@ -10,7 +10,15 @@ import json
 import pytest
 from checkkit import evaluation, graph, materialized, not_started, problems
 
-from mdame_domain.captions import SHORTS_SAFE_ZONE, caption_layout_problems, safe_box
+from mdame_domain.captions import (
+    HOOK_MAX_S,
+    HOOK_MIN_S,
+    SHORTS_SAFE_ZONE,
+    caption_layout_problems,
+    hook_end_s,
+    safe_box,
+)
+from mdame_domain.voice import WordTiming
 
 
 def _render(rig):
@@ -45,10 +53,15 @@ def test_caption_layout_passes_on_the_real_render(rendered_rig):
     render = _render(rig)
     boxes = render.payload["caption_boxes"]
     kinds = {box["kind"] for box in boxes}
-    assert kinds == {"caption", "hook", "title"}
+    assert kinds == {"caption", "hook"}  # no scene titles: the title is the platform's
     [hook] = [b for b in boxes if b["kind"] == "hook"]
-    assert (hook["start_s"], hook["end_s"]) == (0.0, 2.0)
-    assert hook["text"] == " ".join(rig.script().payload["script"]["hook"].split())
+    written = rig.script().payload["script"]["hook"]
+    # The narration opens with the hook: it stays until it has been said.
+    voice = rig.state.get_work_unit("voice_track", rig.script().result["voice_track_id"])
+    said = hook_end_s([WordTiming(**w) for w in voice.payload["words"]], written)
+    assert hook["start_s"] == 0.0 and hook["end_s"] == round(said, 3)
+    assert HOOK_MIN_S <= said <= HOOK_MAX_S
+    assert hook["text"] == " ".join(written.split())
     assert caption_layout_problems(boxes, 1080, 1920, SHORTS_SAFE_ZONE) == []
 
     result = rig.materialize(graph(only=("renders", "publications")))

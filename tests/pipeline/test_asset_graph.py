@@ -74,6 +74,7 @@ def test_one_partition_end_to_end_then_rerun_is_a_no_op(pipeline, monkeypatch):
         "voice_present",
         "render_probe",
         "caption_layout",
+        "text_on_screen",
         # issue 11: one gate per property, all passed by a real render
         "render_format",
         "render_duration",

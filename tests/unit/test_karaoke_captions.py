@@ -1,6 +1,6 @@
 """Word-timed karaoke captions: line breaking, cue grouping, karaoke timing, the layout inside
-the Shorts safe area (measured with the font's real advance widths), the check of recorded
-boxes, and libass drawing exactly there (pixels of real frames)."""
+the Shorts safe area (measured with the font's real advance widths), the hook's time on screen,
+the check of recorded boxes, and libass drawing exactly there (pixels of real frames)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from mdame_domain.captions import (
-    HOOK_SECONDS,
+    HOOK_MAX_S,
+    HOOK_MIN_S,
+    MAX_TEXT_BLOCKS,
     MIN_FONT_SIZE,
     SHORTS_SAFE_ZONE,
     CaptionBox,
     CaptionLayoutError,
     CaptionStyle,
-    Cue,
     ass_time,
     break_lines,
     build_captions,
@@ -28,6 +29,8 @@ from mdame_domain.captions import (
     caption_regions,
     font_file,
     font_metrics,
+    hook_end_s,
+    recorded_block_problems,
     safe_box,
 )
 from mdame_domain.dimensions import (
@@ -123,22 +126,49 @@ def test_each_word_is_highlighted_from_its_spoken_start() -> None:
     assert [(b.start_s, b.end_s) for b in cue_boxes] == [(0.1, 1.9), (2.6, 3.3)]
 
 
-def test_hook_is_on_screen_for_the_first_two_seconds_and_titles_per_scene() -> None:
-    track = build_captions(
-        _timed("Did you know glass can rain sideways"),
-        STYLE,
-        hook="Did you know glass can rain sideways?",
-        titles=[Cue(0.0, 5.0, "Glass rain"), Cue(5.0, 9.0, "Faster than sound")],
-    )
-    [hook] = _events(track.ass, "Hook")
-    assert hook[:2] == ("0:00:00.00", ass_time(HOOK_SECONDS))
-    assert "glass" in hook[2]
-    assert len(_events(track.ass, "Title")) == 2
-    kinds = [b.kind for b in track.boxes]
-    assert kinds.count("hook") == 1 and kinds.count("title") == 2
+def test_the_hook_stays_while_it_is_said_over_the_captions_and_no_title_is_drawn() -> None:
+    hook = "Did you know glass can rain sideways?"
+    # The narration opens with the hook: 7 words, the last said until 0.4 * 6 + 0.32 s.
+    words = _timed(f"{hook} It happens on a planet far away from here.", step=0.4)
+    track = build_captions(words, STYLE, hook=hook)
+    [event] = _events(track.ass, "Hook")
+    said = words[6].end_s
+    assert event[:2] == ("0:00:00.00", ass_time(said)) and said > HOOK_MIN_S
+    assert "glass" in event[2]
+    # Two kinds of text only, and at most two blocks on screen at any moment.
+    assert {b.kind for b in track.boxes} == {"hook", "caption"}
+    assert "Style: Title" not in track.ass and _events(track.ass, "Title") == []
     [hook_box] = [b for b in track.boxes if b.kind == "hook"]
-    assert (hook_box.start_s, hook_box.end_s) == (0.0, HOOK_SECONDS)
+    assert (hook_box.start_s, hook_box.end_s) == (0.0, round(said, 3))
+    assert recorded_block_problems(track.boxes) == []
+    for t in [b.start_s for b in track.boxes]:
+        assert sum(1 for b in track.boxes if b.start_s <= t < b.end_s) <= MAX_TEXT_BLOCKS
     assert caption_layout_problems(track.boxes, WIDTH, HEIGHT) == []
+
+
+def test_how_long_the_hook_stays() -> None:
+    hook = "Glass rains sideways!"
+    # Said quickly: still on screen long enough to read.
+    assert hook_end_s(_timed("Glass rains sideways! Then more.", step=0.3), hook) == HOOK_MIN_S
+    # Said slowly: gone once said, capped.
+    assert hook_end_s(_timed("Glass rains sideways! Then more.", step=1.5), hook) == 4.2
+    assert hook_end_s(_timed("Glass rains sideways! Then more.", step=3.0), hook) == HOOK_MAX_S
+    # Punctuation and case aside, the narration must open with the hook's words.
+    assert hook_end_s(_timed("glass, RAINS sideways. Then", step=1.5), hook) == 4.2
+    assert hook_end_s(_timed("Today: glass rains sideways!", step=1.5), hook) == HOOK_MIN_S
+    assert hook_end_s(_timed("Glass rains", step=1.5), hook) == HOOK_MIN_S
+    # The settings' bounds, and nonsense refused.
+    assert hook_end_s(_timed("Glass rains sideways!", step=0.3), hook, 1.0, 1.5) == 1.0
+    with pytest.raises(ValueError):
+        hook_end_s([], hook, 3.0, 2.0)
+    # Three blocks recorded at once: what the layout must never produce.
+    boxes = [
+        _box(kind="hook", start_s=0.0, end_s=2.0, y=700),
+        _box(start_s=0.0, end_s=1.0),
+        _box(kind="title", start_s=0.0, end_s=5.0, y=320, text="A title"),
+    ]
+    [three] = recorded_block_problems(boxes)
+    assert three.startswith("3 text blocks recorded on screen at 0.00s") and "title" in three
 
 
 # ------------------------------------------------------------------------------------------
@@ -174,7 +204,7 @@ def test_text_is_measured_with_the_fonts_real_advance_widths() -> None:
     ],
 )
 def test_every_box_lies_inside_the_safe_area(label: str, text: str) -> None:
-    track = build_captions(_timed(text), STYLE, hook=text, titles=[Cue(0.0, 3.0, text)])
+    track = build_captions(_timed(text), STYLE, hook=text)
     assert caption_layout_problems(track.boxes, WIDTH, HEIGHT) == [], label
     safe = safe_box(WIDTH, HEIGHT)
     regions = caption_regions(WIDTH, HEIGHT)
@@ -293,9 +323,8 @@ def test_libass_draws_the_highlight_on_the_spoken_word_and_only_inside_the_boxes
         WordTiming("Pneumonoultramicroscopicsilicovolcanoconiosis", 5.0, 5.8),
     ]
     track = build_captions(
-        words, STYLE, hook="Did you know glass rains sideways on a faraway planet?",
-        titles=[Cue(0.0, 6.0, "Glass rain, faster than sound")],
-    )  # fmt: skip
+        words, STYLE, hook="Did you know glass rains sideways on a faraway planet?"
+    )
     ass_path = tmp_path / "karaoke.ass"
     ass_path.write_text(track.ass, encoding="utf-8")
     assert "Hot glass rains down" in track.boxes[0].text  # one line: the highlight moves right
@@ -308,7 +337,7 @@ def test_libass_draws_the_highlight_on_the_spoken_word_and_only_inside_the_boxes
         mask = _highlight_mask(frame)
         assert mask.sum() > 200, f"no highlighted word at {t}s"
         ys, xs = np.nonzero(mask)
-        assert ys.min() > HEIGHT // 2, "the highlight is in the caption, not the hook or title"
+        assert ys.min() > HEIGHT // 2, "the highlight is in the caption, not the hook"
         centres.append(xs.mean())
     assert centres == sorted(centres) and centres[-1] - centres[0] > 200, centres
 
@@ -327,7 +356,7 @@ def test_libass_draws_the_highlight_on_the_spoken_word_and_only_inside_the_boxes
                 allowed[box.y : box.bottom, box.x : box.right] = True
         outside = drawn & ~allowed
         assert not outside.any(), f"{int(outside.sum())} pixels drawn outside the boxes at {t}s"
-    # The hook is drawn in the first two seconds and gone after.
+    # The hook is drawn in the first two seconds (it is not said here) and gone after.
     [hook] = [b for b in track.boxes if b.kind == "hook"]
     assert _drawn(frames[0])[hook.y : hook.bottom, hook.x : hook.right].any()
     assert not _drawn(frames[-1])[hook.y : hook.bottom, hook.x : hook.right].any()

@@ -15,9 +15,10 @@ from mdame_assets.executors import render_step_tags
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
+from mdame_core.settings import seconds_setting
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
-from mdame_domain.captions import Cue, build_captions
+from mdame_domain.captions import HOOK_MAX_S, HOOK_MIN_S, build_captions
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_profile import CAPTION_FRAME, media_profile
 from mdame_domain.media_store import StoredMedia, parse_media_uri
@@ -40,6 +41,9 @@ REVIEW_CHECK = "technical"
 CONTENT_REVIEW = "content"
 # Bump when what the content review reads or asks changes.
 CONTENT_POLICY_VERSION = "render-content/1"
+# How long the hook stays on screen: while it is said, within these bounds (seconds).
+HOOK_MIN_ENV = "MDAME_HOOK_MIN_S"
+HOOK_MAX_ENV = "MDAME_HOOK_MAX_S"
 
 
 def _render_inputs(
@@ -59,16 +63,13 @@ def _render_inputs(
     durations = scene_durations(
         [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
     )
-    starts = [sum(durations[:i]) for i in range(len(durations))]
-    titles = [
-        Cue(start, start + length, scene.payload["plan"]["on_screen_text"])
-        for scene, start, length in zip(scenes, starts, durations, strict=True)
-    ]
+    # No scene titles: the title is the platform's, and the captions are the text to read.
     captions = build_captions(
         words,
         step.dimension.captions,
         hook=script.payload["script"]["hook"],
-        titles=titles,
+        hook_min_s=seconds_setting(HOOK_MIN_ENV, HOOK_MIN_S),
+        hook_max_s=seconds_setting(HOOK_MAX_ENV, HOOK_MAX_S),
         width=CAPTION_FRAME[0],
         height=CAPTION_FRAME[1],
     )
@@ -172,7 +173,8 @@ def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
 
 def on_screen_and_spoken_text(state: StateStore, script: WorkUnit) -> str:
     """What the video says and shows: the title (the hook), the spoken script (the captions
-    are its words) and every scene's on-screen text."""
+    are its words) and every scene's on-screen phrase (no longer drawn, still reviewed: it is
+    the plan's words for the scene)."""
     written = script.payload["script"]
     scenes = sorted(
         state.list_work_units("scene", script_id=script.id),
@@ -235,7 +237,8 @@ def _render_for(
         "probe": analysis.to_json(),
         "scene_durations_s": [round(d, 4) for d in used],
         "problems": technical + content["problems"],
-        # Where each caption, hook and title is drawn, for the caption_layout check.
+        # Where each caption and the hook are drawn, for the caption_layout and text_on_screen
+        # checks.
         "caption_boxes": rendered.caption_boxes,
         "caption_frame": list(CAPTION_FRAME),
         # The bed and its license, the encoder, the thumbnail.

@@ -1,4 +1,4 @@
-"""Quality gate: every caption, hook and title box a render recorded lies inside the platform's
+"""Quality gate: every caption and hook box a render recorded lies inside the platform's
 safe area (clear of the bottom UI, the right-hand button rail and the top header), and no two
 boxes on screen at once overlap. The boxes are the layout the render burned in (see
 mdame_domain.captions.build_captions)."""

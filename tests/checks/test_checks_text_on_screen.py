@@ -1,0 +1,112 @@
+"""text_on_screen: a render shows at most two text blocks at once (the hook while it is said,
+the captions), measured on its frames.
+
+A render is made here from the clipped partition: the check passes on its frames. A render
+with a third block burned in (a title over the approved render, with real ffmpeg and libass) is
+recorded as the approved file, as only a bug in the render step could: the check fails on its
+frames, whether or not the layout recorded the block, and publishing waits.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from checkkit import evaluation, graph, materialized, not_started, problems
+from psycopg.types.json import Jsonb
+
+from mdame_resources.notify import read_outbox
+
+PUBLISHING = ("renders", "publications")
+# A title as scene titles used to be drawn: the caption colours, at the top of the safe area.
+TITLE_ASS = """[Script Info]
+ScriptType: v4.00+
+PlayResX: 1080
+PlayResY: 1920
+WrapStyle: 2
+ScaledBorderAndShadow: yes
+
+[V4+ Styles]
+Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, \
+Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, \
+Shadow, Alignment, MarginL, MarginR, MarginV, Encoding
+Style: Title,DejaVu Sans,64,&H00FFFFFF,&H00FFFFFF,&H00000000,&H80000000,-1,0,0,0,100,100,0,0,\
+1,4,2,5,0,0,0,1
+
+[Events]
+Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text
+Dialogue: 1,0:00:00.00,0:10:00.00,Title,,0,0,0,,{\\an8\\pos(540,330)}Glass rain
+"""
+TITLE_BOX = {"kind": "title", "start_s": 0.0, "end_s": 600.0, "x": 300, "y": 310, "w": 480,
+             "h": 110, "text": "Glass rain"}  # fmt: skip
+
+
+def test_a_render_shows_two_blocks_at_most(clipped_rig):
+    rig = clipped_rig
+    result = rig.materialize(graph(only=("voice_tracks", *PUBLISHING)))
+
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    check = evaluation(result, "text_on_screen")
+    assert check.passed, problems(check)
+    metadata = {k: v.value for k, v in check.metadata.items()}
+    assert metadata["renders_checked"] == 1 and metadata["frames_read"] >= 10
+    assert metadata["max_blocks_seen"] == 2  # the hook over the captions, while it is said
+    assert metadata["blocks_outside_boxes"] == 0
+    [per_render] = metadata["per_render"].values()
+    assert per_render["recorded_text_seen_fraction"] >= 0.6
+    assert rig.script().state == "published"
+
+
+def _approved(rig):
+    render = rig.state.get_work_unit("render", rig.script().result["render_id"])
+    assert render.state == "approved"
+    return render, rig.store().path_for(render.payload["uri"])
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["unrecorded", "recorded"])
+def test_a_third_block_on_the_frames_fails_the_check_and_holds_publishing(
+    rendered_rig, tmp_path: Path, recorded: bool
+):
+    rig = rendered_rig
+    render, path = _approved(rig)
+    (tmp_path / "title.ass").write_text(TITLE_ASS, encoding="utf-8")
+    bad = tmp_path / "three-blocks.mp4"
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(path), "-map", "0", "-c:a", "copy",
+         "-vf", f"subtitles={tmp_path / 'title.ass'}", "-c:v", "libx264", "-preset", "veryfast",
+         "-pix_fmt", "yuv420p", "-r", "24", str(bad)],
+        check=True, timeout=300,
+    )  # fmt: skip
+    # The render-step bug: the file stored and recorded as the approved render's, its layout
+    # with or without the block.
+    stored = rig.store().put_file(bad, ".mp4")
+    boxes = [*render.payload["caption_boxes"], *([TITLE_BOX] if recorded else [])]
+    payload = {**render.payload, "uri": stored.uri, "sha256": stored.sha256,
+               "caption_boxes": boxes}  # fmt: skip
+    payload.pop("probe")
+    rig.owner_execute(
+        "UPDATE mdame.renders SET payload = %s WHERE id = %s", (Jsonb(payload), render.id)
+    )
+
+    result = rig.materialize(graph(only=PUBLISHING))
+
+    check = evaluation(result, "text_on_screen")
+    assert not check.passed
+    found = problems(check)
+    assert all(p.startswith(f"render {render.id}: ") for p in found)
+    assert any("3 text blocks on screen at 0." in p for p in found), found
+    outside = [p for p in found if "text drawn outside the recorded caption boxes" in p]
+    if recorded:
+        assert any("3 text blocks recorded on screen at 0.00s" in p for p in found), found
+        assert outside == []
+    else:
+        assert outside and not any("recorded on screen" in p for p in found)
+        assert check.metadata["blocks_outside_boxes"].value >= 1
+    assert check.metadata["max_blocks_seen"].value == 3
+    assert evaluation(result, "caption_layout").passed  # the boxes are inside the safe area
+    assert materialized(result) == {"renders"}
+    assert not_started(result, "publications") == ["publications"]
+    assert rig.state.list_work_units("publication") == []
+    (alert,) = read_outbox(rig.home / "outbox", "science")
+    assert "text_on_screen" in alert["text"]
