@@ -93,8 +93,9 @@ AS $function$
     FROM voice_tracks v LEFT JOIN finished f ON f.id = v.script_id
    WHERE v.payload ? 'uri' AND (p_uri IS NULL OR v.payload ->> 'uri' = p_uri)
   UNION ALL
-  -- Renders and their thumbnails: kept render_days after their script finished, and while
-  -- any publication of them is still in flight.
+  -- Renders, their thumbnails and contact sheets: kept render_days after their script
+  -- finished, and while any publication of them is still in flight. A contact sheet is
+  -- collected as a thumbnail: a still image of the render, as media_collections' kinds go.
   SELECT u.uri, u.kind,
          f.id IS NULL
            OR f.at > now() - make_interval(days => mdame._retention_days(p_policy, f.slug, 'render_days'))
@@ -106,7 +107,8 @@ AS $function$
     FROM renders r
     LEFT JOIN finished f ON f.id = r.script_id
     CROSS JOIN LATERAL (VALUES (r.payload ->> 'uri', 'render'),
-                               (r.payload ->> 'thumbnail_uri', 'thumbnail')) AS u (uri, kind)
+                               (r.payload ->> 'thumbnail_uri', 'thumbnail'),
+                               (r.payload ->> 'contact_sheet_uri', 'thumbnail')) AS u (uri, kind)
    WHERE u.uri IS NOT NULL AND (p_uri IS NULL OR u.uri = p_uri)
 $function$;
 REVOKE ALL ON FUNCTION mdame._media_references(p_policy jsonb, p_uri text) FROM PUBLIC, mdame_app, mdame_admin;
@@ -281,11 +283,13 @@ BEGIN
   FOR v_uri IN
     SELECT DISTINCT u FROM unnest(ARRAY[v_new ->> 'uri', v_new -> 'result' ->> 'uri',
                                         v_new -> 'payload' ->> 'uri',
-                                        v_new -> 'payload' ->> 'thumbnail_uri']) AS u
+                                        v_new -> 'payload' ->> 'thumbnail_uri',
+                                        v_new -> 'payload' ->> 'contact_sheet_uri']) AS u
      WHERE u IS NOT NULL
        AND u NOT IN (SELECT o FROM unnest(ARRAY[v_old ->> 'uri', v_old -> 'result' ->> 'uri',
                                                 v_old -> 'payload' ->> 'uri',
-                                                v_old -> 'payload' ->> 'thumbnail_uri']) AS o
+                                                v_old -> 'payload' ->> 'thumbnail_uri',
+                                                v_old -> 'payload' ->> 'contact_sheet_uri']) AS o
                       WHERE o IS NOT NULL)
   LOOP
     PERFORM mdame._media_lock(v_uri);

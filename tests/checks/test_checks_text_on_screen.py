@@ -1,14 +1,20 @@
-"""text_on_screen: a render shows at most two text blocks at once (the hook while it is said,
-the captions), measured on its frames.
+"""text_on_screen and the contact sheet: a render shows at most two text blocks at once (the
+hook while it is said, the captions), measured on its frames, and carries a contact sheet of
+its scenes, shown in the renders asset's materialization.
 
-A render is made here from the clipped partition: the check passes on its frames. A render
-with a third block burned in (a title over the approved render, with real ffmpeg and libass) is
-recorded as the approved file, as only a bug in the render step could: the check fails on its
-frames, whether or not the layout recorded the block, and publishing waits.
+A render is made here from the clipped partition (scene results carrying an engine and a
+relevance score, as the visuals chain records them): the check passes on its frames and the
+sheet labels every scene. A render with a third block burned in (a title over the approved
+render, with real ffmpeg and libass) is recorded as the approved file, as only a bug in the
+render step could: the check fails on its frames, whether or not the layout recorded the
+block, and publishing waits.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,6 +22,7 @@ import pytest
 from checkkit import evaluation, graph, materialized, not_started, problems
 from psycopg.types.json import Jsonb
 
+from mdame_domain.contact_sheet import LABEL_H, TILE_H, TILE_W, sheet_size
 from mdame_resources.notify import read_outbox
 
 PUBLISHING = ("renders", "publications")
@@ -42,8 +49,28 @@ TITLE_BOX = {"kind": "title", "start_s": 0.0, "end_s": 600.0, "x": 300, "y": 310
              "h": 110, "text": "Glass rain"}  # fmt: skip
 
 
-def test_a_render_shows_two_blocks_at_most(clipped_rig):
+def _jpeg_size(data: bytes) -> tuple[int, int]:
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "json", "-"],
+        input=data, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    [stream] = json.loads(out)["streams"]
+    return stream["width"], stream["height"]
+
+
+def test_a_render_shows_two_blocks_at_most_and_carries_its_contact_sheet(clipped_rig):
     rig = clipped_rig
+    scenes = sorted(
+        rig.state.list_work_units("scene", script_id=rig.script().id),
+        key=lambda s: s.payload["scene_index"],
+    )
+    # The visuals chain's record on the first scene: the engine and the relevance score.
+    rig.owner_execute(
+        "UPDATE mdame.scenes SET result = result || %s WHERE id = %s",
+        (Jsonb({"engine": "stock", "relevance": {"score": 0.87, "reason": "shows it"}}),
+         scenes[0].id),
+    )  # fmt: skip
+
     result = rig.materialize(graph(only=("voice_tracks", *PUBLISHING)))
 
     assert result.success, [e.message for e in result.all_events if e.is_failure]
@@ -56,6 +83,28 @@ def test_a_render_shows_two_blocks_at_most(clipped_rig):
     [per_render] = metadata["per_render"].values()
     assert per_render["recorded_text_seen_fraction"] >= 0.6
     assert rig.script().state == "published"
+
+    # The sheet: stored, named by the render, a tile per scene labelled from its result.
+    render = rig.state.get_work_unit("render", rig.script().result["render_id"])
+    payload = render.payload
+    jpeg = rig.store().verified_path(payload["contact_sheet_uri"], payload["contact_sheet_sha256"])
+    data = jpeg.read_bytes()
+    assert data[:3] == b"\xff\xd8\xff" and len(data) < 200_000
+    assert _jpeg_size(data) == sheet_size(len(scenes))
+    assert sheet_size(len(scenes))[0] == min(5, len(scenes)) * TILE_W
+    assert sheet_size(len(scenes))[1] % (TILE_H + LABEL_H) == 0
+    tiles = payload["contact_sheet_scenes"]
+    assert [t["index"] for t in tiles] == [s.payload["scene_index"] for s in scenes]
+    assert (tiles[0]["engine"], tiles[0]["score"]) == ("stock", 0.87)
+    assert all(t["engine"] is None and t["score"] is None for t in tiles[1:])
+    frames = [t["frame"] for t in tiles]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames)
+    # ... and shown in the renders materialization: its path, and the image inline.
+    [mat] = result.asset_materializations_for_node("renders")
+    assert mat.metadata["contact_sheet"].value == rig.store().location(payload["contact_sheet_uri"])
+    inline = re.findall(r"\]\(data:image/jpeg;base64,([A-Za-z0-9+/=]+)\)",
+                        mat.metadata["contact_sheets"].value)  # fmt: skip
+    assert [base64.b64decode(b) for b in inline] == [data]
 
 
 def _approved(rig):

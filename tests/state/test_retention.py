@@ -119,10 +119,19 @@ class _Rows:
             "voice_tracks", "ready", {"uri": uri, "sha256": sha}, {"script_id": script}, 0
         )
 
-    def render(self, script: int, uri: str, sha: str, thumb: tuple[str, str] | None) -> int:
+    def render(
+        self,
+        script: int,
+        uri: str,
+        sha: str,
+        thumb: tuple[str, str] | None,
+        sheet: tuple[str, str] | None = None,
+    ) -> int:
         payload = {"uri": uri, "sha256": sha}
         if thumb:
             payload |= {"thumbnail_uri": thumb[0], "thumbnail_sha256": thumb[1]}
+        if sheet:
+            payload |= {"contact_sheet_uri": sheet[0], "contact_sheet_sha256": sheet[1]}
         return self._unit("renders", "approved", payload, {"script_id": script}, 0)
 
     def publication(self, script: int, render: int, state: str, age_days: float) -> int:
@@ -144,12 +153,15 @@ def seed(owner: psycopg.Connection, store: MediaStore, tmp: Path) -> Seeded:
         objs[name] = _put(store, tmp, name, suffix)
         return objs[name][0], objs[name][1]
 
-    # Published 40 days ago: clip (cache expired), voice, render and thumbnail all go.
+    # Published 40 days ago: clip (cache expired), voice, render, thumbnail and contact sheet
+    # all go.
     old = rows.script("published", 40)
     rows.scene(old, *obj("clip_old", ".mp4"))
     rows.cache(*obj("clip_old", ".mp4"), live=False)
     rows.voice(old, *obj("voice_old", ".wav"))
-    render = rows.render(old, *obj("render_old", ".mp4"), obj("thumb_old", ".jpg"))
+    render = rows.render(
+        old, *obj("render_old", ".mp4"), obj("thumb_old", ".jpg"), obj("sheet_old", ".jpg")
+    )
     rows.publication(old, render, "published", 40)
     # A clip the old script shares with a script still in progress: kept.
     shared = obj("clip_shared", ".mp4")
@@ -172,7 +184,9 @@ def seed(owner: psycopg.Connection, store: MediaStore, tmp: Path) -> Seeded:
     rows.scene(live, *shared)
     rows.scene(live, *obj("clip_live", ".mp4"))
     rows.voice(live, *obj("voice_live", ".wav"))
-    render = rows.render(live, *obj("render_live", ".mp4"), obj("thumb_live", ".jpg"))
+    render = rows.render(
+        live, *obj("render_live", ".mp4"), obj("thumb_live", ".jpg"), obj("sheet_live", ".jpg")
+    )
     rows.publication(live, render, "pending", 100)
 
     # Halted long ago (a voice retry may bring it back): its clip stays.
@@ -186,7 +200,7 @@ def seed(owner: psycopg.Connection, store: MediaStore, tmp: Path) -> Seeded:
     # Stored but named by no row (a step stored it and has not recorded it yet): never.
     obj("orphan", ".mp4")
 
-    collectable = {"clip_old", "voice_old", "render_old", "thumb_old", "clip_recent"}
+    collectable = {"clip_old", "voice_old", "render_old", "thumb_old", "sheet_old", "clip_recent"}
     collectable.add("voice_failed")
     return Seeded(
         {name: uri for name, (uri, _, _) in objs.items()},
@@ -228,6 +242,7 @@ def test_policy_decides_collectable_and_housekeeping_deletes_exactly_that(
         and "renders kept 30 days" in reasons["render_old"].reason
     )
     assert reasons["thumb_old"].kind == "thumbnail"
+    assert reasons["sheet_old"].kind == "thumbnail"  # a contact sheet: an image of the render
 
     report = collect_media(state, store, POLICY, "test")
     assert {by_uri[item["uri"]] for item in report.collected} == seeded.collectable

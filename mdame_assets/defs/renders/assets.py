@@ -1,5 +1,7 @@
 """renders: one video encode per script: scene clips, voice over a ducked music bed (two-pass
-loudnorm: an audio-only measurement, then the encode), burned-in captions; and the thumbnail."""
+loudnorm: an audio-only measurement, then the encode), burned-in captions and hook; the
+thumbnail; and the contact sheet (a frame of every scene, labelled), shown in the
+materialization."""
 
 import hashlib
 import json
@@ -19,6 +21,13 @@ from mdame_core.settings import seconds_setting
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
 from mdame_domain.captions import HOOK_MAX_S, HOOK_MIN_S, build_captions
+from mdame_domain.contact_sheet import (
+    SHEET_RECIPE_VERSION,
+    SheetScene,
+    inline_markdown,
+    render_contact_sheet,
+    sheet_scenes,
+)
 from mdame_domain.encoders import video_encoder
 from mdame_domain.media_profile import CAPTION_FRAME, media_profile
 from mdame_domain.media_store import StoredMedia, parse_media_uri
@@ -48,9 +57,9 @@ HOOK_MAX_ENV = "MDAME_HOOK_MAX_S"
 
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
-) -> tuple[RenderInput, str, MusicTrack, list[dict]]:
-    """What ffmpeg needs, the digest of those inputs' contents, the music bed and the caption
-    boxes."""
+) -> tuple[RenderInput, str, MusicTrack, list[dict], list[SheetScene]]:
+    """What ffmpeg needs, the digest of those inputs' contents, the music bed, the caption
+    boxes and the contact sheet's tiles."""
     store = media.store()
     voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
@@ -106,16 +115,24 @@ def _render_inputs(
         music_volume_db=inputs.music_volume_db,
         encoder=inputs.encoder,
     )
-    return inputs, digest, bed, [box.to_json() for box in captions.boxes]
+    tiles = sheet_scenes(
+        [int(s.payload["scene_index"]) for s in scenes],
+        inputs.scene_durations_s,
+        inputs.fps,
+        [s.result for s in scenes],
+    )
+    return inputs, digest, bed, [box.to_json() for box in captions.boxes], tiles
 
 
 @dataclass(frozen=True)
 class RenderedFile:
-    """A script's stored render and thumbnail, what they were made from, and where the
-    captions are drawn."""
+    """A script's stored render, thumbnail and contact sheet, what they were made from, and
+    where the captions are drawn."""
 
     video: StoredMedia
     thumbnail: StoredMedia
+    contact_sheet: StoredMedia
+    sheet_tiles: list[SheetScene]
     inputs: RenderInput
     inputs_digest: str
     bed: MusicTrack
@@ -127,12 +144,12 @@ class RenderedFile:
 def _rendered_file(
     step: Step, script: WorkUnit, media: MediaStoreResource, key: str
 ) -> RenderedFile:
-    """The stored MP4 and thumbnail for this script: reused when the same inputs were
-    rendered before."""
+    """The stored MP4, thumbnail and contact sheet for this script: reused when the same
+    inputs were rendered before."""
     # The captions, the generated bed, ffmpeg's output and the thumbnail are scratch: the
     # stored copies are what later steps read, so the folder goes whatever happens.
     with media.scratch_space(f"render-{key[:16]}") as work:
-        inputs, digest, bed, boxes = _render_inputs(step, script, media, work)
+        inputs, digest, bed, boxes, tiles = _render_inputs(step, script, media, work)
         store = media.store()
         stored = store.find_derived("render", digest)
         picture = None
@@ -154,7 +171,16 @@ def _rendered_file(
             jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
             thumbnail = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("thumbnail", thumb_digest, thumbnail)
-    return RenderedFile(stored, thumbnail, inputs, digest, bed, boxes, picture)
+        # The labels are part of the sheet: a scene judged again gets a new one.
+        sheet_digest = hashlib.sha256(
+            json.dumps([SHEET_RECIPE_VERSION, stored.sha256, [t.to_json() for t in tiles]]).encode()
+        ).hexdigest()
+        sheet = store.find_derived("contact_sheet", sheet_digest)
+        if sheet is None:
+            jpeg = render_contact_sheet(str(stored.path), tiles, str(work / "sheet.jpg"), work)
+            sheet = store.put_file(jpeg, ".jpg", registry=step.state)
+            store.remember_derived("contact_sheet", sheet_digest, sheet)
+    return RenderedFile(stored, thumbnail, sheet, tiles, inputs, digest, bed, boxes, picture)
 
 
 def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
@@ -250,6 +276,9 @@ def _render_for(
         },
         "thumbnail_uri": rendered.thumbnail.uri,
         "thumbnail_sha256": rendered.thumbnail.sha256,
+        "contact_sheet_uri": rendered.contact_sheet.uri,
+        "contact_sheet_sha256": rendered.contact_sheet.sha256,
+        "contact_sheet_scenes": [t.to_json() for t in rendered.sheet_tiles],
     }
     reviews = [
         {
@@ -268,7 +297,7 @@ def _render_for(
         lambda: step.state.record_reviewed_render(script.id, key, payload, reviews),
         [
             (item.path, parse_media_uri(item.uri)[1])
-            for item in (stored, rendered.thumbnail)
+            for item in (stored, rendered.thumbnail, rendered.contact_sheet)
             if item.path.is_file()
         ],
     )
@@ -276,7 +305,30 @@ def _render_for(
         raise dg.Failure(
             f"render of script {script.id} rejected: {payload['problems']}", allow_retries=False
         )
-    return {"uri": payload["uri"], "duration_s": payload["duration_s"]}
+    return {
+        "uri": payload["uri"],
+        "duration_s": payload["duration_s"],
+        "contact_sheet_uri": payload["contact_sheet_uri"],
+    }
+
+
+def _sheets_metadata(media: MediaStoreResource, done: dict[str, dict]) -> dict[str, Any]:
+    """The contact sheets of the renders made now: the first's path, and every sheet inline
+    (a data URI each, while under contact_sheet.INLINE_MAX_BYTES; else named by its path)."""
+    if not done:
+        return {}
+    store = media.store()
+    lines = []
+    for script_id, entry in done.items():
+        uri = entry["contact_sheet_uri"]
+        jpeg = store.verified_path(uri, parse_media_uri(uri)[0]).read_bytes()
+        image = inline_markdown(jpeg, f"script {script_id}")
+        lines += [f"**script {script_id}**", "", image or f"`{store.location(uri)}`", ""]
+    first = next(iter(done.values()))["contact_sheet_uri"]
+    return {
+        "contact_sheet": dg.MetadataValue.path(store.location(first)),
+        "contact_sheets": dg.MetadataValue.md("\n".join(lines)),
+    }
 
 
 @dg.asset(
@@ -292,7 +344,8 @@ def renders(
     media: MediaStoreResource,
     safety: SafetyClassifierResource,
 ) -> dg.MaterializeResult:
-    """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash."""
+    """1080x1920 H.264/AAC MP4s with captions in the safe zone, reviewed against their hash,
+    and a contact sheet of each (a frame of every scene) shown here."""
     with pipeline_step(context, state.get_client(), "renders") as step:
         # A clip that vanished or rotted since voicing goes back to the GPU queue first; a
         # render that did so before anything was published from it is rendered again now.
@@ -310,5 +363,6 @@ def renders(
             "renders_requeued": rerendered,
             "renders": done,
             "preview": dg.MetadataValue.path(media.store().location(preview)) if preview else "",
+            **_sheets_metadata(media, done),
         }
     )
