@@ -3,7 +3,8 @@
 It materializes video_stats (today's partition) and strategic_audit (the current week) for
 every active dimension, in this process and recorded in the Dagster instance (so the runs and
 the report's metadata show up in `make ui`), then writes a readable copy of each stored report
-under $MDAME_HOME/reports/<week>/ (Markdown with the PNGs beside it).
+under $MDAME_HOME/reports/<week>/ (Markdown with its images beside it: the plots' PNGs and the
+week's videos' contact sheets).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_par
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
 from mdame_domain.audit import Week
+from mdame_domain.media_store import MediaProblem
 from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.media import MediaStoreResource
 
@@ -28,7 +30,8 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def export_report(state: StateStore, dimension: str, week: Week, folder: Path) -> Path | None:
-    """The stored report as <folder>/<dimension>.md with its PNGs beside it; None if none."""
+    """The stored report as <folder>/<dimension>.md with its images beside it (the plots, and
+    the contact sheets still stored); None if none."""
     report = state.get_report(dimension, week.start)
     if report is None:
         return None
@@ -37,7 +40,11 @@ def export_report(state: StateStore, dimension: str, week: Week, folder: Path) -
     text = report.markdown
     for image in report.images:
         name = f"{dimension}-{image['name']}"
-        source = store.verified_path(image["uri"], image["sha256"])
+        try:
+            source = store.verified_path(image["uri"], image["sha256"])
+        except MediaProblem:
+            # A contact sheet goes with its render (retention): the report still names it.
+            continue
         (folder / name).write_bytes(source.read_bytes())
         text = text.replace(f"]({image['uri']})", f"]({name})")
     path = folder / f"{dimension}.md"

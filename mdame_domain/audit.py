@@ -39,6 +39,9 @@ STAGE_SPANS = {
 }
 STAGES = ("scripts", *STAGE_SPANS)
 OTHER_CATEGORY = "other"
+# The most contact sheets a report carries (the latest videos'): with its three plots, within
+# the 20 images a stored report may name.
+MAX_REPORT_SHEETS = 14
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,28 @@ def weekly_metrics(
     }
 
 
+def week_contact_sheets(
+    facts: Mapping[str, Any], week: Week, limit: int = MAX_REPORT_SHEETS
+) -> list[dict[str, str]]:
+    """The contact sheets of the videos published in the week (the latest `limit`), as report
+    images: name (sheet-<publication id>.jpg), uri, sha256 and a caption."""
+    sheets = []
+    for video in facts["videos"]:
+        sheet = video.get("contact_sheet")
+        if not sheet or not week.start <= video["published_on"] <= week.end:
+            continue
+        sheets.append(
+            {
+                "name": f"sheet-{video['publication_id']}.jpg",
+                "uri": str(sheet["uri"]),
+                "sha256": str(sheet["sha256"]),
+                "caption": f"video {video['publication_id']}, "
+                f"published {video['published_on'].isoformat()}",
+            }
+        )
+    return sheets[-limit:] if limit > 0 else []
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
@@ -259,9 +284,15 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def report_markdown(dimension: str, metrics: Mapping[str, Any], images: Sequence[str] = ()) -> str:
+def report_markdown(
+    dimension: str,
+    metrics: Mapping[str, Any],
+    images: Sequence[str] = (),
+    sheets: Sequence[tuple[str, str]] = (),
+) -> str:
     """The report as Markdown (GitHub-flavoured tables). `images` are Markdown image targets
-    (URIs or data URIs) placed at the end, one per plot."""
+    (URIs or data URIs) placed at the end, one per plot; `sheets` the week's videos' contact
+    sheets, (caption, target) each, before them."""
     m = metrics
     hook = m["hook_scores"]
     lines = [
@@ -314,6 +345,17 @@ def report_markdown(dimension: str, metrics: Mapping[str, Any], images: Sequence
     lines += [f"- {kind}: {_size(n)}" for kind, n in sorted(disk.items())] or [
         "- not measured (no disk-usage function in this build)"
     ]
+    if sheets:
+        lines += [
+            "",
+            "## Contact sheets",
+            "",
+            f"{len(sheets)} of the week's published videos (the latest {MAX_REPORT_SHEETS} at "
+            "most): a frame of every scene, with its engine and relevance score (the images "
+            "are in the UI's copy of this report and in `mdame report`'s).",
+            "",
+        ]
+        lines += [f"![{caption}]({target})" for caption, target in sheets]
     if images:
         lines += ["", "## Plots", ""]
         lines += [f"![plot {i + 1}]({target})" for i, target in enumerate(images)]

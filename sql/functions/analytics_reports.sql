@@ -211,10 +211,16 @@ BEGIN
       SELECT jsonb_agg(jsonb_build_object(
                'publication_id', p.id, 'published_on', t.partition_date,
                'keywords', coalesce(t.payload -> 'keywords', '[]'),
-               'views', last.views, 'likes', last.likes) ORDER BY p.id)
+               'views', last.views, 'likes', last.likes,
+               -- The render's contact sheet (a frame of every scene), for the report.
+               'contact_sheet', CASE WHEN r.payload ? 'contact_sheet_uri' THEN
+                   jsonb_build_object('uri', r.payload ->> 'contact_sheet_uri',
+                                      'sha256', r.payload ->> 'contact_sheet_sha256') END)
+               ORDER BY p.id)
         FROM publications p
         JOIN scripts s ON s.id = p.script_id
         JOIN topics t ON t.id = s.topic_id
+        LEFT JOIN renders r ON r.id = p.render_id
         LEFT JOIN LATERAL (
              SELECT v.views, v.likes FROM video_stats v
               WHERE v.publication_id = p.id AND v.day <= p_last_day

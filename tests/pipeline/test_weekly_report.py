@@ -115,18 +115,38 @@ def test_the_weekly_report_of_the_demo_partition(published, telegram_env) -> Non
     assert metrics["scene_cache_hit_rate"] is not None
     assert metrics["quota_used"] == 0  # the outbox is not a metered channel
     assert report.markdown.startswith(f"# Strategic Auditor: {RENDERED_DIMENSION}, week")
-    assert [i["name"] for i in report.images] == ["views.png", "latency.png", "categories.png"]
+    [publication] = state.list_work_units("publication")
+    sheet_name = f"sheet-{publication.id}.jpg"
+    names = [i["name"] for i in report.images]
+    assert names == ["views.png", "latency.png", "categories.png", sheet_name]
     store = MediaStoreResource().store()
-    for image in report.images:
+    for image in report.images[:3]:
         png = store.verified_path(image["uri"], image["sha256"]).read_bytes()
         assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
         assert f"]({image['uri']})" in report.markdown
+    # The published video's contact sheet: its render's, in the report's own section.
+    render = state.get_work_unit("render", publication.refs["render_id"])
+    sheet = report.images[3]
+    assert (sheet["uri"], sheet["sha256"]) == (
+        render.payload["contact_sheet_uri"],
+        render.payload["contact_sheet_sha256"],
+    )
+    jpeg = store.verified_path(sheet["uri"], sheet["sha256"]).read_bytes()
+    assert jpeg.startswith(b"\xff\xd8\xff")
+    assert f"![video {publication.id}, published {RENDERED_DAY}]({sheet['uri']})" in (
+        report.markdown
+    )
+    assert "## Contact sheets" in report.markdown
 
-    # Dagster metadata: the Markdown with the plots inline (data URIs the UI renders).
+    # Dagster metadata: the Markdown with the plots and the sheet inline (data URIs the UI
+    # renders).
     [mat] = audit.asset_materializations_for_node("strategic_audit")
     text = mat.metadata["report"].value
     inline = re.findall(r"\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", text)
     assert len(inline) == 3 and all(base64.b64decode(b).startswith(PNG_SIGNATURE) for b in inline)
+    [inline_sheet] = re.findall(r"\]\(data:image/jpeg;base64,([A-Za-z0-9+/=]+)\)", text)
+    assert base64.b64decode(inline_sheet) == jpeg
+    assert mat.metadata["contact_sheets"].value == 1
 
     # Telegram: the text (<= 4,096 per message), then one photo per plot (caption <= 1,024),
     # delivered although the first request got a 429.
@@ -150,4 +170,6 @@ def test_the_weekly_report_of_the_demo_partition(published, telegram_env) -> Non
     assert len(lines) >= 4 and "Strategic Auditor" in json.loads(lines[0])["text"]
     exported = export_report(state, RENDERED_DIMENSION, WEEK, home / "reports")
     assert exported is not None and (exported.parent / f"{RENDERED_DIMENSION}-views.png").exists()
+    copied = exported.parent / f"{RENDERED_DIMENSION}-{sheet_name}"
+    assert copied.read_bytes() == jpeg and f"]({copied.name})" in exported.read_text()
     assert date.fromisoformat(metrics["week_end"]) == RENDERED_DAY

@@ -20,6 +20,7 @@ from mdame_domain.audit import (
     relative_change,
     report_markdown,
     split_message,
+    week_contact_sheets,
     weekly_metrics,
 )
 from mdame_domain.report_plots import PNG_SIGNATURE, render_plots
@@ -202,3 +203,48 @@ def test_an_empty_week_still_makes_a_report() -> None:
     assert m["disk_bytes"] == {}
     assert "not measured" in report_markdown("science", m)
     assert all(p.png.startswith(PNG_SIGNATURE) for p in render_plots("science", m))
+
+
+def test_the_weeks_contact_sheets_go_in_the_report() -> None:
+    from mdame_assets.defs.auditor.assets import telegram_text
+
+    def video(pid: int, day: date, sheet: bool) -> dict:
+        found = {"uri": f"media://sha256/{pid:064x}.jpg", "sha256": f"{pid:064x}"}
+        return {
+            "publication_id": pid,
+            "published_on": day,
+            "contact_sheet": found if sheet else None,
+        }
+
+    facts = {
+        "videos": [
+            video(1, MONDAY - timedelta(days=1), True),  # the week before
+            video(2, MONDAY, True),
+            video(3, MONDAY + timedelta(days=2), False),  # a render made before sheets
+            *(video(10 + i, MONDAY + timedelta(days=6), True) for i in range(15)),
+        ]
+    }
+    sheets = week_contact_sheets(facts, Week(MONDAY))
+    assert len(sheets) == 14  # the latest: with three plots, within a report's 20 images
+    assert [s["name"] for s in sheets[:2]] == ["sheet-11.jpg", "sheet-12.jpg"]
+    assert sheets[0] == {
+        "name": "sheet-11.jpg",
+        "uri": f"media://sha256/{11:064x}.jpg",
+        "sha256": f"{11:064x}",
+        "caption": "video 11, published 2026-11-29",
+    }
+    assert [s["name"] for s in week_contact_sheets(facts, Week(MONDAY), 20)][:1] == ["sheet-2.jpg"]
+
+    empty = {
+        "scripts": [], "transitions": [], "topics": [], "trends": 0, "safety": [],
+        "spent_micros": 0, "quota": {}, "scenes": [], "gpu_seconds": 0, "videos": [],
+        "daily": [],
+    }  # fmt: skip
+    m = weekly_metrics(empty, Week(MONDAY), budget_usd_per_day=1.0, hook_threshold=0.7)
+    text = report_markdown("science", m, ["media://p.png"], [("video 2, published x", "media://s")])
+    assert text.index("## Contact sheets") < text.index("## Plots")
+    assert "![video 2, published x](media://s)" in text
+    # The chat gets the words, not the images: the section says where the sheets are.
+    chat = telegram_text(text)
+    assert "![" not in chat and "## Plots" not in chat
+    assert "## Contact sheets" in chat and "a frame of every scene" in chat

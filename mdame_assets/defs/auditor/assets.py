@@ -8,10 +8,12 @@ asset downstream) tunes one dimension from that dimension's report.
 Per run: the week's facts are read from PostgreSQL (StateStore.auditor_facts), the metrics
 computed (mdame_domain.audit), three PNG plots drawn (mdame_domain.report_plots), the PNGs put in
 the media store and the report stored (store_report under the dimension's pipeline lock: a
-re-run replaces it), then delivered:
-Dagster metadata (the Markdown with the plots inline as data URIs, which the UI renders) and
-Telegram (sendMessage in pieces of <= 4,096 characters, one sendPhoto per plot with a caption
-of <= 1,024) through the notifier resource.
+re-run replaces it) with the contact sheets of the week's published videos (already in the media
+store, named by their renders), then delivered:
+Dagster metadata (the Markdown with the plots and sheets inline as data URIs, which the UI
+renders; sheets past SHEETS_INLINE_MAX_BYTES in all are named by their path) and Telegram
+(sendMessage in pieces of <= 4,096 characters, one sendPhoto per plot with a caption of
+<= 1,024) through the notifier resource.
 """
 
 import base64
@@ -24,8 +26,15 @@ import dagster as dg
 from mdame_assets.partitions import days_of_week, week_of, weekly_dimension_partitions
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
-from mdame_domain.audit import Week, report_markdown, split_message, weekly_metrics
+from mdame_domain.audit import (
+    Week,
+    report_markdown,
+    split_message,
+    week_contact_sheets,
+    weekly_metrics,
+)
 from mdame_domain.dimensions import dimension_from_json
+from mdame_domain.media_store import MediaProblem, MediaStore
 from mdame_domain.report_plots import Plot, render_plots
 from mdame_domain.retention import disk_usage_by_kind
 from mdame_pipeline.locks import held_lock
@@ -36,6 +45,8 @@ from mdame_resources.state import StateStoreResource
 AUDITOR_GROUP = "operations"
 TELEGRAM_TEXT_LIMIT = 4096
 TELEGRAM_CAPTION_LIMIT = 1024
+# The most contact-sheet bytes inlined in the report's metadata (Dagster keeps every event's).
+SHEETS_INLINE_MAX_BYTES = 512 * 1024
 
 
 class Notifier(Protocol):
@@ -52,7 +63,8 @@ def disk_bytes(home: Path) -> dict[str, int]:
 
 
 def telegram_text(markdown: str) -> str:
-    """The report for a chat: the Markdown without its image lines (sent as photos)."""
+    """The report for a chat: the Markdown without its image lines (the plots are sent as
+    photos; the contact sheets stay in the stored report and the UI)."""
     lines = [line for line in markdown.splitlines() if not line.startswith("![")]
     while lines and lines[-1] in ("", "## Plots"):
         lines.pop()
@@ -78,8 +90,9 @@ def _data_uri(png: bytes) -> str:
 
 def build_report(
     client: StateStore, dimension_slug: str, week: Week, home: Path
-) -> tuple[dict[str, Any], list[Plot]]:
-    """The week's metrics and plots for one dimension."""
+) -> tuple[dict[str, Any], list[Plot], list[dict[str, str]]]:
+    """The week's metrics, plots and contact sheets (audit.week_contact_sheets) for one
+    dimension."""
     row = client.get_dimension(dimension_slug)
     if row is None:
         raise dg.Failure(
@@ -94,7 +107,26 @@ def build_report(
         hook_threshold=config.hook_threshold,
         disk_bytes=disk_bytes(home),
     )
-    return metrics, render_plots(dimension_slug, metrics)
+    return metrics, render_plots(dimension_slug, metrics), week_contact_sheets(facts, week)
+
+
+def _sheet_targets(store: MediaStore, sheets: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """(caption, target) per sheet for the metadata copy: a data URI while the inlined bytes
+    stay under SHEETS_INLINE_MAX_BYTES, else the sheet's path; a sheet no longer stored is
+    left out."""
+    targets, inlined = [], 0
+    for sheet in sheets:
+        try:
+            jpeg = store.verified_path(sheet["uri"], sheet["sha256"]).read_bytes()
+        except MediaProblem:
+            continue  # collected with its render since: the stored report still names it
+        if inlined + len(jpeg) <= SHEETS_INLINE_MAX_BYTES:
+            inlined += len(jpeg)
+            target = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+        else:
+            target = store.location(sheet["uri"])
+        targets.append((sheet["caption"], target))
+    return targets
 
 
 @dg.asset(
@@ -102,8 +134,8 @@ def build_report(
     group_name=AUDITOR_GROUP,
     deps=[dg.AssetDep("video_stats", partition_mapping=days_of_week)],
     kinds={"postgres", "telegram"},
-    description="The Strategic Auditor's weekly report per dimension: metrics, Markdown and "
-    "plots, stored in mdame.reports and sent to Telegram.",
+    description="The Strategic Auditor's weekly report per dimension: metrics, Markdown, "
+    "plots and the week's videos' contact sheets, stored in mdame.reports and sent to Telegram.",
 )
 def strategic_audit(
     context: dg.AssetExecutionContext,
@@ -114,7 +146,7 @@ def strategic_audit(
     week_start, dimension = week_of(context)
     week = Week(week_start)
     client = state.get_client()
-    metrics, plots = build_report(client, dimension, week, mdame_home())
+    metrics, plots, sheets = build_report(client, dimension, week, mdame_home())
 
     store = media.store()
     scratch = media.scratch_dir("auditor")
@@ -125,8 +157,15 @@ def strategic_audit(
         stored = store.put_file(path, ".png")
         path.unlink(missing_ok=True)
         images.append({"name": plot.name, "uri": stored.uri, "sha256": stored.sha256})
+    # The sheets are stored already (with their renders): the report names them.
+    images += [{k: sheet[k] for k in ("name", "uri", "sha256")} for sheet in sheets]
     # The stored Markdown points at the media store; the metadata copy carries the images.
-    stored_md = report_markdown(dimension, metrics, [i["uri"] for i in images])
+    stored_md = report_markdown(
+        dimension,
+        metrics,
+        [i["uri"] for i in images[: len(plots)]],
+        [(sheet["caption"], sheet["uri"]) for sheet in sheets],
+    )
     # Stored under the dimension's lock, like every stage's work: a run whose lock moved on
     # writes nothing (the Adaptive Engine appends to the same report under it).
     with held_lock(client, dimension, f"{context.run.run_id}:strategic_audit") as fenced:
@@ -135,14 +174,20 @@ def strategic_audit(
 
     context.log.info(
         f"strategic_audit {dimension} week {week.start}: report {report_id}, "
-        f"{metrics['videos_published']} videos, {sent['messages']} messages, "
-        f"{sent['photos']} photos"
+        f"{metrics['videos_published']} videos, {len(sheets)} contact sheets, "
+        f"{sent['messages']} messages, {sent['photos']} photos"
     )
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(
-                report_markdown(dimension, metrics, [_data_uri(p.png) for p in plots])
+                report_markdown(
+                    dimension,
+                    metrics,
+                    [_data_uri(p.png) for p in plots],
+                    _sheet_targets(store, sheets),
+                )
             ),
+            "contact_sheets": len(sheets),
             "report_id": report_id,
             "videos_published": metrics["videos_published"],
             "views_per_video": metrics["views_per_video"],
