@@ -12,12 +12,14 @@ Then, --repeats times and alternating which goes first:
 - the render: mdame_domain.render.render_media (pass 1: the audio-only loudness measurement;
   pass 2: the one encode with scaling, concat, captions, mix, ducking and loudnorm).
 Wall time and CPU time (children's rusage: user + system) of each; medians and the ratios
-render/floor are printed (target: at most 1.1x). Then the thumbnail's cost, and the probe
-pass as a fraction of the render's wall time: the render gate's work on the finished file,
-mdame_domain.probe.analyze_media (one ffprobe, and a decode of the sound: the render measured
-its picture as it encoded) judged by
+render/floor are printed (target: at most 1.1x). Then the thumbnail's and the contact sheet's
+cost, and the probe pass as a fraction of the render's wall time: the render gate's work on the
+finished file, mdame_domain.probe.analyze_media (one ffprobe, and a decode of the sound: the
+render measured its picture as it encoded) judged by
 mdame_domain.render_quality.technical_problems (under rules_for the dimension's
-duration_range_s), with the problems it finds.
+duration_range_s), with the problems it finds; and the text_on_screen check's reading of the
+frames (mdame_domain.captions.read_text_on_screen: a decode of the picture and numpy here, so
+its CPU time counts this process's too).
 
     PYTHONPATH=. ENV=dev python bench/render.py [--seconds 30] [--repeats 3] [--dimension F]
 """
@@ -43,7 +45,15 @@ from mdame_domain.audio_mix import (  # noqa: E402
     generate_procedural_bed,
     measure_mix,
 )
-from mdame_domain.captions import CaptionStyle, build_captions  # noqa: E402
+from mdame_domain.captions import (  # noqa: E402
+    CaptionBox,
+    CaptionStyle,
+    build_captions,
+    fill_colour,
+    read_text_on_screen,
+    text_on_screen_problems,
+)
+from mdame_domain.contact_sheet import render_contact_sheet, sheet_scenes  # noqa: E402
 from mdame_domain.dimensions import load_dimension_file  # noqa: E402
 from mdame_domain.encoders import video_encoder  # noqa: E402
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool  # noqa: E402
@@ -79,16 +89,25 @@ def _cpu_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _cpu_all() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime + _cpu_children()
+
+
 MIN_SECONDS = 10.0
 
 
-def _timed(action: Callable[[], object]) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), _cpu_children()
+def _timed(
+    action: Callable[[], object], cpu_now: Callable[[], float] = _cpu_children
+) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), cpu_now()
     action()
-    return time.perf_counter() - wall, _cpu_children() - cpu
+    return time.perf_counter() - wall, cpu_now() - cpu
 
 
-def _prepare(work: Path, seconds: float, style: CaptionStyle) -> tuple[RenderInput, list[str]]:
+def _prepare(
+    work: Path, seconds: float, style: CaptionStyle
+) -> tuple[RenderInput, list[str], tuple[CaptionBox, ...]]:
     # espeak speaks about 2.6 words a second; the text repeats for long videos.
     words = (TEXT.split() * (1 + int(seconds) // 25))[: max(8, round(seconds * 2.6))]
     voice = synthesize_espeak(" ".join(words), "en-us", str(work / "voice.wav"))
@@ -105,7 +124,8 @@ def _prepare(work: Path, seconds: float, style: CaptionStyle) -> tuple[RenderInp
     # As the renders asset does (_render_inputs): the karaoke captions of the word timings and
     # the hook (no scene titles: the title is the platform's).
     ass = work / "captions.ass"
-    ass.write_text(build_captions(voice.words, style, hook=HOOK).ass, "utf-8")
+    track = build_captions(voice.words, style, hook=HOOK)
+    ass.write_text(track.ass, "utf-8")
     bed = generate_procedural_bed("bench", voice.duration_s, str(work / "bed.wav"))
     inp = RenderInput(
         clips,
@@ -149,7 +169,7 @@ def _prepare(work: Path, seconds: float, style: CaptionStyle) -> tuple[RenderInp
         "-ar", str(AUDIO_SAMPLE_RATE), "-t", f"{output_seconds(inp):.6f}",
         "-movflags", "+faststart", str(work / "floor.mp4"),
     ]  # fmt: skip
-    return inp, floor_args
+    return inp, floor_args, track.boxes
 
 
 def main() -> None:
@@ -171,7 +191,7 @@ def main() -> None:
     rules = rules_for(dimension.duration_range_s)
     with tempfile.TemporaryDirectory(prefix="mdame-bench-render-") as tmp:
         work = Path(tmp)
-        inp, floor_args = _prepare(work, args.seconds, dimension.captions)
+        inp, floor_args, boxes = _prepare(work, args.seconds, dimension.captions)
         print(
             f"video {output_seconds(inp):.1f}s {inp.width}x{inp.height}@{inp.fps}, "
             f"encoder {inp.encoder.name}, {os.cpu_count()} CPUs, {args.repeats} repeats"
@@ -207,6 +227,23 @@ def main() -> None:
             problems.extend(f"{name}: {p}" for name, ps in found.items() for p in ps)
 
         probe_wall, probe_cpu = _timed(gate)
+        tiles = sheet_scenes(
+            list(range(len(inp.scene_durations_s))), inp.scene_durations_s,
+            [{}] * len(inp.scene_durations_s),
+        )  # fmt: skip
+        sheet_wall, sheet_cpu = _timed(
+            lambda: render_contact_sheet(inp.clip_paths, tiles, str(work / "sheet.jpg"), work)
+        )
+        text_problems: list[str] = []
+
+        def read_text() -> None:
+            readings = read_text_on_screen(
+                inp.out_path, boxes, inp.scene_durations_s, output_seconds(inp),
+                inp.width, inp.height, inp.fps, fill=fill_colour(dimension.captions.primary),
+            )  # fmt: skip
+            text_problems.extend(text_on_screen_problems(readings))
+
+        text_wall, text_cpu = _timed(read_text, _cpu_all)
 
         def med(values: list[tuple[float, float]], k: int) -> float:
             return statistics.median(v[k] for v in values)
@@ -219,10 +256,15 @@ def main() -> None:
               f"(target <= 1.10x)")  # fmt: skip
         print(f"thumbnail: wall {thumb_wall:.2f}s cpu {thumb_cpu:.2f}s "
               f"({thumb_wall / r_wall:.1%} of the render)")  # fmt: skip
+        print(f"contact sheet: wall {sheet_wall:.2f}s cpu {sheet_cpu:.2f}s "
+              f"({sheet_wall / r_wall:.1%} of the render)")  # fmt: skip
         print(f"probe pass (analyze_media + render_quality): wall {probe_wall:.2f}s "
               f"cpu {probe_cpu:.2f}s, "
               f"{probe_wall / r_wall:.1%} of the render's wall time; "
               f"problems: {problems or 'none'}")  # fmt: skip
+        print(f"text_on_screen (frames read): wall {text_wall:.2f}s cpu {text_cpu:.2f}s, "
+              f"{text_wall / r_wall:.1%} of the render's wall time; "
+              f"problems: {text_problems or 'none'}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 labelled with the scene's index, the engine that made its picture and its relevance score.
 
 An operator sees a whole video at a glance: in the renders asset's materialization (a path and
-a small inline image) and in the weekly report. The frames are the render's own (what viewers
-see, captions included), taken in one ffmpeg pass: the scene middles selected by frame number,
-scaled to TILE_W x TILE_H, a label band under each, tiled SHEET_COLUMNS wide, and the labels
-drawn by libass (the caption fonts) from an ASS document built here.
+a small inline image) and in the weekly report. Each tile is the scene's own picture at the
+middle of its span, as the render shows it there (its clip looped, scaled and cropped to the
+frame) but before the captions, as the relevance gate judged it: read from the scene clips, a
+seek into each small file, so the sheet costs no decode of the render. One ffmpeg pass scales
+them to TILE_W x TILE_H, puts a label band under each, tiles them SHEET_COLUMNS wide and draws
+the labels with libass (the caption fonts) from an ASS document built here.
 
 What a label says comes from the scene's result (scene_label): `engine` (the visuals engine that
 made the clip) and `relevance.score` (the relevance gate's score, 0..1); either missing reads
@@ -21,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ffmpeg
+
 from mdame_domain.captions.ass import ass_escape
 from mdame_domain.mediatools import FFMPEG_BASE, MediaToolError, run_tool
 from mdame_domain.timing import spent
 
-SHEET_RECIPE_VERSION = "contact-sheet-v1"
+SHEET_RECIPE_VERSION = "contact-sheet-v2"  # v2: the scene clips' frames, not the render's
 TILE_W, TILE_H = 144, 256
 LABEL_H = 38
 LABEL_FONT = "DejaVu Sans"
@@ -41,11 +45,12 @@ NO_VALUE = "\u2014"
 
 @dataclass(frozen=True)
 class SheetScene:
-    """One tile: the scene's index, the frame taken (the middle of its span in the render),
-    and what made its picture and how relevant it was judged, when known."""
+    """One tile: the scene's index, the time into its clip the render shows at the middle of
+    the scene's span (the clip loops), and what made its picture and how relevant it was
+    judged, when known."""
 
     index: int
-    frame: int
+    at_s: float
     engine: str | None = None
     score: float | None = None
 
@@ -54,7 +59,7 @@ class SheetScene:
         return f"#{self.index} {self.engine or NO_VALUE}", f"score {score}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "frame": self.frame, "engine": self.engine,
+        return {"index": self.index, "at_s": self.at_s, "engine": self.engine,
                 "score": self.score}  # fmt: skip
 
 
@@ -64,29 +69,25 @@ def scene_label(result: Mapping[str, Any]) -> tuple[str | None, float | None]:
     engine = result.get("engine")
     relevance = result.get("relevance")
     score = relevance.get("score") if isinstance(relevance, Mapping) else None
-    valid = isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score)
-    return (
-        str(engine) if isinstance(engine, str) and engine.strip() else None,
-        float(score) if valid else None,
-    )
+    value = None
+    if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
+        value = float(score)
+    return str(engine) if isinstance(engine, str) and engine.strip() else None, value
 
 
 def sheet_scenes(
     indices: Sequence[int],
     durations_s: Sequence[float],
-    fps: int,
     results: Sequence[Mapping[str, Any]],
 ) -> list[SheetScene]:
-    """A tile per scene: the frame in the middle of each scene's span (durations in render
-    order), labelled from the scene's result."""
+    """A tile per scene, in render order: the middle of its span (each scene's clip starts
+    with the scene), labelled from the scene's result."""
     if not len(indices) == len(durations_s) == len(results):
         raise ValueError("one index, duration and result per scene")
-    scenes, start = [], 0.0
-    for index, duration, result in zip(indices, durations_s, results, strict=True):
-        engine, score = scene_label(result)
-        scenes.append(SheetScene(index, round((start + duration / 2) * fps), engine, score))
-        start += duration
-    return scenes
+    return [
+        SheetScene(index, round(duration / 2, 3), *scene_label(result))
+        for index, duration, result in zip(indices, durations_s, results, strict=True)
+    ]
 
 
 def sheet_size(count: int) -> tuple[int, int]:
@@ -131,37 +132,46 @@ def labels_ass(scenes: Sequence[SheetScene]) -> str:
 
 
 def contact_sheet_args(
-    video_path: str, scenes: Sequence[SheetScene], labels_path: str, out_path: str
+    clip_paths: Sequence[str], scenes: Sequence[SheetScene], labels_path: str, out_path: str
 ) -> list[str]:
-    """One ffmpeg pass: the scenes' frames, scaled, each over its label band, tiled, labelled."""
-    if not scenes:
-        raise ValueError("a contact sheet needs at least one scene")
+    """One ffmpeg pass: each scene's frame (a seek into its looped clip), scaled and cropped to
+    a tile over its label band, tiled, labelled (ffmpeg-python quotes the graph)."""
+    if not scenes or len(clip_paths) != len(scenes):
+        raise ValueError("a contact sheet needs one clip per scene, and a scene at least")
     width, height = sheet_size(len(scenes))
     columns, rows = width // TILE_W, height // (TILE_H + LABEL_H)
-    # select keeps frames in stream order: the scenes are in render order, so tiles are too.
-    select = "+".join(f"eq(n\\,{scene.frame})" for scene in scenes)
-    labels = labels_path.replace("\\", "\\\\").replace("'", "\\'").replace(":", "\\:")
-    graph = (
-        f"select='{select}',scale={TILE_W}:{TILE_H}:force_original_aspect_ratio=increase,"
-        f"crop={TILE_W}:{TILE_H},setsar=1,"
-        f"pad={TILE_W}:{TILE_H + LABEL_H}:0:0:color={BACKGROUND},"
-        f"tile={columns}x{rows}:color={BACKGROUND},setpts=0,"
-        f"subtitles=filename='{labels}'"
+    tiles = [
+        ffmpeg.input(path, stream_loop=-1, ss=f"{scene.at_s:.3f}")
+        .video.filter("trim", end_frame=1)
+        .filter("setpts", "PTS-STARTPTS")
+        .filter("scale", TILE_W, TILE_H, force_original_aspect_ratio="increase")
+        .filter("crop", TILE_W, TILE_H)
+        .filter("setsar", 1)
+        .filter("format", "yuv420p")
+        .filter("pad", TILE_W, TILE_H + LABEL_H, 0, 0, color=BACKGROUND)
+        for path, scene in zip(clip_paths, scenes, strict=True)
+    ]
+    sheet = (
+        ffmpeg.concat(*tiles, v=1, a=0)
+        .filter("tile", f"{columns}x{rows}", color=BACKGROUND)
+        .filter("setpts", "0")
+        .filter("subtitles", filename=labels_path)
     )
-    return [*FFMPEG_BASE, "-loglevel", "error", "-i", video_path, "-an", "-vf", graph,
-            "-frames:v", "1", "-q:v", str(SHEET_QUALITY), out_path]  # fmt: skip
+    out = ffmpeg.output(sheet, out_path, vframes=1, **{"q:v": SHEET_QUALITY})
+    return [*FFMPEG_BASE, "-loglevel", "error", *out.get_args()]
 
 
 def render_contact_sheet(
-    video_path: str, scenes: Sequence[SheetScene], out_path: str, work: Path
+    clip_paths: Sequence[str], scenes: Sequence[SheetScene], out_path: str, work: Path
 ) -> str:
-    """The sheet as a JPEG at out_path (`work` holds the labels' ASS); the path."""
+    """The sheet of the scenes' clips as a JPEG at out_path (`work` holds the labels' ASS);
+    the path."""
     labels = Path(work) / "contact-sheet.ass"
     labels.write_text(labels_ass(scenes), encoding="utf-8")
     with spent("encode"):
-        run_tool(contact_sheet_args(video_path, scenes, str(labels), out_path), timeout=120.0)
+        run_tool(contact_sheet_args(clip_paths, scenes, str(labels), out_path), timeout=120.0)
     if not Path(out_path).is_file() or Path(out_path).stat().st_size == 0:
-        raise MediaToolError("ffmpeg", f"contact sheet of {video_path}", "", reason="wrote nothing")
+        raise MediaToolError("ffmpeg", f"contact sheet to {out_path}", "", reason="wrote nothing")
     return out_path
 
 

@@ -104,7 +104,7 @@ class TextBlock:
 
 @dataclass(frozen=True)
 class FrameReading:
-    """What one sampled frame (and its pair) shows."""
+    """What one sampled window of frames shows."""
 
     frame: int  # the window's first
     at_s: float
@@ -205,9 +205,10 @@ def decoded_windows(
     except FileNotFoundError as exc:
         raise MissingToolError(["ffmpeg"]) from exc
     assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
     # Its error output is small (-loglevel error) but read aside, so it cannot block the pipe.
     errors: list[bytes] = []
-    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    reader = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)
     reader.start()
     timed_out = threading.Event()
 
@@ -279,7 +280,8 @@ def text_cells(
     import numpy as np
 
     radius = max(1, round(4 * scale)) + 1  # the default outline (4 px at 1080) and a pixel
-    edge = np.ones(window[0].shape[:2], dtype=bool)
+    height, width = int(window[0].shape[0]), int(window[0].shape[1])
+    edge = np.ones((height, width), dtype=bool)
     for frame in window:
         # Channel by channel: numpy reduces a last axis of three slowly.
         filled = np.ones_like(edge)
@@ -295,7 +297,7 @@ def text_cells(
         inside[area.top : area.bottom, area.left : area.right] = True
         edge &= inside
     cell = max(2, round(CELL_PX * scale))
-    rows, cols = edge.shape[0] // cell, edge.shape[1] // cell
+    rows, cols = height // cell, width // cell
     counts = edge[: rows * cell, : cols * cell].reshape(rows, cell, cols, cell).sum(axis=(1, 3))
     return counts >= CELL_FILL * cell * cell
 

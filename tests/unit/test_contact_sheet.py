@@ -1,5 +1,6 @@
-"""The contact sheet: a tile per scene from the middle of its span, labelled with the scene's
-index, engine and relevance score (or a dash), made by ffmpeg and libass from a real video."""
+"""The contact sheet: a tile per scene, its clip's picture at the middle of the scene's span,
+labelled with the scene's index, engine and relevance score (or a dash), made by ffmpeg and
+libass from real clips."""
 
 from __future__ import annotations
 
@@ -43,40 +44,37 @@ def test_what_a_scene_result_says_about_its_picture() -> None:
         {"relevance": {"score": math.nan}},
     ):
         assert scene_label(bad) == (None, None), bad
-    assert SheetScene(0, 12).label() == ("#0 \u2014", "score \u2014")
-    assert SheetScene(3, 12, "stock", 0.125).label() == ("#3 stock", "score 0.12")
+    assert SheetScene(0, 1.0).label() == ("#0 \u2014", "score \u2014")
+    assert SheetScene(3, 1.0, "stock", 0.125).label() == ("#3 stock", "score 0.12")
 
 
 def test_each_tile_is_the_middle_of_its_scene() -> None:
-    scenes = sheet_scenes([0, 1, 2], [2.0, 3.0, 1.5], FPS, [{}, {"engine": "stock"}, {}])
-    assert [s.frame for s in scenes] == [24, 84, 138]
+    scenes = sheet_scenes([0, 1, 2], [2.0, 3.0, 1.5], [{}, {"engine": "stock"}, {}])
+    assert [s.at_s for s in scenes] == [1.0, 1.5, 0.75]  # into each scene's own clip
     assert [s.engine for s in scenes] == [None, "stock", None]
     with pytest.raises(ValueError):
-        sheet_scenes([0, 1], [2.0], FPS, [{}, {}])
+        sheet_scenes([0, 1], [2.0], [{}, {}])
     assert sheet_size(1) == (TILE_W, TILE_H + LABEL_H)
     assert sheet_size(5) == (5 * TILE_W, TILE_H + LABEL_H)
     assert sheet_size(7) == (5 * TILE_W, 2 * (TILE_H + LABEL_H))
     ass = labels_ass(
-        [SheetScene(0, 1, "generated", 0.9), SheetScene(1, 2), SheetScene(2, 3, "{x}")]
+        [SheetScene(0, 1.0, "generated", 0.9), SheetScene(1, 2.0), SheetScene(2, 3.0, "{x}")]
     )
     assert "PlayResX: 432" in ass and "PlayResY: 294" in ass
     assert "#0 generated\\Nscore 0.90" in ass and "#1 \u2014\\Nscore \u2014" in ass
     assert "\\{x\\}" in ass  # an engine name is text, never an override block
 
 
-def _segments(path: Path, seconds: float) -> None:
-    """A 216x384 video of one flat colour per segment of `seconds`."""
-    inputs, chains = [], []
-    for i, colour in enumerate(COLOURS):
-        inputs += ["-f", "lavfi", "-i", f"color=c={colour}:s=216x384:r={FPS}:d={seconds}"]
-        chains.append(f"[{i}:v]")
-    graph = "".join(chains) + f"concat=n={len(COLOURS)}:v=1:a=0[v]"
+def _clip(path: Path, colours: tuple[str, str]) -> str:
+    """A 216x384 clip of 2 s: one flat colour for a second, then another."""
+    a, b = (f"color=c={c}:s=216x384:r={FPS}:d=1" for c in colours)
     subprocess.run(
-        ["ffmpeg", "-nostdin", "-v", "error", "-y", *inputs, "-filter_complex", graph,
-         "-map", "[v]", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
-         str(path)],
+        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", a, "-f", "lavfi",
+         "-i", b, "-filter_complex", "[0:v][1:v]concat=n=2:v=1:a=0[v]", "-map", "[v]",
+         "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(path)],
         check=True, timeout=120,
     )  # fmt: skip
+    return str(path)
 
 
 def _pixels(jpeg: str, width: int):
@@ -89,12 +87,15 @@ def _pixels(jpeg: str, width: int):
 
 
 def test_the_sheet_tiles_every_scene_in_order_with_its_label(tmp_path: Path) -> None:
-    video = tmp_path / "render.mp4"
-    _segments(video, 1.0)
+    # Each clip shows black in its first second, then the scene's colour: the middle of a
+    # scene of 3 s, 1.5 s into its clip, is its colour. The render loops a clip shorter than
+    # its scene, and so does the sheet: 2.5 s into a 2 s clip is its black first second.
+    clips = [_clip(tmp_path / f"c{i}.mp4", ("black", c)) for i, c in enumerate(COLOURS)]
+    durations = [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 5.0]
     results = [{"engine": "generated", "relevance": {"score": 0.9}}, *([{}] * 6)]
-    scenes = sheet_scenes(list(range(7)), [1.0] * 7, FPS, results)
+    scenes = sheet_scenes(list(range(7)), durations, results)
 
-    out = render_contact_sheet(str(video), scenes, str(tmp_path / "sheet.jpg"), tmp_path)
+    out = render_contact_sheet(clips, scenes, str(tmp_path / "sheet.jpg"), tmp_path)
 
     data = Path(out).read_bytes()
     assert data[:3] == b"\xff\xd8\xff"
@@ -108,6 +109,7 @@ def test_the_sheet_tiles_every_scene_in_order_with_its_label(tmp_path: Path) -> 
     # Each tile shows its own scene's colour, in order: 5 to a row.
     expected = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255),
                 (255, 0, 255), (255, 255, 255)]  # fmt: skip
+    expected[-1] = (0, 0, 0)
     for i, colour in enumerate(expected):
         x = (i % 5) * TILE_W + TILE_W // 2
         y = (i // 5) * (TILE_H + LABEL_H) + TILE_H // 2

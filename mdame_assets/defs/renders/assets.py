@@ -57,9 +57,9 @@ HOOK_MAX_ENV = "MDAME_HOOK_MAX_S"
 
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
-) -> tuple[RenderInput, str, MusicTrack, list[dict], list[SheetScene]]:
+) -> tuple[RenderInput, str, MusicTrack, list[dict], tuple[list[SheetScene], str]]:
     """What ffmpeg needs, the digest of those inputs' contents, the music bed, the caption
-    boxes and the contact sheet's tiles."""
+    boxes, and the contact sheet's tiles with the digest of what it is made from."""
     store = media.store()
     voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
@@ -118,10 +118,17 @@ def _render_inputs(
     tiles = sheet_scenes(
         [int(s.payload["scene_index"]) for s in scenes],
         inputs.scene_durations_s,
-        inputs.fps,
         [s.result for s in scenes],
     )
-    return inputs, digest, bed, [box.to_json() for box in captions.boxes], tiles
+    # The sheet is of the clips, labelled: a scene judged again gets a new one.
+    made_of = [
+        SHEET_RECIPE_VERSION,
+        [s.result["sha256"] for s in scenes],
+        [t.to_json() for t in tiles],
+    ]
+    sheet_digest = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
+    boxes = [box.to_json() for box in captions.boxes]
+    return inputs, digest, bed, boxes, (tiles, sheet_digest)
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,9 @@ def _rendered_file(
     # The captions, the generated bed, ffmpeg's output and the thumbnail are scratch: the
     # stored copies are what later steps read, so the folder goes whatever happens.
     with media.scratch_space(f"render-{key[:16]}") as work:
-        inputs, digest, bed, boxes, tiles = _render_inputs(step, script, media, work)
+        inputs, digest, bed, boxes, (tiles, sheet_digest) = _render_inputs(
+            step, script, media, work
+        )
         store = media.store()
         stored = store.find_derived("render", digest)
         picture = None
@@ -171,13 +180,9 @@ def _rendered_file(
             jpeg = render_thumbnail(inputs.clip_paths[0], title, str(work / "thumbnail.jpg"), at_s)
             thumbnail = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("thumbnail", thumb_digest, thumbnail)
-        # The labels are part of the sheet: a scene judged again gets a new one.
-        sheet_digest = hashlib.sha256(
-            json.dumps([SHEET_RECIPE_VERSION, stored.sha256, [t.to_json() for t in tiles]]).encode()
-        ).hexdigest()
         sheet = store.find_derived("contact_sheet", sheet_digest)
         if sheet is None:
-            jpeg = render_contact_sheet(str(stored.path), tiles, str(work / "sheet.jpg"), work)
+            jpeg = render_contact_sheet(inputs.clip_paths, tiles, str(work / "sheet.jpg"), work)
             sheet = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("contact_sheet", sheet_digest, sheet)
     return RenderedFile(stored, thumbnail, sheet, tiles, inputs, digest, bed, boxes, picture)
