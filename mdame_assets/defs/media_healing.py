@@ -11,6 +11,8 @@ this run or the next the hop sensor requests) makes it again under the next key 
 A render made before its reviews were bound to the request and the quality rules (no
 `request_sha256` in its payload) heals the same way: a database that outlived an upgrade
 would otherwise hold it approved, refused at upload for its missing content review, forever.
+So does one that burned scene titles in over its captions (a `title` caption box): the
+text_on_screen check would hold it back forever.
 
 Clips heal through the GPU queue instead (gpu_defs/clips/healing.py).
 """
@@ -33,6 +35,8 @@ def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, .
         problem = store.problem(unit.payload["uri"], unit.payload["sha256"])
         if problem is None and kind == "render" and "request_sha256" not in unit.payload:
             problem = "made before the render quality gates and bound reviews"
+        if problem is None and kind == "render" and _burns_in_titles(unit.payload):
+            problem = "made with scene titles burned in over the captions"
         if problem is None:
             continue
         reason = f"{kind} {unit.id}: {problem}"
@@ -47,6 +51,13 @@ def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, .
         step.log(f"{kind}_requeued", script_id=script.id, unit_id=unit.id, problem=problem)
         healed.append(script.id)
     return healed
+
+
+def _burns_in_titles(payload: dict) -> bool:
+    boxes = payload.get("caption_boxes")
+    return isinstance(boxes, list) and any(
+        isinstance(box, dict) and box.get("kind") == "title" for box in boxes
+    )
 
 
 def heal_damaged_voice(step: Step, media: MediaStoreResource) -> list[int]:

@@ -113,11 +113,9 @@ def _approved(rig):
     return render, rig.store().path_for(render.payload["uri"])
 
 
-@pytest.mark.parametrize("recorded", [False, True], ids=["unrecorded", "recorded"])
-def test_a_third_block_on_the_frames_fails_the_check_and_holds_publishing(
-    rendered_rig, tmp_path: Path, recorded: bool
-):
-    rig = rendered_rig
+def _record_with_a_title(rig, tmp_path: Path, recorded: bool, **changes) -> int:
+    """The approved render with a title burned in, stored and recorded as its file (its
+    layout with or without the title's box); the render's id."""
     render, path = _approved(rig)
     (tmp_path / "title.ass").write_text(TITLE_ASS, encoding="utf-8")
     bad = tmp_path / "three-blocks.mp4"
@@ -127,16 +125,27 @@ def test_a_third_block_on_the_frames_fails_the_check_and_holds_publishing(
          "-pix_fmt", "yuv420p", "-r", "24", str(bad)],
         check=True, timeout=300,
     )  # fmt: skip
-    # The render-step bug: the file stored and recorded as the approved render's, its layout
-    # with or without the block.
     stored = rig.store().put_file(bad, ".mp4")
     boxes = [*render.payload["caption_boxes"], *([TITLE_BOX] if recorded else [])]
     payload = {**render.payload, "uri": stored.uri, "sha256": stored.sha256,
-               "caption_boxes": boxes}  # fmt: skip
+               "caption_boxes": boxes, **changes}  # fmt: skip
     payload.pop("probe")
     rig.owner_execute(
         "UPDATE mdame.renders SET payload = %s WHERE id = %s", (Jsonb(payload), render.id)
     )
+    return render.id
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["unrecorded", "recorded"])
+def test_a_third_block_on_the_frames_fails_the_check_and_holds_publishing(
+    rendered_rig, tmp_path: Path, recorded: bool, monkeypatch
+):
+    rig = rendered_rig
+    render, _ = _approved(rig)
+    # The render-step bug. A layout recording a `title` box is an old render's, made again
+    # before publishing (the last test): a bug's third box is of another kind.
+    monkeypatch.setitem(TITLE_BOX, "kind", "caption")
+    _record_with_a_title(rig, tmp_path, recorded)
 
     result = rig.materialize(graph(only=PUBLISHING))
 
@@ -159,3 +168,24 @@ def test_a_third_block_on_the_frames_fails_the_check_and_holds_publishing(
     assert rig.state.list_work_units("publication") == []
     (alert,) = read_outbox(rig.home / "outbox", "science")
     assert "text_on_screen" in alert["text"]
+
+
+def test_a_render_made_with_scene_titles_is_rendered_again_before_publishing(
+    rendered_rig, tmp_path: Path
+):
+    # A database that outlived the change holds renders approved with titles burned in over
+    # the captions (and recorded as `title` boxes): the check would hold them back forever.
+    # They are made again instead, and the new one passes.
+    rig = rendered_rig
+    old = _record_with_a_title(rig, tmp_path, recorded=True)
+
+    result = rig.materialize(graph(only=PUBLISHING))
+
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    stale = rig.state.get_work_unit("render", old)
+    assert stale.state == "failed" and "scene titles burned in" in stale.result["reason"]
+    current = rig.state.get_work_unit("render", rig.script().result["render_id"])
+    assert current.id != old and current.state == "approved"
+    assert {b["kind"] for b in current.payload["caption_boxes"]} == {"caption", "hook"}
+    assert evaluation(result, "text_on_screen").passed
+    assert rig.script().state == "published"
