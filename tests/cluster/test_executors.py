@@ -106,6 +106,7 @@ def test_render_and_probe_steps_go_to_the_render_queue(env) -> None:
     assert {key for key, queue in queues.items() if queue == executors.RENDER_QUEUE} == {
         "renders",
         "render_quality",
+        "renders_text_on_screen",  # it decodes the render's picture
     }
 
 
