@@ -19,14 +19,20 @@ controls: fakes/stock_common.py.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 from pathlib import Path
 from typing import Any
 
 from fakes.common import serving
-from fakes.stock_common import Footage, Slot, StockHandler, StockServer, file_size_estimate
+from fakes.stock_common import (
+    Footage,
+    Slot,
+    StockHandler,
+    StockServer,
+    file_size_estimate,
+    stock_main,
+)
 
 SOURCE = "pixabay"
 SIZES = ("large", "medium", "small", "tiny")
@@ -141,22 +147,7 @@ def running(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--state-dir", default=None, help="its counters (default: a temp folder)")
-    parser.add_argument("--key", action="append", help="accept only this key (repeatable)")
-    parser.add_argument("--rate-limit", type=int, help="API requests a window (default 100)")
-    parser.add_argument("--rate-window", type=float, help="the window, seconds (default 60)")
-    args = parser.parse_args(argv)
-    fake = FakePixabay(args.state_dir, args.port, args.host)
-    if args.key:
-        fake.keys = set(args.key)
-    if args.rate_limit is not None:
-        fake.set_limits(rate_limit=args.rate_limit)
-    if args.rate_window is not None:
-        fake.set_limits(rate_window=args.rate_window)
-    fake.serve_until_interrupted("fake Pixabay on {base_url}")
+    stock_main(FakePixabay, "Pixabay", 100, 60, __doc__.split("\n")[0], argv)
 
 
 if __name__ == "__main__":
