@@ -347,11 +347,18 @@ class StockServer(LocalServer):
             "by_status": by_status,
         }
 
-    def record(self, kind: str, path: str, query: str, status: int) -> None:
+    def record(self, kind: str, path: str, query: str) -> dict[str, Any]:
+        """Counts a request as it arrives, before any answer: a client that has its answer
+        finds it counted. Its status ("0" until answered) is set by `answered`."""
+        entry: dict[str, Any] = {"kind": kind, "path": path, "query": query, "status": 0}
         with self.state.lock:
-            self.state.data["requests"].append(
-                {"kind": kind, "path": path, "query": query, "status": status}
-            )
+            self.state.data["requests"].append(entry)
+            self.state.save()
+        return entry
+
+    def answered(self, entry: dict[str, Any], status: int) -> None:
+        with self.state.lock:
+            entry["status"] = status
             self.state.save()
 
     # -- the rate window ---------------------------------------------------------------
@@ -431,6 +438,7 @@ class StockHandler(JsonHandler):
         if slow is not None:
             time.sleep(float(slow.get("seconds", 1.0)))
         status = 0
+        entry = self.fake.record(kind, path, query.get("query") or query.get("q") or "")
         try:
             if method != "GET":
                 status = 405
@@ -442,8 +450,7 @@ class StockHandler(JsonHandler):
         except Drop as drop:
             self._drop(drop.reset)
         finally:
-            words = query.get("query") or query.get("q") or ""
-            self.fake.record(kind, path, words, status)
+            self.fake.answered(entry, status)
 
     def _common(self, fault: dict[str, Any] | None) -> int | None:
         """server_error (the status answered) and drop (raises Drop); None for other faults."""
