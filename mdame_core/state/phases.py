@@ -4,6 +4,7 @@ trends to the render, and the requeues of damaged media."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from mdame_core.state.client import ClientBase, JsonObject, _json
 from mdame_core.state.records import CacheEntry, Job
@@ -51,9 +52,16 @@ class Phases(ClientBase):
         )
 
     def complete_scene_job(
-        self, job: Job, uri: str, content_sha256: str, cache_hit: bool, ttl_seconds: int
+        self,
+        job: Job,
+        uri: str,
+        content_sha256: str,
+        cache_hit: bool,
+        ttl_seconds: int,
+        detail: JsonObject | None = None,
     ) -> CacheEntry:
-        """Cache entry, scene ready and job succeeded, together, under the job's lease."""
+        """Cache entry, scene ready and job succeeded, together, under the job's lease.
+        detail: what made the clip (engine, relevance, source), kept with the entry."""
         rows = self.call(
             "complete_scene_job",
             *job.lease,
@@ -61,11 +69,23 @@ class Phases(ClientBase):
             content_sha256,
             cache_hit,
             ttl_seconds,
+            _json(detail or {}),
         )
-        return CacheEntry(rows[0][0], rows[0][1], job.lease_expires_at)
+        return CacheEntry(rows[0][0], rows[0][1], job.lease_expires_at, dict(detail or {}))
+
+    def reject_scene_job(self, job: Job, reasons: Sequence[str]) -> None:
+        """No engine of the scene's chain made a picture that passed the relevance gate: the
+        job and the scene fail for good with the reasons, under the job's lease."""
+        self.call("reject_scene_job", *job.lease, _json(list(reasons)))
+
+    def defer_scene_job(self, job: Job, until: datetime, reason: str) -> datetime:
+        """The scene waits until `until` (a rate limit, an outage, a paid call in flight, the
+        day's budget): the job back to the queue, its attempt given back. Its run_after."""
+        return self._scalar("defer_scene_job", *job.lease, until, reason[:2000])
 
     def finish_visuals(self, script_id: int) -> str:
-        """visuals_ready, failed (a scene's job died) or still planned; the script's state."""
+        """visuals_ready, failed (a scene's job died), rejected (a scene no engine could picture
+        past the relevance gate) or still planned; the script's state."""
         return self._scalar("finish_visuals", script_id, self._token())
 
     def record_voice(self, script_id: int, idempotency_key: str, payload: JsonObject) -> int:

@@ -84,6 +84,8 @@ class CacheEntry:
     uri: str
     content_sha256: str
     expires_at: datetime
+    # What made the clip (engine, relevance, source): a cache hit's scene carries it.
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mdame_core.state.client import ClientBase
+from mdame_core.state.client import ClientBase, JsonObject, _json
 from mdame_core.state.records import CacheEntry, Job
 
 
@@ -14,10 +14,17 @@ class SceneCache(ClientBase):
         return CacheEntry(*rows[0]) if rows else None
 
     def put_scene_cache(
-        self, scene_hash: str, uri: str, content_sha256: str, ttl_seconds: int
+        self,
+        scene_hash: str,
+        uri: str,
+        content_sha256: str,
+        ttl_seconds: int,
+        detail: JsonObject | None = None,
     ) -> CacheEntry:
         """Returns the entry in effect (a live entry of another writer wins)."""
-        rows = self.call("put_scene_cache", scene_hash, uri, content_sha256, ttl_seconds)
+        rows = self.call(
+            "put_scene_cache", scene_hash, uri, content_sha256, ttl_seconds, _json(detail or {})
+        )
         return CacheEntry(*rows[0])
 
     def invalidate_scene_cache(

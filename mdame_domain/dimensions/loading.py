@@ -14,7 +14,7 @@ import yaml
 from mdame_domain.adaptive import AdaptiveLimits
 from mdame_domain.captions import CaptionStyle
 from mdame_domain.dimensions.config import DimensionConfig
-from mdame_domain.dimensions.media import MusicSettings, VisualsSettings, VoiceSettings
+from mdame_domain.dimensions.media import MusicSettings, VoiceSettings, visuals_from_json
 from mdame_domain.dimensions.parsing import parse_dimension
 from mdame_domain.dimensions.publishing import (
     AlertSettings,
@@ -119,7 +119,7 @@ def dimension_from_json(data: Mapping[str, Any]) -> DimensionConfig:
     if "tts" in fields:  # configs stored before it existed keep the default
         fields["tts"] = VoiceSettings(**fields["tts"])
     if "visuals" in fields:  # configs stored before the field existed keep its default
-        fields["visuals"] = VisualsSettings(**fields["visuals"])
+        fields["visuals"] = visuals_from_json(fields["visuals"])
     if "music" in fields:  # configs stored before the field existed keep its default
         fields["music"] = MusicSettings(**fields["music"])
     if "duration_range_s" in fields:  # configs stored before the field existed keep its default

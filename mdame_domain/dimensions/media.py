@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from mdame_domain.audio_mix import DEFAULT_MUSIC_VOLUME_DB, MUSIC_VOLUME_RANGE_DB
 from mdame_domain.captions import CAPTION_FONTS, CaptionStyle
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES
 from mdame_domain.dimensions.constants import COLOUR_PATTERN
 from mdame_domain.dimensions.reader import _Reader
+from mdame_domain.generated_stills import GeneratedSettings, generated_settings
+from mdame_domain.relevance import RelevanceSettings, relevance_settings
+from mdame_domain.visuals_chain import DEFAULT_CHAIN, parse_chain
 
 # --- production voice settings ------------
 # The `tts:` mapping of a dimension file. The top-level `voice:` stays the espeak-ng voice.
@@ -92,20 +96,49 @@ def _voice_settings(r: _Reader) -> VoiceSettings:
 
 @dataclass(frozen=True)
 class VisualsSettings:
-    """engine: 'svd' (text-to-image, then Stable Video Diffusion) or 'animatediff'."""
+    """chain: the engines that may make a scene's picture, in order (mdame_domain.visuals_chain);
+    engine: the diffusers path, 'svd' (text-to-image, then Stable Video Diffusion) or
+    'animatediff'; generated: the image model of the `generated` engine; relevance: the gate
+    every candidate of a judged engine passes."""
 
     engine: str = DEFAULT_ENGINE
+    chain: tuple[str, ...] = DEFAULT_CHAIN
+    generated: GeneratedSettings = field(default_factory=GeneratedSettings)
+    relevance: RelevanceSettings = field(default_factory=RelevanceSettings)
+
+
+def visuals_from_json(data: Mapping[str, Any]) -> VisualsSettings:
+    """The inverse of asdict(VisualsSettings); configs stored before a field existed keep its
+    default."""
+    fields = dict(data)
+    if "chain" in fields:
+        fields["chain"] = tuple(fields["chain"])
+    if "generated" in fields:
+        fields["generated"] = GeneratedSettings(**fields["generated"])
+    if "relevance" in fields:
+        fields["relevance"] = RelevanceSettings(**fields["relevance"])
+    return VisualsSettings(**fields)
 
 
 def _visuals_settings(r: _Reader) -> VisualsSettings:
     raw = r.get("visuals", Mapping, {})
-    unknown = set(raw) - {"engine"}
+    unknown = set(raw) - set(VisualsSettings.__dataclass_fields__)
     if unknown:
         raise r.fail(f"visuals.{sorted(unknown)[0]}", "is not a visuals setting")
     engine = raw.get("engine", DEFAULT_ENGINE)
     if engine not in ENGINES:
         raise r.fail("visuals.engine", f"must be one of {', '.join(ENGINES)}")
-    return VisualsSettings(engine=engine)
+    try:
+        chain = parse_chain(raw.get("chain", list(DEFAULT_CHAIN)))
+    except ValueError as exc:
+        raise r.fail("visuals.chain", str(exc)) from exc
+    settings: dict[str, Any] = {}
+    for name, reader in (("generated", generated_settings), ("relevance", relevance_settings)):
+        try:
+            settings[name] = reader(raw.get(name))
+        except ValueError as exc:
+            raise r.fail(f"visuals.{name}", str(exc)) from exc
+    return VisualsSettings(engine=engine, chain=chain, **settings)
 
 
 # --- caption style: the `captions:` mapping of a dimension file --

@@ -159,7 +159,7 @@ DECLARE
   v_id bigint;
   v_cap bigint;
 BEGIN
-  PERFORM mdame._fence(v_dimension, p_lock_token);
+  PERFORM mdame._paid_fence(v_dimension, p_lock_token);
   PERFORM mdame._require_text('work_key', p_work_key, 400),
           mdame._require_range('estimate_micros', p_estimate_micros, 0, 9223372036854775807),
           mdame._require_range('max_attempts', p_max_attempts, 1, 100),
@@ -276,7 +276,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'MD006',
       MESSAGE = format('mdame: attempt %s is not a paid call', p_attempt_id);
   END IF;
-  v_token := mdame._fence(mdame._dimension_id(v_attempt.detail ->> 'dimension'), p_lock_token);
+  v_token := mdame._paid_fence(mdame._dimension_id(v_attempt.detail ->> 'dimension'), p_lock_token);
   RETURN mdame._require_attempt_holder(p_attempt_id, v_token, NULL);
 END
 $function$;

@@ -246,6 +246,33 @@ END
 $function$;
 REVOKE ALL ON FUNCTION mdame._fence(p_dimension_id bigint, p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
 
+-- The fence of a paid call: the dimension's pipeline lock, or a scene's visuals lock of that
+-- dimension (`pipeline:<slug>/visuals:<scene_hash>`), which a scene step on any host holds
+-- while its engines pay for pictures and judgements (parallel scene steps hold no dimension
+-- lock). Raises MD007 otherwise; returns the lock's public token.
+CREATE OR REPLACE FUNCTION mdame._paid_fence(p_dimension_id bigint, p_secret bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_lock mdame.system_locks;
+  v_prefix text;
+BEGIN
+  IF p_secret IS NOT NULL THEN
+    SELECT * INTO v_lock FROM mdame.system_locks
+     WHERE secret_sha256 = mdame._lock_secret_sha256(p_secret) FOR SHARE;
+    v_prefix := mdame.dimension_lock_name((SELECT slug FROM mdame.dimensions
+                                            WHERE id = p_dimension_id)) || '/visuals:';
+    IF v_lock.token IS NOT NULL AND v_lock.released_at IS NULL AND v_lock.expires_at > now()
+       AND left(v_lock.lock_name, length(v_prefix)) = v_prefix THEN
+      RETURN v_lock.token;
+    END IF;
+  END IF;
+  RETURN mdame._fence(p_dimension_id, p_secret);
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame._paid_fence(p_dimension_id bigint, p_secret bigint) FROM PUBLIC, mdame_app, mdame_admin;
+
 -- Raises MD007 unless p_secret is the secret of some live lock's holder (for work without a
 -- dimension). Returns that lock.
 CREATE OR REPLACE FUNCTION mdame._fence_token(p_secret bigint)

@@ -150,8 +150,9 @@ BEGIN
     CONTINUE WHEN mdame._lock_work_unit(mdame._work_kind('scene'), v_id) <> 'planned';
     IF jsonb_typeof(v_scene -> 'cached') = 'object' THEN
       PERFORM mdame._transition('scene', v_id, 'planned', 'ready',
-        jsonb_build_object('uri', v_scene -> 'cached' ->> 'uri',
-                           'sha256', v_scene -> 'cached' ->> 'sha256', 'cached', true));
+        coalesce(v_scene -> 'cached' -> 'detail', '{}'::jsonb)
+          || jsonb_build_object('uri', v_scene -> 'cached' ->> 'uri',
+                                'sha256', v_scene -> 'cached' ->> 'sha256', 'cached', true));
     ELSE
       PERFORM mdame.enqueue_job(p_job_type, v_scene ->> 'key',
                                 (v_scene -> 'job') || jsonb_build_object('scene_id', v_id),
@@ -172,8 +173,9 @@ GRANT EXECUTE ON FUNCTION mdame.plan_scenes(p_script_id bigint, p_scenes jsonb, 
 -- the job's scene becomes ready with the entry in effect, and the job succeeds, together. The
 -- job lease fences it (a reaped worker's late result is refused with MD004). Returns the entry
 -- in effect; repeating it after a lost reply returns the same entry. The scene's result and the
--- job's also name the worker that made (or found) the clip.
-CREATE OR REPLACE FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer)
+-- job's also name the worker that made (or found) the clip. p_detail: what made it (engine,
+-- relevance, source), kept with the cache entry; a cache hit's scene carries the entry's.
+CREATE OR REPLACE FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer, p_detail jsonb DEFAULT '{}'::jsonb)
  RETURNS TABLE(uri text, content_sha256 text)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -184,8 +186,10 @@ DECLARE
   v_job jobs;
   v_uri text;
   v_sha text;
+  v_detail jsonb;
   v_scene_state text;
 BEGIN
+  PERFORM mdame._require_json('detail', p_detail);
   PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
           mdame._require_not_null('lease_secret', p_lease_secret),
           mdame._require_not_null('cache_hit', p_cache_hit);
@@ -197,14 +201,15 @@ BEGIN
         OR NOT mdame._job_holder(v_job, p_worker_id, p_attempt, p_lease_secret) THEN
     PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
   END IF;
-  SELECT e.uri, e.content_sha256 INTO v_uri, v_sha
-    FROM mdame.put_scene_cache(v_job.payload ->> 'scene_hash', p_uri, p_content_sha256, p_ttl_seconds) e;
+  SELECT e.uri, e.content_sha256, e.detail INTO v_uri, v_sha, v_detail
+    FROM mdame.put_scene_cache(v_job.payload ->> 'scene_hash', p_uri, p_content_sha256,
+                               p_ttl_seconds, p_detail) e;
   v_scene_state := mdame._lock_work_unit(mdame._work_kind('scene'),
                                          (v_job.payload ->> 'scene_id')::bigint);
   IF v_scene_state IN ('planned', 'queued') THEN
     PERFORM mdame._transition('scene', (v_job.payload ->> 'scene_id')::bigint, v_scene_state,
-      'ready', jsonb_build_object('uri', v_uri, 'sha256', v_sha,
-                                  'cached', p_cache_hit, 'worker', p_worker_id));
+      'ready', v_detail || jsonb_build_object('uri', v_uri, 'sha256', v_sha,
+                                              'cached', p_cache_hit, 'worker', p_worker_id));
   END IF;
   UPDATE jobs j
      SET state = 'succeeded', lease_expires_at = NULL, finished_at = now(), updated_at = now(),
@@ -214,8 +219,98 @@ BEGIN
   RETURN QUERY SELECT v_uri, v_sha;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer) TO mdame_app;
+REVOKE ALL ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer, p_detail jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.complete_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_uri text, p_content_sha256 text, p_cache_hit boolean, p_ttl_seconds integer, p_detail jsonb) TO mdame_app;
+
+-- No engine of the scene's chain made a picture that passed the relevance gate: the job fails
+-- for good with the reasons (no attempt would change them), and the scene with it. finish_visuals
+-- then rejects the script with those reasons. Fenced by the job's lease; repeating it is a no-op.
+CREATE OR REPLACE FUNCTION mdame.reject_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_reasons jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_job jobs;
+  v_scene bigint;
+  v_state text;
+BEGIN
+  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret),
+          mdame._require_json('reasons', p_reasons, 'array');
+  IF octet_length(p_reasons::text) > 16384 THEN
+    PERFORM mdame._invalid('reasons are over 16 KB');
+  END IF;
+  SELECT * INTO v_job FROM jobs j WHERE j.id = p_job_id FOR UPDATE;
+  IF v_job.state = 'failed' AND v_job.result ? 'no_picture'
+     AND mdame._job_holder(v_job, p_worker_id, p_attempt, p_lease_secret) THEN
+    RETURN;
+  ELSIF v_job.id IS NULL OR v_job.state <> 'running'
+        OR NOT mdame._job_holder(v_job, p_worker_id, p_attempt, p_lease_secret) THEN
+    PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
+  END IF;
+  UPDATE jobs j
+     SET state = 'failed', lease_expires_at = NULL, finished_at = now(), updated_at = now(),
+         last_error = left('no picture passed the relevance gate: ' || p_reasons::text, 10000),
+         result = jsonb_build_object('no_picture', true, 'reasons', p_reasons,
+                                     'worker', p_worker_id)
+   WHERE j.id = p_job_id;
+  INSERT INTO events (subject_kind, subject_id, event, from_state, to_state, detail)
+  VALUES ('job', p_job_id, 'failed', 'running', 'failed',
+          jsonb_build_object('worker_id', p_worker_id, 'attempt', p_attempt,
+                             'no_picture', true, 'reasons', p_reasons));
+  v_scene := (v_job.payload ->> 'scene_id')::bigint;
+  v_state := mdame._lock_work_unit(mdame._work_kind('scene'), v_scene);
+  IF v_state IN ('planned', 'queued') THEN
+    PERFORM mdame._transition('scene', v_scene, v_state, 'failed',
+                              jsonb_build_object('no_picture', true, 'reasons', p_reasons));
+  END IF;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.reject_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_reasons jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.reject_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_reasons jsonb) TO mdame_app;
+
+-- The scene must wait (a provider's rate limit or outage, a killed run's paid call still in
+-- flight, the day's budget spent): the job goes back to the queue until p_until, and the attempt
+-- is given back, since waiting is not failing. Fenced by the job's lease. Returns the job's
+-- run_after.
+CREATE OR REPLACE FUNCTION mdame.defer_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_until timestamp with time zone, p_reason text)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'mdame', 'pg_temp'
+AS $function$
+DECLARE
+  v_after timestamptz;
+BEGIN
+  PERFORM mdame._require_lease_args(p_job_id, p_worker_id, p_attempt),
+          mdame._require_not_null('lease_secret', p_lease_secret),
+          mdame._require_not_null('until', p_until),
+          mdame._require_text('reason', p_reason, 2000);
+  IF p_until > now() + interval '8 days' THEN
+    PERFORM mdame._invalid(format('a scene waits at most 8 days, not until %s', p_until));
+  END IF;
+  UPDATE jobs
+     SET state = 'queued', attempt = greatest(attempt - 1, 0), lease_owner = NULL,
+         lease_secret_sha256 = NULL, lease_expires_at = NULL,
+         run_after = greatest(p_until, now()), last_error = left(p_reason, 2000),
+         updated_at = now()
+   WHERE id = p_job_id AND state = 'running' AND lease_owner = p_worker_id AND attempt = p_attempt
+     AND lease_secret_sha256 = mdame._lock_secret_sha256(p_lease_secret)
+  RETURNING run_after INTO v_after;
+  IF v_after IS NULL THEN
+    PERFORM mdame._job_lease_lost(p_job_id, p_worker_id, p_attempt);
+  END IF;
+  INSERT INTO events (subject_kind, subject_id, event, detail)
+  VALUES ('job', p_job_id, 'deferred',
+          jsonb_build_object('worker_id', p_worker_id, 'attempt', p_attempt,
+                             'until', v_after, 'reason', left(p_reason, 500)));
+  RETURN v_after;
+END
+$function$;
+REVOKE ALL ON FUNCTION mdame.defer_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_until timestamp with time zone, p_reason text) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.defer_scene_job(p_job_id bigint, p_worker_id text, p_attempt integer, p_lease_secret bigint, p_until timestamp with time zone, p_reason text) TO mdame_app;
 
 -- The script's visuals are ready once every scene is: the script moves on, fenced by the lock.
 -- Each scene's job is found through job_keys.
@@ -227,18 +322,32 @@ CREATE OR REPLACE FUNCTION mdame.finish_visuals(p_script_id bigint, p_lock_token
 AS $function$
 DECLARE
   v_dead bigint[];
+  v_unpictured jsonb;
   v_waiting integer;
   v_scene bigint;
 BEGIN
   PERFORM mdame._fence(mdame._unit_dimension('script', p_script_id), p_lock_token);
   PERFORM mdame._require_state('script', p_script_id, ARRAY['planned']);
-  SELECT array_agg(s.id ORDER BY s.id) FILTER (WHERE j.state IN ('dead', 'failed')),
+  SELECT array_agg(s.id ORDER BY s.id) FILTER (WHERE j.state IN ('dead', 'failed')
+                                                 AND NOT coalesce(j.result ? 'no_picture', false)),
+         jsonb_agg(jsonb_build_object('scene_id', s.id,
+                                      'scene_index', s.payload -> 'scene_index',
+                                      'reasons', j.result -> 'reasons') ORDER BY s.id)
+           FILTER (WHERE j.state = 'failed' AND j.result ? 'no_picture'),
          count(*) FILTER (WHERE s.state <> 'ready')
-    INTO v_dead, v_waiting
+    INTO v_dead, v_unpictured, v_waiting
     FROM scenes s
     LEFT JOIN job_keys k ON k.idempotency_key = mdame._scene_job_key(s)
     LEFT JOIN jobs j ON j.id = k.job_id
    WHERE s.script_id = p_script_id AND s.state <> 'ready';
+  IF v_unpictured IS NOT NULL AND v_dead IS NULL THEN
+    -- Never published with an unrelated picture: the script is rejected with the reasons
+    -- (reject_scene_job failed each such scene already).
+    PERFORM mdame._transition('script', p_script_id, 'planned', 'rejected',
+      jsonb_build_object('reason', 'no picture passed the relevance gate',
+                         'scenes_without_picture', v_unpictured));
+    RETURN 'rejected';
+  END IF;
   IF v_dead IS NOT NULL THEN
     FOREACH v_scene IN ARRAY v_dead LOOP
       PERFORM mdame._transition('scene', v_scene, mdame._lock_work_unit(mdame._work_kind('scene'), v_scene),

@@ -8,7 +8,7 @@ SET LOCAL search_path = mdame, pg_temp;
 
 -- Returns the cached clip for a scene hash, or no row when missing or expired.
 CREATE OR REPLACE FUNCTION mdame.lookup_scene_cache(p_scene_hash text)
- RETURNS TABLE(uri text, content_sha256 text, expires_at timestamp with time zone)
+ RETURNS TABLE(uri text, content_sha256 text, expires_at timestamp with time zone, detail jsonb)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'mdame', 'pg_temp'
@@ -17,7 +17,7 @@ AS $function$
 BEGIN
   PERFORM mdame._require_text('scene_hash', p_scene_hash, 128);
   RETURN QUERY
-  SELECT c.uri, c.content_sha256, c.expires_at FROM scene_cache c
+  SELECT c.uri, c.content_sha256, c.expires_at, c.detail FROM scene_cache c
    WHERE c.scene_hash = p_scene_hash AND c.expires_at > now();
 END
 $function$;
@@ -26,9 +26,10 @@ GRANT EXECUTE ON FUNCTION mdame.lookup_scene_cache(p_scene_hash text) TO mdame_a
 
 -- Stores a clip for a scene hash, idempotently: the same clip again refreshes the TTL; a live
 -- entry with another clip wins (first writer wins, two GPU workers racing on one scene converge);
--- an expired entry is replaced. Returns the entry in effect.
-CREATE OR REPLACE FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer)
- RETURNS TABLE(uri text, content_sha256 text, expires_at timestamp with time zone)
+-- an expired entry is replaced. p_detail: what made the clip (engine, relevance, source), kept
+-- with it. Returns the entry in effect.
+CREATE OR REPLACE FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer, p_detail jsonb DEFAULT '{}'::jsonb)
+ RETURNS TABLE(uri text, content_sha256 text, expires_at timestamp with time zone, detail jsonb)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'mdame', 'pg_temp'
@@ -38,22 +39,25 @@ DECLARE
   v_ttl interval := mdame._seconds('ttl_seconds', p_ttl_seconds);
 BEGIN
   PERFORM mdame._require_text('scene_hash', p_scene_hash, 128), mdame._require_text('uri', p_uri, 2000),
-          mdame._require_sha256('content_sha256', p_content_sha256);
-  INSERT INTO scene_cache AS c (scene_hash, uri, content_sha256, expires_at)
-  VALUES (p_scene_hash, p_uri, p_content_sha256, now() + v_ttl)
+          mdame._require_sha256('content_sha256', p_content_sha256),
+          mdame._require_json('detail', p_detail);
+  INSERT INTO scene_cache AS c (scene_hash, uri, content_sha256, expires_at, detail)
+  VALUES (p_scene_hash, p_uri, p_content_sha256, now() + v_ttl, p_detail)
   ON CONFLICT (scene_hash) DO UPDATE
     SET uri = excluded.uri, content_sha256 = excluded.content_sha256,
+        detail = CASE WHEN c.expires_at <= now() THEN excluded.detail ELSE c.detail END,
         created_at = CASE WHEN c.expires_at <= now() THEN now() ELSE c.created_at END,
         expires_at = CASE WHEN c.expires_at <= now() THEN excluded.expires_at
                           ELSE greatest(c.expires_at, excluded.expires_at) END
     WHERE c.expires_at <= now()
        OR (c.uri = excluded.uri AND c.content_sha256 = excluded.content_sha256);
   RETURN QUERY
-  SELECT c.uri, c.content_sha256, c.expires_at FROM scene_cache c WHERE c.scene_hash = p_scene_hash;
+  SELECT c.uri, c.content_sha256, c.expires_at, c.detail FROM scene_cache c
+   WHERE c.scene_hash = p_scene_hash;
 END
 $function$;
-REVOKE ALL ON FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer) FROM PUBLIC, mdame_app, mdame_admin;
-GRANT EXECUTE ON FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer) TO mdame_admin;
+REVOKE ALL ON FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer, p_detail jsonb) FROM PUBLIC, mdame_app, mdame_admin;
+GRANT EXECUTE ON FUNCTION mdame.put_scene_cache(p_scene_hash text, p_uri text, p_content_sha256 text, p_ttl_seconds integer, p_detail jsonb) TO mdame_admin;
 
 CREATE OR REPLACE FUNCTION mdame.invalidate_scene_cache(p_scene_hash text, p_uri text, p_reason text)
  RETURNS boolean

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -25,6 +25,8 @@ from mdame_core.state import StateStore
 from mdame_domain.adaptive import AdaptiveLimits
 from tests.adminkit import as_admin
 from tests.state.test_fencing import DAY, SHA, _cases, _chain, _fingerprint, hold
+
+SOON = datetime.now(UTC) + timedelta(hours=1)  # within what a deferral may ask
 
 SESSION_URI = "https://upload.example/upload/session?upload_id=victim-session-bearer"
 SCENE = "c" * 64
@@ -235,6 +237,8 @@ def test_the_app_role_alone_can_neither_read_a_secret_nor_settle_another_holders
             attempt(
                 "invalidate_scene_cache", SCENE, "file:///x.mp4", "x", job_id, owner_id, n, token
             )
+            attempt("reject_scene_job", job_id, owner_id, n, token, Jsonb(["stolen"]))
+            attempt("defer_scene_job", job_id, owner_id, n, token, SOON, "stolen")
     for claim in [*uuids, uuid.UUID(int=0)]:
         attempt("mark_alert_delivered", v["alert"], claim)
         attempt("mark_alert_failed", v["alert"], "stolen", claim)
