@@ -16,6 +16,12 @@ order, each from one module of this package (CHECKS below):
     gemini        google-genai client.models.get() at MDAME_GEMINI_BASE_URL for each model the
                   active dimensions configure (gemini_text_model, gemini_tts_model): a missing
                   one FAILs naming the YAML field, 429/5xx or a timeout WARN
+    generated     the generated visuals engine: models.get per image model the active
+                  dimensions' chains use (visuals.generated.model), and its price per image
+    relevance     the relevance judge: models.get per judge model (visuals.relevance.model)
+    stock         one search of 3 results per stock source with a key (MDAME_PEXELS_API_KEY,
+                  MDAME_PIXABAY_API_KEY) at MDAME_PEXELS_URL / MDAME_PIXABAY_URL; a source
+                  without a key WARNs when a dimension's chain has stock
     edge_tts      edge-tts list_voices() at the voices list beside MDAME_EDGE_TTS_URL; the
                   dimensions' voices are offered (WARN: Gemini TTS would take over)
     youtube       per active account: its stored grant opened, the token refreshed, then
@@ -75,6 +81,9 @@ CHECKS: tuple[tuple[str, Callable[[Doctor], None]], ...] = (
     ("env", environment.check_env),
     ("database", database.check_database),
     ("gemini", providers.check_gemini),
+    ("generated", providers.check_generated),
+    ("relevance", providers.check_relevance),
+    ("stock", providers.check_stock),
     ("edge_tts", providers.check_edge_tts),
     ("youtube", providers.check_youtube),
     ("telegram", providers.check_telegram),

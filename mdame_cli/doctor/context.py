@@ -17,6 +17,9 @@ GROUPS = (
     "migrations",
     "roles",
     "gemini",
+    "generated",
+    "relevance",
+    "stock",
     "edge_tts",
     "youtube",
     "telegram",
@@ -31,6 +34,8 @@ GROUPS = (
 SECRET_VARS = (
     "GEMINI_API_KEY",
     "YOUTUBE_API_KEY",
+    "MDAME_PEXELS_API_KEY",
+    "MDAME_PIXABAY_API_KEY",
     "MDAME_TELEGRAM_BOT_TOKEN",
     "MDAME_MASTER_KEY",
     "AWS_SECRET_ACCESS_KEY",

@@ -1,8 +1,13 @@
-"""gemini, edge_tts, youtube, telegram: each production provider's own health check, on the
-provider as the runs build it (mdame_assets.resources.shared_resources, the function the
-definitions bind), so the doctor reads no provider setting of its own.
+"""gemini, generated, relevance, stock, edge_tts, youtube, telegram: each production
+provider's own health check, on the provider as the runs build it
+(mdame_assets.resources.shared_resources, the function the definitions bind), so the doctor
+reads no provider setting of its own.
 
     gemini    the writer: models.get per model the active dimensions configure
+    generated the generated visuals engine: models.get per image model the active dimensions'
+              chains use, and its price per image
+    relevance the relevance judge: models.get per judge model
+    stock     the stock engine: one small search per source with a key (Pexels, Pixabay)
     edge_tts  the voice chain: the Edge-TTS voices list, the dimensions' voices on it
     youtube   the publisher: per active account, its grant opened, the token refreshed,
               channels.list(mine=True)
@@ -22,16 +27,21 @@ from mdame_domain.doctor import Status
 if TYPE_CHECKING:
     from mdame_resources.health import Health, HealthScope
 
-PROVIDER_GROUPS = ("gemini", "edge_tts", "youtube", "telegram")
+PROVIDER_GROUPS = ("gemini", "generated", "relevance", "stock", "edge_tts", "youtube", "telegram")
 
 
-def _provider(doctor: Doctor, key: str) -> Any:
-    """The provider the runs bind under `key`, built once per doctor run."""
+def _resources(doctor: Doctor) -> dict[str, Any]:
+    """The resources the runs bind, built once per doctor run."""
     if doctor.resources is None:
         from mdame_assets.resources import shared_resources
 
         doctor.resources = shared_resources()
-    return doctor.resources[key]
+    return doctor.resources
+
+
+def _provider(doctor: Doctor, key: str) -> Any:
+    """The provider the runs bind under `key`."""
+    return _resources(doctor)[key]
 
 
 def _scope(doctor: Doctor, state: Any = None) -> HealthScope:
@@ -70,6 +80,30 @@ def check_gemini(doctor: Doctor) -> None:
         return
     writer = _provider(doctor, "writer")
     _report(doctor, "gemini", writer.health_check(doctor.options.timeout_s, _scope(doctor)))
+
+
+def _visuals_check(doctor: Doctor, group: str, key: str) -> None:
+    """A visuals chain resource's check; SKIPs when the provider set binds no `key` (a
+    deployment whose definitions do not run that engine)."""
+    if _provider_skip(doctor, group):
+        return
+    resource = _resources(doctor).get(key)
+    if resource is None:
+        doctor.add(group, Status.SKIP, f"the {doctor.providers} providers bind no {key}")
+        return
+    _report(doctor, group, resource.health_check(doctor.options.timeout_s, _scope(doctor)))
+
+
+def check_generated(doctor: Doctor) -> None:
+    _visuals_check(doctor, "generated", "generated_visuals")
+
+
+def check_relevance(doctor: Doctor) -> None:
+    _visuals_check(doctor, "relevance", "relevance_judge")
+
+
+def check_stock(doctor: Doctor) -> None:
+    _visuals_check(doctor, "stock", "stock_footage")
 
 
 def check_edge_tts(doctor: Doctor) -> None:

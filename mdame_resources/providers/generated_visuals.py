@@ -39,6 +39,7 @@ from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import MediaProblem, MediaRegistry, MediaStore
 from mdame_domain.model_output import InvalidModelOutput
 from mdame_domain.still_motion import DEFAULT_FPS, animate_still, plan_motion
+from mdame_resources.health import Health, HealthScope
 from mdame_resources.providers.budget import CallContext
 from mdame_resources.providers.visuals import VisualsResource
 
@@ -196,6 +197,14 @@ class GeneratedVisuals(VisualsResource):
 
     def settings(self) -> GeneratedSettings:
         return GeneratedSettings(self.model, self.usd_per_image, self.aspect_ratio)
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """The key and models.get for each image model the active dimensions' chains use
+        (this resource's model when none is active); an unpriced model FAILs too
+        (visuals_health.py)."""
+        from mdame_resources.providers.visuals_health import generated_health
+
+        return generated_health(self, timeout, scope)
 
     def cache_key(
         self, engine: str | None = None, settings: GeneratedSettings | None = None

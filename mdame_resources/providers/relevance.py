@@ -32,6 +32,7 @@ from mdame_domain.relevance import (
     parse_judgement,
     relevance_request,
 )
+from mdame_resources.health import Health, HealthScope
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import CallContext
 
@@ -151,6 +152,13 @@ class GeminiRelevanceJudge(ProviderResource):
     timeout_s: float = DEFAULT_TIMEOUT_S
     keyframe_timeout_s: float = DEFAULT_KEYFRAME_TIMEOUT_S
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """The key and models.get for each judge model of the active dimensions whose chain
+        has a judged engine (visuals_health.py)."""
+        from mdame_resources.providers.visuals_health import relevance_health
+
+        return relevance_health(self, timeout, scope)
 
     def judge(
         self,

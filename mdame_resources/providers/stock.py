@@ -61,6 +61,7 @@ from mdame_domain.stock import (
     wait_until,
 )
 from mdame_domain.waits import NotYet
+from mdame_resources.health import Health, HealthScope
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.http_api import trusted
 from mdame_resources.providers.stock_files import (
@@ -523,6 +524,13 @@ class StockFootage(ProviderResource):
     def cache_key(self) -> str:
         """Folded into a stock scene's scene_hash: another engine's clip is not a hit."""
         return "stock"
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """One small search per source with a key, through the engine's client; a source
+        without one is not configured (visuals_health.py)."""
+        from mdame_resources.providers.visuals_health import stock_health
+
+        return stock_health(self, timeout, scope)
 
     def client(self, clock: Callable[[], float] = time.time) -> StockClient:
         keys = {

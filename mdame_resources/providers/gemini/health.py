@@ -41,6 +41,19 @@ def gemini_health(
     """models.get per configured model: one finding each (its subject the model); a problem of
     the whole service (no key, a refused key, nothing listening) is one finding with no
     subject, and ends the check. `key_name` names the key in messages (its variable)."""
+    return models_health(api_key, key_name, base_url, configured_models(dimensions), timeout)
+
+
+def models_health(
+    api_key: str,
+    key_name: str,
+    base_url: str | None,
+    needed: dict[str, list[tuple[str, str]]],
+    timeout: float,
+) -> list[Health]:
+    """models.get for each model of `needed` (model -> (dimension, YAML field) pairs, the
+    dimension '' for a default), as gemini_health: one finding per model, or one for the
+    whole service that ends the check."""
     redact = Redactor([api_key])
     found: list[Health] = []
 
@@ -55,7 +68,7 @@ def gemini_health(
     client = make_client(api_key, base_url, timeout_s=timeout)
     from google.genai import errors
 
-    for model, users in sorted(configured_models(dimensions).items()):
+    for model, users in sorted(needed.items()):
         try:
             client.models.get(model=model)
         except errors.APIError as exc:
