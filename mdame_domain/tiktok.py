@@ -13,14 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mdame_domain.video_metadata import POST_SETTINGS, VideoMetadataError, marked_caption
+from mdame_domain.video_metadata import (
+    POST_SETTINGS,
+    TIKTOK_CAPTION,
+    VideoMetadataError,
+    marked_caption,
+)
 
 MIB = 1024 * 1024
 MIN_CHUNK, MAX_CHUNK, MAX_FINAL_CHUNK = 5 * MIB, 64 * MIB, 128 * MIB
 MAX_CHUNKS = 1000
 # A caption (post_info.title) is at most 2,200 UTF-16 code units; the video list returns only
 # its first 150 characters, so the marker goes first to stay findable.
-MAX_CAPTION_UNITS = 2200
+MAX_CAPTION_UNITS = TIKTOK_CAPTION.most
 LISTED_CAPTION_CHARS = 150
 
 PRIVACY_LEVELS = ("PUBLIC_TO_EVERYONE", "MUTUAL_FOLLOW_FRIENDS", "FOLLOWER_OF_CREATOR", "SELF_ONLY")
@@ -84,15 +89,13 @@ def chunk_plan(size: int, preferred_chunk: int = 10 * MIB) -> ChunkPlan:
     return ChunkPlan(size, chunk, count)
 
 
-def _utf16_units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def caption(body: dict[str, Any], marker: str) -> str:
     """post_info.title: the marked caption (video_metadata.marked_caption), cut to TikTok's
     2,200 UTF-16 units."""
     try:
-        return marked_caption(body, marker, MAX_CAPTION_UNITS, _utf16_units, "UTF-16 units")
+        return marked_caption(
+            body, marker, TIKTOK_CAPTION.most, TIKTOK_CAPTION.length, TIKTOK_CAPTION.unit
+        )
     except VideoMetadataError as exc:
         raise TikTokRuleError(str(exc)) from None
 

@@ -3,6 +3,11 @@
 The limits are YouTube's: a title of at most 100 characters without '<' or '>', a description
 of at most 5,000 bytes (hashtags included), tags of at most 500 characters in all (a tag with a
 space counts its quotes), `publishAt` only for private videos. Every error names the field.
+
+The description is the script's text, the stock footage's credits (mdame_domain/credits.py),
+the hashtags and the publication marker. The credits are fitted to YouTube's 5,000 bytes and,
+for a TikTok or Instagram post, to its caption's cap (`caption`), so that a caption made of the
+title and the description is never cut inside a credit.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mdame_domain.credits import Credit, with_credits
+
 PRIVACY = ("public", "unlisted", "private")
 # YouTube's assignable video categories (videoCategories.list, region US).
 CATEGORIES = frozenset(
@@ -22,6 +29,25 @@ _LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 MARKER_PREFIX = "mdame:"
 POST_SETTINGS = "postSettings"  # the video resource's key of a platform's own post settings
 _MARKER = re.compile(r"\[(" + re.escape(MARKER_PREFIX) + r"[^\]]+)\]")
+DESCRIPTION_MAX_BYTES = 5000
+
+
+@dataclass(frozen=True)
+class TextCap:
+    """A platform's cap on a post's one text field, in its own unit."""
+
+    most: int
+    unit: str = "characters"  # or "UTF-16 units"
+
+    def length(self, text: str) -> int:
+        if self.unit == "UTF-16 units":
+            return len(text.encode("utf-16-le")) // 2
+        return len(text)
+
+
+# TikTok's post_info.title and Instagram's caption: 2,200 each, TikTok's in UTF-16 code units.
+TIKTOK_CAPTION = TextCap(2200, "UTF-16 units")
+INSTAGRAM_CAPTION = TextCap(2200, "characters")
 
 
 class VideoMetadataError(ValueError):
@@ -49,6 +75,10 @@ class VideoMetadata:
     # Instagram's share_to_feed): the video resource carries them as "postSettings" for that
     # platform's channel, and never to YouTube, whose accounts get none.
     post_settings: tuple[tuple[str, Any], ...] = ()
+    # The stock footage's credits, in scene order; and, for a platform whose post has one text
+    # field (the marked caption: title, then description), that field's cap.
+    credits: tuple[Credit, ...] = ()
+    caption: TextCap | None = None
 
 
 def publication_marker(idempotency_key: str) -> str:
@@ -57,12 +87,30 @@ def publication_marker(idempotency_key: str) -> str:
     return f"{MARKER_PREFIX}{idempotency_key[:32]}"
 
 
+def _caption_text(head: str, description: str) -> str:
+    return f"{head}\n\n{description}" if description else head
+
+
+def _caption_head(title: str, marker: str) -> str:
+    return f"[{marker}] {title.strip()}".strip()
+
+
 def full_description(meta: VideoMetadata, marker: str) -> str:
-    parts = [meta.description.strip()]
-    if meta.hashtags:
-        parts.append(" ".join(f"#{h.lstrip('#')}" for h in meta.hashtags))
-    parts.append(f"[{marker}]")
-    return "\n\n".join(p for p in parts if p)
+    """The script's text, the footage credits, the hashtags and the marker, a blank line
+    between each; the credits fitted (with_credits) to YouTube's bytes and to the caption's
+    cap when the post has one."""
+    hashtags = " ".join(f"#{h.lstrip('#')}" for h in meta.hashtags)
+    tail = f"[{marker}]"
+    head = _caption_head(meta.title, marker)
+
+    def fits(body: str) -> bool:
+        if len(f"{body}\n\n{tail}".encode()) > DESCRIPTION_MAX_BYTES:
+            return False
+        cap = meta.caption
+        return cap is None or cap.length(_caption_text(head, body)) <= cap.most
+
+    body = with_credits(meta.description.strip(), meta.credits, hashtags, fits)
+    return "\n\n".join(p for p in (body, tail) if p)
 
 
 def tags_length(tags: tuple[str, ...]) -> int:
@@ -84,9 +132,10 @@ def validate(meta: VideoMetadata, marker: str) -> None:
     if "<" in description or ">" in description:
         raise VideoMetadataError("description", "may not contain '<' or '>'")
     size = len(description.encode())
-    if size > 5000:
+    if size > DESCRIPTION_MAX_BYTES:
         raise VideoMetadataError(
-            "description", f"is {size} bytes with hashtags and marker; at most 5000"
+            "description",
+            f"is {size} bytes with credits, hashtags and marker; at most {DESCRIPTION_MAX_BYTES}",
         )
     for tag in meta.tags:
         if not tag.strip() or "<" in tag or ">" in tag or "," in tag:
@@ -149,19 +198,31 @@ def marked_caption(
     """A post's caption from the video resource (snippet title and description) for a platform
     with one text field: the marker first (a listing may show only the caption's start), then
     the title, then the description without its own copy of the marker, cut to `most` as
-    `length` measures it (the description gives way, never the marker or the title)."""
+    `length` measures it (the description gives way, never the marker or the title). The cut
+    falls between words where the description has a space, so a link is whole or gone; the
+    credits were fitted to the cap beforehand (full_description), so they are not cut."""
     snippet = body.get("snippet", {})
-    title = str(snippet.get("title", "")).strip()
     description = str(snippet.get("description", "")).replace(f"[{marker}]", "").strip()
-    head = f"[{marker}] {title}".strip()
+    head = _caption_head(str(snippet.get("title", "")), marker)
     if length(head) > most:
         raise VideoMetadataError(
             "caption", f"its title and marker are {length(head)} {unit}; at most {most}"
         )
-    text = f"{head}\n\n{description}" if description else head
-    while length(text) > most:
-        text = text[:-1]
-    return text.rstrip()
+    text = _caption_text(head, description)
+    if length(text) <= most:
+        return text
+    low, high = 0, len(description)  # the longest start of the description that fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if length(_caption_text(head, description[:middle].rstrip())) <= most:
+            low = middle
+        else:
+            high = middle - 1
+    kept = description[:low]
+    if low < len(description) and not description[low].isspace():
+        space = max(kept.rfind(" "), kept.rfind("\n"))
+        kept = kept[:space] if space > 0 else kept  # a word cut in half goes whole
+    return _caption_text(head, kept.rstrip())
 
 
 def body_marker(body: dict[str, Any]) -> str:

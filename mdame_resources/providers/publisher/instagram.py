@@ -25,12 +25,17 @@ from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
 from mdame_domain.tiktok import MIB
-from mdame_domain.video_metadata import POST_SETTINGS, body_marker, marked_caption
+from mdame_domain.video_metadata import (
+    INSTAGRAM_CAPTION,
+    POST_SETTINGS,
+    body_marker,
+    marked_caption,
+)
 from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
 
-CAPTION_MAX = 2200  # characters
+CAPTION_MAX = INSTAGRAM_CAPTION.most  # characters
 COVER_AT_MS = 1000  # where in the video Instagram takes the cover from
 # A long-lived token may be refreshed once it is a day old; refreshed weekly, a token of 60
 # days is renewed long before it lapses, also when runs pause for weeks.
