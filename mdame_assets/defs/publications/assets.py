@@ -21,11 +21,18 @@ from mdame_assets.defs.renders.assets import renders
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import Account, StateStore, WorkUnit
+from mdame_domain.credits import Credit, footage_credits
 from mdame_domain.dimensions import post_settings
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import link_or_copy
-from mdame_domain.video_metadata import VideoMetadata, publication_marker, video_resource
+from mdame_domain.video_metadata import (
+    INSTAGRAM_CAPTION,
+    TIKTOK_CAPTION,
+    VideoMetadata,
+    publication_marker,
+    video_resource,
+)
 from mdame_domain.waits import NotYet
 from mdame_pipeline.recovery import in_flight
 from mdame_pipeline.work import advance
@@ -83,13 +90,19 @@ def _progress_into(
     return progress
 
 
-def video_metadata(step: Step, script: WorkUnit, platform: str = "youtube") -> VideoMetadata:
+CAPTIONS = {"tiktok": TIKTOK_CAPTION, "instagram": INSTAGRAM_CAPTION}
+
+
+def video_metadata(
+    step: Step, script: WorkUnit, platform: str = "youtube", credits: tuple[Credit, ...] = ()
+) -> VideoMetadata:
     """The video's metadata from the script and the dimension (validated before upload), with
-    the platform's own hashtags and post settings for a TikTok or Instagram account."""
+    the platform's own hashtags, post settings and caption cap for a TikTok or Instagram
+    account, and the footage's credits."""
     yt = step.dimension.youtube
     hashtags = yt.hashtags
     settings: tuple[tuple[str, Any], ...] = ()
-    if platform in ("tiktok", "instagram"):
+    if platform in CAPTIONS:
         own = step.dimension.tiktok if platform == "tiktok" else step.dimension.instagram
         hashtags = yt.hashtags if own.hashtags is None else own.hashtags
         settings = post_settings(own)
@@ -105,7 +118,30 @@ def video_metadata(step: Step, script: WorkUnit, platform: str = "youtube") -> V
         notify_subscribers=yt.notify_subscribers,
         hashtags=hashtags,
         post_settings=settings,
+        credits=credits,
+        caption=CAPTIONS.get(platform),
     )
+
+
+def script_credits(state: StateStore, script: WorkUnit) -> list[dict[str, str]]:
+    """The credits of the footage the script's scenes show, in scene order (staged records)."""
+    scenes = sorted(
+        state.list_work_units("scene", script_id=script.id),
+        key=lambda s: int(s.payload["scene_index"]),
+    )
+    return [credit.to_json() for credit in footage_credits(s.result for s in scenes)]
+
+
+def staged_credits(
+    state: StateStore, key: str, found: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """The credits a publication is published with: those its payload staged when it began
+    (a rerun or a takeover publishes the same text, and passes the same payload), else those
+    found now. A publication begun before credits were staged has none."""
+    publication = state.get_work_unit("publication", key)
+    if publication is None:
+        return found
+    return list(publication.payload.get("credits") or [])
 
 
 def publish_resumable(
@@ -240,17 +276,22 @@ def _publish_script(
         raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
     video_ids, complete = [], True
     thumbnail = _thumbnail(media, render)
+    found = script_credits(step.state, script)
     with _private_copy(media, render) as (video, sha256):
         for account in step.state.list_accounts(step.partition.dimension):
             key = idempotency_key(
                 script.idempotency_key, "publication", account.platform, account.handle
             )
-            payload = {
+            credits = staged_credits(step.state, key, found)
+            payload: dict[str, Any] = {
                 "script_id": script.id,
                 "render_id": render.id,
                 "account_id": account.id,
                 "content_sha256": sha256,
             }
+            if credits:
+                payload["credits"] = credits
+            staged = tuple(c for c in map(Credit.from_provenance, credits) if c is not None)
             publish = partial(
                 publish_resumable,
                 step.state,
@@ -259,7 +300,7 @@ def _publish_script(
                 payload,
                 account,
                 video,
-                video_metadata(step, script, account.platform),
+                video_metadata(step, script, account.platform, staged),
                 required_reviews=step.dimension.required_reviews,
                 checkpoint=step.checkpoint,
                 log=step.log,
