@@ -1,7 +1,10 @@
 """`make demo PROVIDERS=fakes`: the whole graph with the production providers (Gemini writer,
 critic and safety; Edge-TTS then Gemini TTS; the httpx trend reader; the YouTube and TikTok
-publishers) against this package's local protocol servers, end to end. Only the visuals stay
-procedural (no GPU). Nothing leaves 127.0.0.1, and no key here is a secret.
+publishers; the visuals chain [generated, stock] with its relevance gate: Gemini stills, Pexels
+and Pixabay footage) against this package's local protocol servers, end to end. No GPU, so a
+chain of diffusers alone falls back to procedural clips. The image model draws one prompt in
+OFF_TOPIC_EVERY off-topic and the stock servers offer off-topic footage, so the gate rejects and
+replaces candidates. Nothing leaves 127.0.0.1, and no key here is a secret.
 
 It starts the servers, points the providers at them through the same MDAME_* variables a
 deployment sets, stores an encrypted grant for each demo account on its fake (as `mdame
@@ -42,8 +45,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from fakes import edge_tts, feeds, gemini, instagram, telegram, tiktok, youtube
+from fakes import edge_tts, feeds, gemini, instagram, pexels, pixabay, telegram, tiktok, youtube
 from fakes.common import LocalServer, secret_mark
+from fakes.stock_common import environ_for as stock_environ
 from mdame_core.settings import dimensions_dir, mdame_env, mdame_home
 from mdame_core.state import StateStore
 
@@ -52,6 +56,11 @@ DEMO_TELEGRAM_CHAT = "-1000000000001"  # the fake accepts any chat
 DEMO_GEMINI_KEY = "fakes-demo-gemini-key"
 DEMO_YOUTUBE_KEY = "fakes-demo-youtube-key"
 DEMO_TIKTOK_CLIENT = ("fakes-demo-tiktok-key", "fakes-demo-tiktok-secret")
+DEMO_PEXELS_KEY = "fakes-demo-pexels-key"
+DEMO_PIXABAY_KEY = "fakes-demo-pixabay-key"
+# The image model draws another subject than asked for the first request of one prompt in this
+# many, so the relevance gate rejects a candidate and the chain asks for the next.
+OFF_TOPIC_EVERY = 3
 
 
 def demo_secret(name: str) -> str:
@@ -152,6 +161,8 @@ class FakeServices:
     speech: edge_tts.EdgeTtsServer
     sources: feeds.FeedServer
     bot: telegram.TelegramServer
+    pexels: pexels.FakePexels
+    pixabay: pixabay.FakePixabay
 
 
 @contextmanager
@@ -169,6 +180,12 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
         creators = servers.enter_context(_stable_port(folder, "tiktok", tiktok.running))
         reels = servers.enter_context(_stable_port(folder, "instagram", instagram.running))
         bot = servers.enter_context(telegram.TelegramServer(bot_token))
+        model.off_topic_every = OFF_TOPIC_EVERY
+        pexels_key, pixabay_key = demo_secret(DEMO_PEXELS_KEY), demo_secret(DEMO_PIXABAY_KEY)
+        footage = servers.enter_context(pexels.running(folder / "pexels"))
+        footage.keys = {pexels_key}
+        more_footage = servers.enter_context(pixabay.running(folder / "pixabay"))
+        more_footage.keys = {pixabay_key}
         env = {
             "MDAME_PROVIDERS": "fakes",
             "GEMINI_API_KEY": gemini_key,
@@ -190,14 +207,20 @@ def fake_services(folder: Path) -> Iterator[FakeServices]:
             "MDAME_TELEGRAM_API_URL": bot.base_url,
             "MDAME_TELEGRAM_BOT_TOKEN": bot_token,
             "MDAME_TELEGRAM_CHAT_ID": DEMO_TELEGRAM_CHAT,
+            "MDAME_PEXELS_API_KEY": pexels_key,
+            "MDAME_PIXABAY_API_KEY": pixabay_key,
+            **stock_environ(footage, more_footage),
         }
         print(
             f"[demo] fakes: gemini {model.base_url}, edge-tts {speech.base_url}, "
             f"feeds {sources.base_url}, youtube {channel.base_url}, "
-            f"tiktok {creators.base_url}, instagram {reels.base_url}, telegram {bot.base_url}",
+            f"tiktok {creators.base_url}, instagram {reels.base_url}, telegram {bot.base_url}, "
+            f"pexels {footage.base_url}, pixabay {more_footage.base_url}",
             file=sys.stderr,
         )
-        yield FakeServices(env, channel, creators, reels, model, speech, sources, bot)
+        yield FakeServices(
+            env, channel, creators, reels, model, speech, sources, bot, footage, more_footage
+        )
 
 
 def inject_random_faults(services: FakeServices, rng: random.Random, outage: bool) -> list[str]:

@@ -17,21 +17,33 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
+from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import MediaStore
 from mdame_domain.timing import spent
+from mdame_domain.waits import NotYet
+from mdame_pipeline.locks import LockBusy, held_named_lock, visuals_lock_name
 from mdame_pipeline.scene_cache import CACHE_TTL_S, cached_clip
+from mdame_pipeline.scene_pictures import NoPicture, SceneEngines, SceneRequest, make_picture
 from mdame_resources.media import name_stored
+from mdame_resources.providers.budget import BudgetExhausted, CallContext
+from mdame_resources.providers.gemini import PaidCallRefused, PaidCallTransient
+from mdame_resources.providers.stock import StockRefused, StockUnavailable
 from mdame_resources.providers.visuals import VisualsResource
 
 LEASE_ENV = "MDAME_JOB_LEASE_S"  # default 300 s; a harness shortens it to test expiry
 # A name for this worker in its id (a Celery worker's "gpu-0", a pod's name): the scene's result
 # records the id, so an operator (and a test) can see where each clip was made.
 WORKER_NAME_ENV = "MDAME_WORKER_NAME"
+# After a transient provider failure (a 5xx, a dropped connection, a timeout) a scene waits this
+# long before its job is claimed again; a test shortens it.
+SCENE_RETRY_ENV = "MDAME_SCENE_RETRY_S"
 # A job or scene_hash held by a live worker elsewhere is polled at least this often: its clip
 # is often done long before its lease would run out.
 SCENE_BUSY_POLL_S = 15.0
@@ -78,12 +90,15 @@ class _LeaseKeeper(threading.Thread):
 @dataclass(frozen=True)
 class SceneOutcome:
     """What one scene step did. outcome: generated, cache_hit, done (ready before this step:
-    another step or run made it) or failed (its job is dead or failed: no attempt left)."""
+    another step or run made it), failed (its job is dead or failed: no attempt left), waiting
+    (its job waits until `until`: a rate limit, an outage, a paid call in flight, the day's
+    budget) or rejected (no engine of its chain made a picture that passed the gate)."""
 
     scene_id: int
     outcome: str
     worker: str
     attempt: int
+    until: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -114,15 +129,27 @@ def _wait_for(claim: SceneClaim) -> float:
     return max(0.5, claim.wait_s + 0.5)  # not_due: the job's own retry delay
 
 
+class SceneRefused(Exception):
+    """A provider refused the scene's work for good (a bad key, an unknown model, a refused
+    request): the job failed with the provider's words, which this carries."""
+
+
+def scene_retry_s() -> float:
+    """How long a scene waits after a transient provider failure (MDAME_SCENE_RETRY_S)."""
+    return seconds_setting(SCENE_RETRY_ENV, 300)
+
+
 def make_scene_clip(
     state: StateStore,
     scene_id: int,
     visuals: VisualsResource,
     media: MediaStore,
     scratch: Path,
+    engines: SceneEngines | None = None,
 ) -> SceneOutcome:
     """One scene's clip, made or found; SceneBusy or SceneAttemptFailed when the step should
-    run again later, StateError (a lost lease) when another worker took the job over."""
+    run again later, StateError (a lost lease) when another worker took the job over.
+    `engines`: the chain's providers, for jobs that name a chain (scene_pictures)."""
     scene = state.get_work_unit("scene", scene_id)
     if scene is None:
         raise NotFound("claim_scene_job", f"scene {scene_id} does not exist", "MD006")
@@ -136,10 +163,16 @@ def make_scene_clip(
     if claim.outcome in ("failed", "dead"):
         return SceneOutcome(scene_id, "failed", str(claim.holder or ""), claim.attempt)
     if claim.job is None:
+        if claim.outcome == "not_due" and claim.wait_s > SCENE_BUSY_POLL_S:
+            # Deferred (a wait the job recorded): this run leaves it, the hop sensor asks again.
+            until = datetime.now(UTC) + timedelta(seconds=claim.wait_s)
+            return SceneOutcome(scene_id, "waiting", "", claim.attempt, until.isoformat())
         raise SceneBusy(scene_id, claim)
     job = claim.job
     try:
         with _LeaseKeeper(state, job, me, lease_s()):
+            if "chain" in job.payload:
+                return _chain_outcome(state, scene_id, job, me, visuals, media, scratch, engines)
             hit = _process(state, job, visuals, media, scratch)
     except StateError:
         raise  # a lost lease or a broken invariant: not this attempt's fault; the step retries
@@ -157,6 +190,99 @@ def make_scene_clip(
             state.fail_job(job, "stopped while making the clip", True)
         raise
     return SceneOutcome(scene_id, "cache_hit" if hit else "generated", me, job.attempt)
+
+
+def _chain_outcome(
+    state: StateStore,
+    scene_id: int,
+    job: Job,
+    me: str,
+    visuals: VisualsResource,
+    media: MediaStore,
+    scratch: Path,
+    engines: SceneEngines | None,
+) -> SceneOutcome:
+    """A chain job: waits and rejections are outcomes, a refusal fails the job for good, any
+    other exception is the attempt's failure (the caller's handling)."""
+    if engines is None:
+        raise RuntimeError(f"scene {scene_id}: its job names a visuals chain, and no engines")
+    try:
+        hit = _process_chain(state, job, me, engines, media, scratch)
+    except NotYet as wait:
+        return _deferred(state, scene_id, job, wait.until, str(wait))
+    except BudgetExhausted as exc:
+        tomorrow = datetime.now(UTC).date() + timedelta(days=1)
+        midnight = datetime.combine(tomorrow, datetime.min.time(), UTC)
+        return _deferred(state, scene_id, job, midnight, str(exc))
+    except (PaidCallTransient, StockUnavailable, LockBusy) as exc:
+        until = datetime.now(UTC) + timedelta(seconds=scene_retry_s())
+        return _deferred(state, scene_id, job, until, f"{type(exc).__name__}: {exc}")
+    except NoPicture as none:
+        state.reject_scene_job(job, none.reasons)
+        return SceneOutcome(scene_id, "rejected", me, job.attempt)
+    except (PaidCallRefused, StockRefused) as exc:
+        state.fail_job(job, f"{type(exc).__name__}: {exc}"[:2000], False)
+        raise SceneRefused(f"scene {scene_id}: {exc}") from exc
+    return SceneOutcome(scene_id, "cache_hit" if hit else "generated", me, job.attempt)
+
+
+def _deferred(
+    state: StateStore, scene_id: int, job: Job, until: datetime | None, reason: str
+) -> SceneOutcome:
+    when = until or datetime.now(UTC) + timedelta(seconds=scene_retry_s())
+    after = state.defer_scene_job(job, when, reason)
+    return SceneOutcome(scene_id, "waiting", job.worker_id, job.attempt, after.isoformat())
+
+
+def _process_chain(
+    state: StateStore,
+    job: Job,
+    me: str,
+    engines: SceneEngines,
+    media: MediaStore,
+    scratch: Path,
+) -> bool:
+    """The picture of a chain job, under the scene's visuals lock (its paid calls' fence);
+    True on a cache hit."""
+    request = SceneRequest.of(job.payload)
+    cached = cached_clip(state, media, request.scene_hash, job)
+    if cached is not None:
+        state.complete_scene_job(
+            job, cached.uri, cached.content_sha256, True, CACHE_TTL_S, cached.detail
+        )
+        return True
+    slug = str(job.payload["chain"]["dimension"])
+    row = state.get_dimension(slug)
+    if row is None:
+        raise NotFound("scene_clip", f"dimension {slug!r} is not in the registry", "MD006")
+    dimension = dimension_from_json(row.config)
+    out = scratch / f"{request.scene_hash}.{os.getpid()}.mp4"
+    try:
+        with held_named_lock(state, visuals_lock_name(slug, request.scene_hash), me) as fenced:
+            ctx = CallContext(fenced, dimension, _checkpoint(fenced))
+            with spent("scene clips"):
+                picture = make_picture(
+                    request, out, engines=engines, dimension=dimension, ctx=ctx, store=media
+                )
+        stored = media.put_file(picture.path, ".mp4", registry=state)
+        name_stored(
+            state,
+            media,
+            lambda: state.complete_scene_job(
+                job, stored.uri, stored.sha256, False, CACHE_TTL_S, picture.detail
+            ),
+            [(picture.path, ".mp4")],
+        )
+    finally:  # a failed or stopped generation leaves no partial clip behind
+        out.unlink(missing_ok=True)
+    return False
+
+
+def _checkpoint(fenced: StateStore) -> Callable[[], None]:
+    """Refuses a paid call once the visuals lock is known lost."""
+    fence = fenced.fence
+    assert fence is not None
+    return fence.check
 
 
 def _process(

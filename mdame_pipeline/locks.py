@@ -34,9 +34,21 @@ def dimension_lock_name(dimension_slug: str) -> str:
     return f"pipeline:{dimension_slug}"
 
 
+def visuals_lock_name(dimension_slug: str, scene_hash: str) -> str:
+    """A scene's visuals lock, held by the scene step that pays for its pictures and
+    judgements; the database's paid-call fence (mdame._paid_fence) accepts it for the
+    dimension's paid calls."""
+    return f"{dimension_lock_name(dimension_slug)}/visuals:{scene_hash}"
+
+
 def acquire_fence(state: StateStore, dimension_slug: str, holder: str) -> Fence:
     """The dimension's pipeline lock as a Fence, or LockBusy while a live holder has it."""
-    name, ttl = dimension_lock_name(dimension_slug), lock_ttl_s()
+    return acquire_named_fence(state, dimension_lock_name(dimension_slug), holder)
+
+
+def acquire_named_fence(state: StateStore, name: str, holder: str) -> Fence:
+    """The lock `name` as a Fence, or LockBusy while a live holder has it."""
+    ttl = lock_ttl_s()
     started = time.monotonic()
     grant = state.acquire_pipeline_lock(name, holder, ttl)
     if grant is None:
@@ -90,7 +102,14 @@ class _Heartbeat(threading.Thread):
 @contextmanager
 def held_lock(state: StateStore, dimension_slug: str, holder: str) -> Iterator[StateStore]:
     """The dimension's lock for the block, renewed by a heartbeat: yields the fenced store."""
-    fence = acquire_fence(state, dimension_slug, holder)
+    with held_named_lock(state, dimension_lock_name(dimension_slug), holder) as fenced:
+        yield fenced
+
+
+@contextmanager
+def held_named_lock(state: StateStore, name: str, holder: str) -> Iterator[StateStore]:
+    """The lock `name` for the block, renewed by a heartbeat: yields the fenced store."""
+    fence = acquire_named_fence(state, name, holder)
     try:
         with _Heartbeat(state, fence):
             yield state.fenced(fence)

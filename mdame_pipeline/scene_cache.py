@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mdame_core.state import CacheEntry, Job, StateStore
@@ -15,10 +15,15 @@ CLIP_SECONDS = 6.0  # every clip is generated this long; the render loops or tri
 
 
 def scene_job(
-    scene_hash: str, prompt: str, palette: Sequence[str], engine: str | None = None
+    scene_hash: str,
+    prompt: str,
+    palette: Sequence[str],
+    engine: str | None = None,
+    chain: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a GPU worker needs to make a scene's clip (scene_plan and healing queue the same).
-    engine: the dimension's visuals engine, for providers that have several."""
+    engine: the dimension's diffusers engine, for providers that have several; chain: the
+    scene's visuals chain (scene_chain), absent on jobs queued before chains."""
     job: dict[str, Any] = {
         "scene_hash": scene_hash,
         "prompt": prompt,
@@ -27,7 +32,22 @@ def scene_job(
     }
     if engine is not None:
         job["engine"] = engine
+    if chain is not None:
+        job["chain"] = dict(chain)
     return job
+
+
+def scene_chain(
+    engines: Sequence[str], dimension_slug: str, narration: str, queries: Sequence[str]
+) -> dict[str, Any]:
+    """What the chain needs besides the prompt: the engines in order, the dimension whose
+    budget pays, the narration the gate judges against and the stock searches."""
+    return {
+        "engines": list(engines),
+        "dimension": dimension_slug,
+        "narration": narration,
+        "queries": list(queries),
+    }
 
 
 def cached_clip(

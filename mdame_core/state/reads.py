@@ -27,7 +27,13 @@ WORK_WAIT = """
       (SELECT max(x.lease_expires_at) FROM mdame.provider_attempts x
         WHERE x.status = 'submitted' AND x.lease_expires_at > now() AND x.provider LIKE 'gemini:%%'
           AND x.detail ->> 'dimension' = (SELECT slug FROM mdame.dimensions
-                                           WHERE id = s.dimension_id)) AS call_until"""
+                                           WHERE id = s.dimension_id)) AS call_until,
+      (SELECT max(j.run_after) FROM mdame.scenes sc
+         JOIN mdame.job_keys k ON k.idempotency_key = coalesce(sc.result ->> 'job_key',
+                                                               sc.idempotency_key)
+         JOIN mdame.jobs j ON j.id = k.job_id
+        WHERE s.state = 'planned' AND sc.script_id = s.id AND j.state = 'queued'
+          AND j.run_after > now()) AS scene_until"""
 
 
 class Reads(ClientBase):
@@ -60,7 +66,7 @@ class Reads(ClientBase):
         until when an upload of theirs waits (WORK_WAIT)."""
         rows = self._select(
             f"""SELECT s.partition_date, d.slug, max(s.updated_at), count(*),
-                       greatest(max(w.upload_until), max(w.call_until))
+                       greatest(max(w.upload_until), max(w.call_until), max(w.scene_until))
                   FROM mdame.scripts s JOIN mdame.dimensions d ON d.id = s.dimension_id
                   LEFT JOIN LATERAL ({WORK_WAIT}) w ON true
                  WHERE s.state = ANY(%s) AND d.active
@@ -70,15 +76,25 @@ class Reads(ClientBase):
         return [PartitionWork(*row) for row in rows]
 
     def partition_wait(self, dimension_id: int, day: date) -> tuple[datetime | None, str]:
-        """Until when the partition's work waits (WORK_WAIT) and for what, in a user's words:
+        """Until when the partition's work waits (WORK_WAIT; the latest wait) and for what, in a
+        user's words:
         (None, '') when nothing does."""
         rows = self._select(
-            f"""SELECT max(w.upload_until), max(w.call_until)
+            f"""SELECT max(w.upload_until), max(w.call_until), max(w.scene_until)
                   FROM mdame.scripts s LEFT JOIN LATERAL ({WORK_WAIT}) w ON true
                  WHERE s.dimension_id = %s AND s.partition_date = %s""",
             [dimension_id, day],
         )
-        upload, call = rows[0] if rows else (None, None)
-        if call is not None and (upload is None or call > upload):
-            return call, "an interrupted Gemini call"
-        return upload, "an interrupted upload" if upload is not None else ""
+        upload, call, scene = rows[0] if rows else (None, None, None)
+        waits = [
+            (until, what)
+            for until, what in (
+                (upload, "an interrupted upload"),
+                (call, "an interrupted Gemini call"),
+                (scene, "a scene's picture (a provider's rate limit or outage, or the budget)"),
+            )
+            if until is not None
+        ]
+        if not waits:
+            return None, ""
+        return max(waits, key=lambda item: item[0])

@@ -9,14 +9,18 @@ import dagster as dg
 
 from mdame_core.settings import SettingsError, mdame_env, seconds_setting
 from mdame_domain.prod_readiness import endpoint_problems, endpoints_message
+from mdame_domain.visuals_chain import GENERATED, PROCEDURAL, STOCK
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
+from mdame_resources.providers.generated_visuals import GeneratedVisuals
 from mdame_resources.providers.publisher import (
     InstagramPublisher,
     OutboxPublisher,
     TikTokPublisher,
     YouTubePublisher,
 )
+from mdame_resources.providers.relevance import GeminiRelevanceJudge
 from mdame_resources.providers.safety import GeminiSafetyClassifier, RuleSafetyClassifier
+from mdame_resources.providers.stock import StockFootage
 from mdame_resources.providers.trends import FeedFileTrendSource, HttpFeedTrendSource
 from mdame_resources.providers.visuals import DiffusersVisuals, ProceduralVisuals
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain, EspeakVoice
@@ -38,11 +42,24 @@ def offline_providers() -> dict[str, Any]:
         "safety": RuleSafetyClassifier(),
         "writer": LocalScriptWriter(),
         "visuals": ProceduralVisuals(),
+        # Bound for the scene step's signature; the offline chain is procedural only.
+        **picture_engines(""),
         "voice": EspeakVoice(),
         "publisher": outbox,
         "tiktok_publisher": outbox,
         "instagram_publisher": outbox,
         "notifier": OutboxNotifier(),  # alerts to the outbox
+    }
+
+
+def picture_engines(gemini_key: Any) -> dict[str, Any]:
+    """The network engines of a visuals chain and the relevance gate's judge. Gemini's key as
+    a dg.EnvVar; the stock sources' keys are read when a client opens (MDAME_PEXELS_API_KEY,
+    MDAME_PIXABAY_API_KEY), so a deployment without stock needs neither."""
+    return {
+        "generated_visuals": GeneratedVisuals(api_key=gemini_key),
+        "stock_footage": StockFootage(),
+        "relevance_judge": GeminiRelevanceJudge(api_key=gemini_key),
     }
 
 
@@ -64,6 +81,7 @@ def production_providers() -> dict[str, Any]:
         "safety": GeminiSafetyClassifier(api_key=gemini_key),
         "writer": GeminiScriptWriter(api_key=gemini_key),
         "visuals": diffusers_visuals(),
+        **picture_engines(gemini_key),
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
         "publisher": YouTubePublisher(
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS"),
@@ -117,7 +135,9 @@ def providers_for_environment() -> dict[str, Any]:
         return offline_providers()
     providers = production_providers()
     if chosen == "fakes":
-        providers["visuals"] = ProceduralVisuals()
+        # No GPU: the network engines of a chain run against the local servers, and a chain
+        # of diffusers alone falls back to procedural clips.
+        providers["visuals"] = ProceduralVisuals(offers=[GENERATED, STOCK, PROCEDURAL])
         # The dimensions' sample feed files count too, beside any live source.
         providers["trend_source"] = HttpFeedTrendSource(
             youtube_api_key=dg.EnvVar("YOUTUBE_API_KEY"), read_files=True

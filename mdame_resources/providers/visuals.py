@@ -11,10 +11,17 @@ from mdame_core.settings import mdame_home
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES, check_model_id
 from mdame_domain.media_profile import SHORTS, media_profile
 from mdame_domain.visuals import render_procedural_clip
+from mdame_domain.visuals_chain import DIFFUSERS, GENERATED, PROCEDURAL, STOCK
 from mdame_resources.providers.base import ProviderResource
 
 
 class VisualsResource(ProviderResource):
+    """The engine a scene step runs on its own host (procedural, or diffusers on CUDA), and
+    which engines of a dimension's visuals chain this deployment runs (`offers`)."""
+
+    # The engines of a chain this deployment runs (mdame_domain.visuals_chain.effective_chain).
+    offers: list[str] = [PROCEDURAL]
+
     def generate(
         self,
         scene_hash: str,
@@ -90,6 +97,7 @@ class DiffusersVisuals(VisualsResource):
     (mdame_resources/providers/diffusers_visuals.py), and each process loads a pipeline once."""
 
     model_dir: str = ""  # "" -> $MDAME_MODEL_DIR, else $MDAME_HOME/models
+    offers: list[str] = [DIFFUSERS, GENERATED, STOCK]
     default_engine: str = DEFAULT_ENGINE  # for callers that pass no engine
     device: str = "auto"  # auto (cuda when available), cpu, cuda, cuda:N
     cpu_offload: bool = False  # enable_model_cpu_offload: less VRAM, slower (CUDA only)

@@ -27,8 +27,17 @@ from mdame_assets.jobs import TRANSIENT_RETRY
 from mdame_assets.partitions import PartitionRef, content_partitions
 from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.logs import log_event
-from mdame_pipeline.clip_worker import SceneAttemptFailed, SceneBusy, make_scene_clip
+from mdame_pipeline.clip_worker import (
+    SceneAttemptFailed,
+    SceneBusy,
+    SceneRefused,
+    make_scene_clip,
+)
+from mdame_pipeline.scene_pictures import SceneEngines
 from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.generated_visuals import GeneratedVisuals
+from mdame_resources.providers.relevance import GeminiRelevanceJudge
+from mdame_resources.providers.stock import StockFootage
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
 
@@ -81,18 +90,31 @@ def scene_clip(
     scene_id: int,
     state: StateStoreResource,
     visuals: VisualsResource,
+    generated_visuals: GeneratedVisuals,
+    stock_footage: StockFootage,
+    relevance_judge: GeminiRelevanceJudge,
     media: MediaStoreResource,
 ) -> dict[str, Any]:
-    """One scene's clip: claimed under its generation lease, from the cache or generated."""
+    """One scene's clip: claimed under its generation lease, from the cache or made by the
+    first engine of its visuals chain whose candidate passes the relevance gate."""
     partition = PartitionRef.of(context)
+    engines = SceneEngines(visuals, generated_visuals, stock_footage, relevance_judge)
 
     def log(status: str, **fields: Any) -> None:
         log_event(context.run.run_id, partition.dimension, "scene_clip", status, **fields)
 
     try:
         outcome = make_scene_clip(
-            state.get_client(), scene_id, visuals, media.store(), media.scratch_dir("clips")
+            state.get_client(),
+            scene_id,
+            visuals,
+            media.store(),
+            media.scratch_dir("clips"),
+            engines,
         )
+    except SceneRefused as refused:
+        log("refused", scene_id=scene_id, error=str(refused)[:500])
+        raise dg.Failure(str(refused), allow_retries=False) from refused
     except SceneBusy as busy:
         log("waiting", scene_id=scene_id, holder=busy.claim.holder, reason=busy.claim.outcome)
         context.log.info(str(busy))
@@ -105,8 +127,10 @@ def scene_clip(
         raise dg.RetryRequested(
             max_retries=SCENE_STEP_RETRIES, seconds_to_wait=FAILED_ATTEMPT_RETRY_S
         ) from failed
-    log(outcome.outcome, scene_id=scene_id, worker=outcome.worker, attempt=outcome.attempt)
-    context.log.info(f"scene {scene_id}: {outcome.outcome} on {outcome.worker}")
+    log(outcome.outcome, scene_id=scene_id, worker=outcome.worker, attempt=outcome.attempt,
+        until=outcome.until)  # fmt: skip
+    said = f" until {outcome.until}" if outcome.until else f" on {outcome.worker}"
+    context.log.info(f"scene {scene_id}: {outcome.outcome}{said}")
     return outcome.as_dict()
 
 
@@ -126,8 +150,12 @@ def scene_clips_done(
                 f"scene clips failed for scripts {failed}: a scene's job died", allow_retries=False
             )
         waiting = sorted(k for k, v in scripts.items() if v == "planned")
-        if waiting:
+        until = [str(o["until"]) for o in outcomes if o["outcome"] == "waiting"]
+        if waiting and not until:
             raise dg.Failure(f"scene clips incomplete: scripts {waiting} wait on live jobs")
+        if until:
+            # Waiting is not failing: the hop sensor runs the partition again after the wait.
+            step.log("waiting", scripts=waiting, until=min(until))
     kinds = [o["outcome"] for o in outcomes]
     context.add_output_metadata(
         {
@@ -135,6 +163,9 @@ def scene_clips_done(
             "cache_hits": kinds.count("cache_hit"),
             "failed": kinds.count("failed"),
             "scripts_ready": sum(v == "visuals_ready" for v in scripts.values()),
+            "scripts_rejected": sum(v == "rejected" for v in scripts.values()),
+            "scenes_waiting": kinds.count("waiting"),
+            "waiting_until": min(until) if until else "",
             "seconds": round(time.time() - started_at, 2),
             "workers": sorted({str(o["worker"]) for o in outcomes if o.get("worker")}),
         }

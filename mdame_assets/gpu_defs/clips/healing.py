@@ -32,6 +32,7 @@ def heal_damaged_clips(step: Step, media: MediaStoreResource, *states: str) -> l
                         scene.payload["plan"]["visual_prompt"],
                         step.dimension.palette,
                         step.dimension.visuals.engine,
+                        scene.payload.get("chain"),  # the chain its hash was made with
                     ),
                 }
                 for scene, _ in damaged
