@@ -33,6 +33,7 @@ from mdame_domain.audio_mix import (
 from mdame_domain.encoders import LIBX264, EncoderPreset
 from mdame_domain.mediatools import FFMPEG_BASE, run_tool
 from mdame_domain.probe import PICTURE_ANALYSIS, PictureStats, parse_picture
+from mdame_domain.scene_cuts import THUMB_H, THUMB_W
 from mdame_domain.timing import spent
 
 __all__ = ["AUDIO_SAMPLE_RATE", "RenderInput", "RenderOutcome", "render_media"]
@@ -53,6 +54,11 @@ class RenderInput:
     music_path: str | None = None
     music_volume_db: float = DEFAULT_MUSIC_VOLUME_DB
     encoder: EncoderPreset = LIBX264
+    # Frames (first, last: inclusive ranges) written as small RGB thumbnails to thumbs_path
+    # as they are handed to the encoder: the scene_timing measurement's reading of the cuts
+    # (mdame_domain/scene_cuts.py). None: nothing written.
+    thumb_ranges: Sequence[tuple[int, int]] = ()
+    thumbs_path: str | None = None
 
     def __post_init__(self) -> None:
         if not self.clip_paths:
@@ -144,6 +150,19 @@ def _measured(frames):  # ffmpeg Stream -> the null muxer's OutputStream
     return ffmpeg.output(frames, "-", f="null")
 
 
+def _thumbnails(frames, inp: RenderInput):  # ffmpeg Stream -> the rawvideo OutputStream
+    """The thumb_ranges' frames, fitted to THUMB_W x THUMB_H as scene_cuts reads a file's."""
+    select = "+".join(f"between(n,{first},{last})" for first, last in inp.thumb_ranges)
+    small = (
+        frames.filter("select", select)
+        .filter("scale", THUMB_W, THUMB_H, force_original_aspect_ratio="increase", flags="area")
+        .filter("crop", THUMB_W, THUMB_H)
+        .filter("setsar", 1)
+        .filter("format", "rgb24")
+    )
+    return ffmpeg.output(small, inp.thumbs_path, f="rawvideo", fps_mode="passthrough")
+
+
 def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg OutputStream
     total_s = output_seconds(inp)
     frames = (
@@ -153,6 +172,7 @@ def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg Out
         .filter("format", "yuv420p")
         .split()
     )
+    extra = [_thumbnails(frames[2], inp)] if inp.thumbs_path and inp.thumb_ranges else []
     video = frames[0]
     voice, music = audio_inputs(inp.voice_wav, inp.music_path)
     mix = mixed_audio(voice, music, total_s, inp.music_volume_db, loudness.sources)
@@ -169,7 +189,7 @@ def _render_output(inp: RenderInput, loudness: MixMeasurement):  # -> ffmpeg Out
         t=f"{total_s:.6f}",
         movflags="+faststart",
     )
-    return ffmpeg.merge_outputs(encoded, _measured(frames[1]))
+    return ffmpeg.merge_outputs(encoded, _measured(frames[1]), *extra)
 
 
 def build_filtergraph(inp: RenderInput, loudness: MixMeasurement) -> str:
