@@ -12,7 +12,8 @@ A render made before its reviews were bound to the request and the quality rules
 `request_sha256` in its payload) heals the same way: a database that outlived an upgrade
 would otherwise hold it approved, refused at upload for its missing content review, forever.
 So does one that burned scene titles in over its captions (a `title` caption box): the
-text_on_screen check would hold it back forever.
+text_on_screen check would hold it back forever; and one that split the voice's length over its
+scenes by weight (no `scene_spans`), whose cuts the scene_timing check finds off the words.
 
 Clips heal through the GPU queue instead (gpu_defs/clips/healing.py).
 """
@@ -37,6 +38,8 @@ def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, .
             problem = "made before the render quality gates and bound reviews"
         if problem is None and kind == "render" and _burns_in_titles(unit.payload):
             problem = "made with scene titles burned in over the captions"
+        if problem is None and kind == "render" and "scene_spans" not in unit.payload:
+            problem = "made with the scenes cut by weight, not on their words"
         if problem is None:
             continue
         reason = f"{kind} {unit.id}: {problem}"

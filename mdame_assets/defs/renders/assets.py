@@ -5,7 +5,8 @@ materialization."""
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,20 @@ from mdame_domain.media_store import StoredMedia, parse_media_uri
 from mdame_domain.probe import PictureStats, analyze_media
 from mdame_domain.render import (
     RenderInput,
+    output_seconds,
     render_inputs_digest,
     render_media,
-    scene_durations,
 )
 from mdame_domain.render_quality import rules_for, technical_problems
+from mdame_domain.scene_cuts import (
+    CUTS_VERSION,
+    CutReading,
+    cut_windows,
+    measure_cuts,
+    read_cuts,
+    thumbnails_by_frame,
+)
+from mdame_domain.scene_spans import SceneTiming, scene_spans
 from mdame_domain.thumbnail import THUMBNAIL_AT_S, THUMBNAIL_RECIPE_VERSION, render_thumbnail
 from mdame_domain.voice import WordTiming
 from mdame_pipeline.work import series_key
@@ -55,11 +65,31 @@ HOOK_MIN_ENV = "MDAME_HOOK_MIN_S"
 HOOK_MAX_ENV = "MDAME_HOOK_MAX_S"
 
 
+def scene_timing(state: StateStore, script: WorkUnit) -> SceneTiming:
+    """Each scene's span of the script's voice track: from its first spoken word to the next
+    scene's (mdame_domain/scene_spans.py)."""
+    voice = state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
+    if voice is None:
+        raise dg.Failure(f"script {script.id} names voice track {script.result['voice_track_id']}")
+    scenes = sorted(
+        state.list_work_units("scene", script_id=script.id),
+        key=lambda s: s.payload["scene_index"],
+    )
+    return scene_spans(
+        [s.payload["plan"]["narration"] for s in scenes],
+        [WordTiming(**w) for w in voice.payload["words"]],
+        float(voice.payload["duration_s"]),
+        weights=[s.payload["plan"]["duration_weight"] for s in scenes],
+    )
+
+
 def _render_inputs(
     step: Step, script: WorkUnit, media: MediaStoreResource, work: Path
 ) -> tuple[RenderInput, str, MusicTrack, list[dict], tuple[list[SheetScene], str]]:
-    """What ffmpeg needs, the digest of those inputs' contents, the music bed, the caption
-    boxes, and the contact sheet's tiles with the digest of what it is made from."""
+    """What ffmpeg needs (the scenes cut on their words, the frames around each cut kept as
+    thumbnails for the scene_timing reading), the digest of those inputs' contents, the music
+    bed, the caption boxes, and the contact sheet's tiles with the digest of what it is made
+    from."""
     store = media.store()
     voice = step.state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
     if voice is None:
@@ -69,9 +99,7 @@ def _render_inputs(
         key=lambda s: s.payload["scene_index"],
     )
     words = [WordTiming(**w) for w in voice.payload["words"]]
-    durations = scene_durations(
-        [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
-    )
+    durations = scene_timing(step.state, script).durations_s
     # No scene titles: the title is the platform's, and the captions are the text to read.
     captions = build_captions(
         words,
@@ -103,6 +131,12 @@ def _render_inputs(
         music_volume_db=music.volume_db,
         encoder=video_encoder(),
     )
+    windows = cut_windows(_cuts(inputs.scene_durations_s), output_seconds(inputs), inputs.fps)
+    inputs = replace(
+        inputs,
+        thumb_ranges=[(w.first, w.last) for w in windows],
+        thumbs_path=str(work / "cuts.rgb"),
+    )
     digest = render_inputs_digest(
         [s.result["sha256"] for s in scenes],
         inputs.scene_durations_s,
@@ -131,6 +165,30 @@ def _render_inputs(
     return inputs, digest, bed, boxes, (tiles, sheet_digest)
 
 
+def _cuts(durations_s: Sequence[float]) -> list[float]:
+    """Where each scene after the first starts, from the scenes' durations."""
+    cuts, elapsed = [], 0.0
+    for duration in list(durations_s)[:-1]:
+        elapsed += duration
+        cuts.append(elapsed)
+    return cuts
+
+
+def _measured_cuts(
+    inputs: RenderInput, boxes: list[dict], video_path: str, thumbs: Path | None
+) -> list[CutReading]:
+    """Where the render cuts to each scene: read from the thumbnails of the frames it encoded,
+    or, for a render of the same inputs found stored, from its decoded file."""
+    cuts, fps = _cuts(inputs.scene_durations_s), inputs.fps
+    if thumbs is not None and thumbs.is_file():
+        windows = cut_windows(cuts, output_seconds(inputs), fps)
+        shown = thumbnails_by_frame(thumbs.read_bytes(), windows)
+        return read_cuts(shown, windows, inputs.clip_paths, fps, boxes, CAPTION_FRAME)
+    return measure_cuts(
+        video_path, inputs.clip_paths, cuts, output_seconds(inputs), fps, boxes, CAPTION_FRAME
+    )
+
+
 @dataclass(frozen=True)
 class RenderedFile:
     """A script's stored render, thumbnail and contact sheet, what they were made from, and
@@ -146,6 +204,8 @@ class RenderedFile:
     caption_boxes: list[dict]
     # The picture measured as it was encoded; None for a render of the same inputs reused.
     picture: PictureStats | None
+    # Where it cuts to each scene after the first, measured on its frames.
+    cuts: list[CutReading]
 
 
 def _rendered_file(
@@ -161,12 +221,13 @@ def _rendered_file(
         )
         store = media.store()
         stored = store.find_derived("render", digest)
-        picture = None
+        picture, thumbs = None, None
         if stored is None:
             outcome = render_media(inputs)
             stored = store.put_file(outcome.path, ".mp4", registry=step.state)
             store.remember_derived("render", digest, stored)
-            picture = outcome.picture
+            picture, thumbs = outcome.picture, Path(str(inputs.thumbs_path))
+        cuts = _measured_cuts(inputs, boxes, str(stored.path), thumbs)
         title = script.payload["script"]["hook"]
         thumb_digest = hashlib.sha256(
             json.dumps([THUMBNAIL_RECIPE_VERSION, stored.sha256, title]).encode()
@@ -185,21 +246,12 @@ def _rendered_file(
             jpeg = render_contact_sheet(inputs.clip_paths, tiles, str(work / "sheet.jpg"), work)
             sheet = store.put_file(jpeg, ".jpg", registry=step.state)
             store.remember_derived("contact_sheet", sheet_digest, sheet)
-    return RenderedFile(stored, thumbnail, sheet, tiles, inputs, digest, bed, boxes, picture)
+    return RenderedFile(stored, thumbnail, sheet, tiles, inputs, digest, bed, boxes, picture, cuts)
 
 
 def planned_scene_durations(state: StateStore, script: WorkUnit) -> list[float]:
-    """The scene plan's durations for a script: its scenes' weights over the voice's length."""
-    voice = state.get_work_unit("voice_track", int(script.result["voice_track_id"]))
-    if voice is None:
-        raise dg.Failure(f"script {script.id} names voice track {script.result['voice_track_id']}")
-    scenes = sorted(
-        state.list_work_units("scene", script_id=script.id),
-        key=lambda s: s.payload["scene_index"],
-    )
-    return scene_durations(
-        [s.payload["plan"]["duration_weight"] for s in scenes], voice.payload["duration_s"]
-    )
+    """The scene plan's durations for a script: each scene's span of the voice track."""
+    return scene_timing(state, script).durations_s
 
 
 def on_screen_and_spoken_text(state: StateStore, script: WorkUnit) -> str:
@@ -252,7 +304,8 @@ def _render_for(
     used = list(inputs.scene_durations_s)
     analysis = analyze_media(str(stored.path), rendered.picture)
     rules = rules_for(step.dimension.duration_range_s, media_profile())
-    planned = planned_scene_durations(step.state, script)
+    timing = scene_timing(step.state, script)
+    planned = timing.durations_s
     by_check = technical_problems(analysis, rules, planned, used)
     technical = [f"{name}: {p}" for name, found in by_check.items() for p in found]
     content = _content_review(step, script, safety)
@@ -267,6 +320,16 @@ def _render_for(
         # The one analysis of these bytes: the checks read it while the hash still matches.
         "probe": analysis.to_json(),
         "scene_durations_s": [round(d, 4) for d in used],
+        # Each scene's span of the voice (its words' start, and the cut where the render's
+        # floor moved it), how the cuts were placed, and where the frames show them: the
+        # scene_timing check reads these while the hash matches.
+        "scene_spans": [span.to_json() for span in timing.spans],
+        "scene_timing": timing.to_json(),
+        "scene_cuts": {
+            "version": CUTS_VERSION,
+            "sha256": stored.sha256,
+            "readings": [reading.to_json() for reading in rendered.cuts],
+        },
         "problems": technical + content["problems"],
         # Where each caption and the hook are drawn, for the caption_layout and text_on_screen
         # checks.
