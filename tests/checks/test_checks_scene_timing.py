@@ -143,3 +143,34 @@ def test_a_render_cut_by_weight_fails_naming_the_scene_and_holds_publishing(
     assert materialized(result) == {"renders"}
     assert not_started(result, "publications") == ["publications"]
     assert rig.state.list_work_units("publication") == []
+
+
+def test_a_render_cut_by_weight_before_the_change_is_rendered_again_before_publishing(
+    rendered_rig,
+):
+    # A database that outlived the change holds renders cut by weight (no spans recorded):
+    # scene_timing would hold them back forever. They are made again instead.
+    rig = rendered_rig
+    render = _approved(rig)
+    payload = {k: v for k, v in render.payload.items() if k not in ("scene_spans", "scene_cuts")}
+    rig.owner_execute(
+        "UPDATE mdame.renders SET payload = %s WHERE id = %s", (Jsonb(payload), render.id)
+    )
+
+    result = rig.materialize(graph(only=PUBLISHING))
+
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    stale = rig.state.get_work_unit("render", render.id)
+    assert stale.state == "failed" and "cut by weight" in stale.result["reason"]
+    current = _approved(rig)
+    assert current.id != render.id and "scene_spans" in current.payload
+    # The same inputs: the stored file is reused, and its cuts read from its decoded frames.
+    assert current.payload["sha256"] == render.payload["sha256"]
+
+    def cuts(payload):
+        return [(r["found_s"], r["low_s"], r["high_s"]) for r in payload["scene_cuts"]["readings"]]
+
+    # (The decoded frames differ from those encoded by the encode's loss only.)
+    assert cuts(current.payload) == cuts(render.payload)
+    assert evaluation(result, "scene_timing").passed
+    assert rig.script().state == "published"
