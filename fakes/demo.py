@@ -21,11 +21,13 @@ which put their MDAME_* endpoints in the environment and connected the accounts 
 the niche files from DIR instead of dimensions/.
 
 `inject_random_faults` draws, from a seeded RNG, faults for every server at once (a Gemini
-outage, Gemini 429/5xx/drops, Edge-TTS drops, YouTube 5xx / a reset mid chunk / a lost response,
-TikTok 5xx / a dropped final chunk / an expired upload, Instagram 5xx / an interrupted or
-dropped upload / a lost publish answer / throttling, Telegram 429/5xx, and on each platform an
-access token expiring early at a random request, which `inject_token_expiries` draws alone);
-`clear_faults` ends them all, keeping what the servers counted.
+outage, Gemini 429/5xx/drops, the image model's outage, 429/5xx/drops and answers without a
+picture or off-topic, Pexels and Pixabay 429 bursts with their rate-limit headers, 5xx and
+dropped connections on searches and downloads, Edge-TTS drops, YouTube 5xx / a reset mid chunk /
+a lost response, TikTok 5xx / a dropped final chunk / an expired upload, Instagram 5xx / an
+interrupted or dropped upload / a lost publish answer / throttling, Telegram 429/5xx, and on
+each platform an access token expiring early at a random request, which `inject_token_expiries`
+draws alone); `clear_faults` ends them all, keeping what the servers counted.
 """
 
 from __future__ import annotations
@@ -227,12 +229,26 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     """Queues a random handful of faults on every server (`outage`: every Gemini request is
     answered 503 until `clear_faults`). Returns what was injected, one line per server."""
     injected = []
-    services.model.outage = 503 if outage else None
+    services.model.outage, services.model.outage_on = (503 if outage else None), None
     if outage:
         injected.append("gemini outage 503")
     gemini_faults = rng.choices(["429", "500", "503", "drop"], k=rng.randint(0, 3))
     for kind in gemini_faults:
         services.model.faults.push(kind, retry_after=1)
+    # The image model's own: an outage of it alone over this demo, or faults of its requests
+    # (an answer without a picture is billed; an off-topic one is judged and rejected).
+    image_faults = rng.choices(
+        ["429", "500", "503", "drop", "max_tokens", "off_topic"], k=rng.randint(0, 3)
+    )
+    if not outage and rng.random() < 0.25:
+        services.model.outage, services.model.outage_on = 503, "image"
+        injected.append("gemini image model outage 503")
+    for kind in image_faults:
+        services.model.faults.push(kind, retry_after=1, on="image")
+    stock_injected = {
+        "pexels": _stock_faults(services.pexels, rng),
+        "pixabay": _stock_faults(services.pixabay, rng),
+    }
     speech_faults = rng.choices(["drop", "no_audio"], k=rng.randint(0, 2))
     services.speech.faults.push(*speech_faults)
     channel_faults = rng.choices(
@@ -259,6 +275,9 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     injected += inject_token_expiries(services, rng)
     for name, faults in (
         ("gemini", gemini_faults),
+        ("gemini image", image_faults),
+        ("pexels", stock_injected["pexels"]),
+        ("pixabay", stock_injected["pixabay"]),
         ("edge-tts", speech_faults),
         ("youtube", channel_faults),
         ("tiktok", creator_faults),
@@ -267,6 +286,23 @@ def inject_random_faults(services: FakeServices, rng: random.Random, outage: boo
     ):
         if faults:
             injected.append(f"{name} {'/'.join(map(str, faults))}")
+    return injected
+
+
+def _stock_faults(server: pexels.FakePexels | pixabay.FakePixabay, rng: random.Random) -> list[str]:
+    """Queues a stock server's faults: a burst of 429s (with the rate-limit headers, a reset a
+    second or two away), 5xx and dropped connections on searches or downloads."""
+    injected = []
+    if rng.random() < 0.5:
+        burst, reset = rng.randint(1, 4), rng.randint(1, 2)
+        for _ in range(burst):
+            server.faults.push("rate_limited", reset=reset)
+        injected.append(f"429x{burst}")
+    for kind in rng.choices(["server_error", "drop"], k=rng.randint(0, 2)):
+        on = rng.choice(["search", "file"])
+        status = rng.choice([500, 502, 503]) if kind == "server_error" else None
+        server.faults.push(kind, on=on, **({"status": status} if status else {}))
+        injected.append(f"{status or kind} on {on}")
     return injected
 
 
@@ -303,6 +339,8 @@ def clear_faults(services: FakeServices) -> int:
         + len(services.tiktok.faults.pending())
         + len(services.instagram.faults.pending())
         + services.bot.queued_faults()
+        + len(services.pexels.faults.pending())
+        + len(services.pixabay.faults.pending())
     )
     services.model.clear_faults()
     services.speech.faults.clear()
@@ -310,6 +348,8 @@ def clear_faults(services: FakeServices) -> int:
     services.tiktok.faults.clear()
     services.instagram.faults.clear()
     services.bot.clear_faults()
+    services.pexels.clear_faults()
+    services.pixabay.clear_faults()
     return unfired
 
 

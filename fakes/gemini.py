@@ -39,17 +39,26 @@ over HTTP: POST /_fake/faults {"kind": ..., ...}):
   is not JSON), "schema" (200 with JSON that breaks the requested schema), "safety" (prompt
   blocked: promptFeedback.blockReason), "safety_finish" (a candidate with finishReason SAFETY),
   "empty" (no candidates), "max_tokens" (finishReason MAX_TOKENS, truncated text), "400"
-  (INVALID_ARGUMENT), "off_topic" (an image request only: another subject drawn).
+  (INVALID_ARGUMENT), "off_topic" (an image request only: another subject drawn), "hold"
+  (read the request and hold it, the request in flight, until `server.release_held()` or
+  hang_s, then answer it as asked and bill it, whether its client is still there or not;
+  `server.held()` counts the requests held). A fault with `on` ("text", "audio", "image" or
+  "judge": text with images to understand) fires only on that kind of request, the first such
+  fault in the queue; one without fires on any.
 An outage: `server.outage = 503` (or POST /_fake/config {"outage": 503}) answers every
-generateContent request with that 5xx status until reset. A model not in `server.models` is
-answered 404 NOT_FOUND, as Google answers a model it does not serve.
+generateContent request with that 5xx status until reset; `server.outage_on = "image"` (or
+{"outage_on": "image"} beside it) limits it to that kind of request (an image model's outage).
+A model not in `server.models` is answered 404 NOT_FOUND, as Google answers a model it does not
+serve.
 Scores and fields: `server.set_score(x)` / POST /_fake/config {"score": x} makes every 0-1
 number x; `server.set_field(name, value)` / {"fields": {...}} forces a property by name (for
 example {"allowed": false}). GET /_fake/requests returns the requests seen (model, kind, body
 without the key, the status answered and the usage billed). GET /_fake/counters sums them up
-(what a ledger is checked against): requests per status, and every billed answer's model and
-usageMetadata. POST /_fake/clear_faults empties the queue and ends an outage, keeping what was
-seen. The API key is checked for presence only and never stored.
+(what a ledger is checked against): requests per status, and every billed answer's model, kind
+(text, audio or image), usageMetadata and the pictures it carried (an image model bills each),
+with their total ("images"). POST /_fake/clear_faults empties the queue, ends an outage and
+answers the held requests, keeping what was seen. The API key is checked for presence only and
+never stored.
 
 Model list (what `client.models.list()` asks): GET /{version}/models answers the names in
 `server.models` (pageSize and pageToken honoured). One model (`client.models.get(model=...)`,
@@ -100,7 +109,11 @@ FAULT_KINDS = (
     "max_tokens",
     "400",
     "off_topic",
+    "hold",
 )
+# What a fault's `on` may name: the kind of generateContent request it fires on ("judge": a
+# text request carrying images to understand, as the relevance gate sends).
+REQUEST_KINDS = ("text", "audio", "image", "judge")
 PCM_MIME = "audio/L16;codec=pcm;rate=24000"
 SAMPLE_RATE = 24_000
 # Gemini counts audio at 25 tokens per second.
@@ -128,10 +141,14 @@ class Fault:
     kind: str
     retry_after: int = 1
     hang_s: float = 30.0
+    on: str | None = None  # the request kind it fires on (REQUEST_KINDS); None: any
+    released: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {self.kind!r} (known: {', '.join(FAULT_KINDS)})")
+        if self.on is not None and self.on not in REQUEST_KINDS:
+            raise ValueError(f"unknown request kind {self.on!r} (known: {REQUEST_KINDS})")
 
 
 class FaultQueue:
@@ -146,9 +163,14 @@ class FaultQueue:
         with self._lock:
             self._queue.append(fault)
 
-    def pop(self) -> Fault | None:
+    def pop(self, kind: str | None = None) -> Fault | None:
+        """The first fault for a request of `kind` (one without `on` fires on any)."""
         with self._lock:
-            return self._queue.popleft() if self._queue else None
+            for fault in self._queue:
+                if fault.on is None or fault.on == kind:
+                    self._queue.remove(fault)
+                    return fault
+            return None
 
     def clear(self) -> None:
         with self._lock:
@@ -167,6 +189,7 @@ class SeenRequest:
     fault: str | None
     status: int = 0  # the HTTP status answered; 0 while answering, or for no answer at all
     usage: dict[str, int] | None = None  # the usageMetadata of a 200 answer (what is billed)
+    images: int = 0  # the pictures a 200 answer carried (an image model bills each)
 
 
 @dataclass
@@ -186,12 +209,16 @@ class FakeGemini:
     # instead of an answer (401 or 403: a refused key), None for none.
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     auth_error: int | None = None
-    # A 5xx status every generateContent request gets (an outage), None for none.
+    # A 5xx status every generateContent request gets (an outage), None for none; with
+    # outage_on, only the requests of that kind (REQUEST_KINDS: "image", an image model's).
     outage: int | None = None
+    outage_on: str | None = None
     # The image model draws another subject than asked on the first request of one prompt in
     # this many (0: never); the same prompt asked again is drawn as asked.
     off_topic_every: int = 0
     drawn_prompts: set[str] = field(default_factory=set)
+    # The "hold" faults taken, whose requests wait for release_held (or their hang_s).
+    holding: list[Fault] = field(default_factory=list)
 
     def set_score(self, score: float | None) -> None:
         self.score = score
@@ -203,6 +230,7 @@ class FakeGemini:
         self.faults.clear()
         self.score, self.fields, self.usage = None, {}, {}
         self.models, self.auth_error, self.outage = list(DEFAULT_MODELS), None, None
+        self.outage_on = None
         self.off_topic_every = 0
         with self.lock:
             self.requests.clear()
@@ -214,9 +242,22 @@ class FakeGemini:
             return len(self.requests)
 
     def clear_faults(self) -> None:
-        """Queued faults and the outage end; what was seen stays."""
+        """Queued faults and the outage end, held requests are answered; what was seen stays."""
         self.faults.clear()
-        self.outage = None
+        self.outage = self.outage_on = None
+        self.release_held()
+
+    def held(self) -> int:
+        """Requests held by a "hold" fault and not released yet (each in flight)."""
+        with self.lock:
+            return sum(1 for fault in self.holding if not fault.released.is_set())
+
+    def release_held(self) -> None:
+        """Every held request is answered now (to a client that may be gone: billed all the
+        same, as Google bills an answer whose caller died)."""
+        with self.lock:
+            for fault in self.holding:
+                fault.released.set()
 
     def counters(self) -> dict[str, Any]:
         """generateContent requests per status answered ("0": no answer) and the billed
@@ -226,11 +267,16 @@ class FakeGemini:
             for seen in self.requests:
                 by_status[str(seen.status)] = by_status.get(str(seen.status), 0) + 1
             billed = [
-                {"model": r.model, "usage": dict(r.usage)}
+                {"model": r.model, "kind": r.kind, "usage": dict(r.usage), "images": r.images}
                 for r in self.requests
                 if r.usage is not None
             ]
-            return {"requests": len(self.requests), "by_status": by_status, "billed": billed}
+            return {
+                "requests": len(self.requests),
+                "by_status": by_status,
+                "billed": billed,
+                "images": sum(b["images"] for b in billed),
+            }
 
 
 # --- the answer ---------------------------------------------------------------------------
@@ -656,6 +702,27 @@ def _judgement(
     }
 
 
+def _carries_images(contents: Any) -> bool:
+    """Whether the request's contents hold an image part (an image to understand)."""
+    for content in contents if isinstance(contents, list) else [contents]:
+        parts = content.get("parts") if isinstance(content, Mapping) else None
+        for part in parts or []:
+            blob = _get(part, "inlineData", "inline_data")
+            if str(_get(blob, "mimeType", "mime_type") or "").startswith("image/"):
+                return True
+    return False
+
+
+def _pictures_in(reply: Mapping[str, Any]) -> int:
+    """The image parts of an answer (what an image model bills per picture)."""
+    return sum(
+        1
+        for candidate in reply.get("candidates") or []
+        for part in (candidate.get("content") or {}).get("parts") or []
+        if str((part.get("inlineData") or {}).get("mimeType", "")).startswith("image/")
+    )
+
+
 class _BadRequest(Exception):
     pass
 
@@ -812,18 +879,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._seen(state, SeenRequest(match["model"], "text", body, "404"))
             self._send(404, _error_body(404, "NOT_FOUND", message))
             return
-        if state.outage is not None:
-            self._seen(state, SeenRequest(match["model"], "text", body, "outage"))
-            code = state.outage
-            status = "UNAVAILABLE" if code == 503 else "INTERNAL"
-            self._send(code, _error_body(code, status, "The service is currently unavailable."))
-            return
-        fault = state.faults.pop()
         config = _get(body, "generationConfig", "generation_config") or {}
         modalities = _get(config, "responseModalities", "response_modalities") or []
         asked = [str(m).upper() for m in modalities]
         kind = "image" if "IMAGE" in asked else "audio" if "AUDIO" in asked else "text"
+        judged = kind == "text" and _carries_images(body.get("contents"))
+        out = state.outage_on in (None, "judge" if judged else kind)
+        if state.outage is not None and out:
+            self._seen(state, SeenRequest(match["model"], kind, body, "outage"))
+            code = state.outage
+            status = "UNAVAILABLE" if code == 503 else "INTERNAL"
+            self._send(code, _error_body(code, status, "The service is currently unavailable."))
+            return
+        fault = state.faults.pop("judge" if judged else kind)
         self._seen(state, SeenRequest(match["model"], kind, body, fault.kind if fault else None))
+        if fault is not None and fault.kind == "hold":
+            with state.lock:
+                state.holding.append(fault)
+            fault.released.wait(fault.hang_s)
+            fault = None  # then answered as asked
         self._generate(state, body, fault)
 
     def _seen(self, state: FakeGemini, seen: SeenRequest) -> None:
@@ -867,6 +941,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if self.seen is not None and "usageMetadata" in reply:
                     with state.lock:
                         self.seen.usage = dict(reply["usageMetadata"])
+                        self.seen.images = _pictures_in(reply)
                 self._send(200, json.dumps(reply).encode())
             except _BadRequest as exc:
                 self._send(400, _error_body(400, "INVALID_ARGUMENT", str(exc)))
@@ -889,6 +964,7 @@ class _Handler(BaseHTTPRequestHandler):
                     state.auth_error = body["auth_error"]
                 if "outage" in body:
                     state.outage = body["outage"]
+                    state.outage_on = body.get("outage_on")
                 if "models" in body:
                     state.models = list(body["models"])
                 if "off_topic_every" in body:

@@ -36,7 +36,7 @@ Faults, queued (`server.faults.push(name, **options)`, or POST /_fake/faults {"f
   oversize      (file) answers `bytes` bytes (default 8 MiB) as video/mp4; `chunked=True`
                 sends them without a Content-Length;
   truncate      (file) announces the whole file and closes after half of it;
-  slow          (any; `on`) waits `seconds` before answering.
+  slow          (any; `on`) waits `seconds` before answering (counted, status 0, meanwhile).
 Keys: `server.keys` None accepts any non-empty key; a set accepts only those. The key is
 never stored: the requests seen (`server.requests()`, GET /_fake/requests) keep the path
 without the query, the search terms and the status answered; `server.counters()` (GET
@@ -432,13 +432,14 @@ class StockHandler(JsonHandler):
         if path.startswith("/_fake/"):
             self._control(method, path)
             return
+        status = 0
+        # Counted first: a slow request is in flight, seen (status 0) while it waits.
+        entry = self.fake.record(kind, path, query.get("query") or query.get("q") or "")
         slow = self.fake.faults.pop_first(
             lambda f: f["fault"] == "slow" and f.get("on") in (None, kind)
         )
         if slow is not None:
             time.sleep(float(slow.get("seconds", 1.0)))
-        status = 0
-        entry = self.fake.record(kind, path, query.get("query") or query.get("q") or "")
         try:
             if method != "GET":
                 status = 405

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from mdame_domain.dimensions import load_registry
+from mdame_domain.generated_stills import IMAGE_PRICES_MICROS
 from mdame_domain.paid_calls import ModelPrice, cost_micros, price_for
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from mdame_resources.providers.publisher.listing import THUMBNAIL_SET_UNITS
@@ -66,6 +67,19 @@ def _prices(dimensions: Path) -> dict[str, dict[str, ModelPrice]]:
     }
 
 
+def _image_prices(dimensions: Path) -> dict[str, dict[str, int]]:
+    """Per dimension, what an image of its generated engine's model costs (its own price, else
+    the price list's), beside the price list's other image models."""
+    found: dict[str, dict[str, int]] = {}
+    for d in load_registry(dimensions).dimensions:
+        generated = d.visuals.generated
+        prices = dict(IMAGE_PRICES_MICROS)
+        if generated.usd_per_image is not None or generated.model in prices:
+            prices[generated.model] = generated.price_micros
+        found[d.slug] = prices
+    return found
+
+
 def _usage_key(model: str, usage: dict[str, Any]) -> tuple[str, int, int, int]:
     return (
         model,
@@ -87,16 +101,20 @@ def budget_against_gemini(
     ledger balances (every reservation settled or released, none held); each settled entry is
     the cost of the usage Gemini reported for it (or its estimate, for an attempt whose answer
     was lost); the usages settled are the usages Gemini billed; the failures released are the
-    error answers Gemini gave; and Gemini saw one request per attempt. `since`: only attempts
-    made from then on (the server's counters start there), on a database older than it."""
-    prices = _prices(dimensions)
+    error answers Gemini gave; and Gemini saw one request per attempt. An image model's call is
+    priced per image (the dimension's price per image, times the images Gemini answered, which
+    must be the images it billed), a relevance judgement by its tokens, the keyframes' among
+    them, as a text call. No work key was paid for twice (two attempts that succeeded).
+    `since`: only attempts made from then on (the server's counters start there), on a
+    database older than it."""
+    prices, image_prices = _prices(dimensions), _image_prices(dimensions)
     found: list[str] = []
     with psycopg.connect(app_url, autocommit=True) as conn:
         entries = conn.execute(
             "SELECT attempt_key, state, reserved_micros, actual_micros FROM mdame.budget_ledger"
         ).fetchall()
         attempts = conn.execute(
-            """SELECT id, provider, status, detail FROM mdame.provider_attempts
+            """SELECT id, provider, status, detail, work_key FROM mdame.provider_attempts
                 WHERE provider LIKE 'gemini:%%' AND (%s::timestamptz IS NULL OR created_at >= %s)
                 ORDER BY id""",
             [since, since],
@@ -110,9 +128,12 @@ def budget_against_gemini(
     if settled + released != len(ledger):
         found.append(f"budget: {len(ledger)} reserved, {settled} settled + {released} released")
     usages: Counter[tuple[str, int, int, int]] = Counter()
-    at_estimate = 0
+    at_estimate = images = 0
     codes: Counter[str] = Counter()
-    for attempt_id, provider, status, detail in attempts:
+    succeeded: Counter[str] = Counter()
+    for attempt_id, provider, status, detail, work_key in attempts:
+        if status == "succeeded":
+            succeeded[work_key] += 1
         model = provider.split(":", 1)[1]
         name = f"Gemini attempt {attempt_id} ({model}, {status})"
         entry = ledger.get(str(detail.get("budget_key")))
@@ -127,10 +148,21 @@ def budget_against_gemini(
                 found.append(f"{name}: settled at the estimate {reserved}, ledger {state} {actual}")
         elif isinstance(usage, dict) and status in ("succeeded", "failed"):
             usages[_usage_key(model, usage)] += 1
-            price = price_for(model, prices.get(str(detail.get("dimension")), {}))
-            cost = cost_micros(
-                price, int(usage["prompt"]), int(usage["output"]), int(usage["thoughts"])
-            )
+            dimension = str(detail.get("dimension"))
+            if "per_image_micros" in detail:  # an image model: priced per image answered
+                per_image = image_prices.get(dimension, IMAGE_PRICES_MICROS).get(model)
+                if detail["per_image_micros"] != per_image:
+                    found.append(
+                        f"{name}: priced {detail['per_image_micros']} an image, the "
+                        f"dimension's price is {per_image}"
+                    )
+                images += int(detail.get("images", 0))
+                cost = int(per_image or 0) * int(detail.get("images", 0))
+            else:
+                price = price_for(model, prices.get(dimension, {}))
+                cost = cost_micros(
+                    price, int(usage["prompt"]), int(usage["output"]), int(usage["thoughts"])
+                )
             if (state, actual) != ("settled", cost):
                 found.append(f"{name}: its usage costs {cost}, the ledger has {state} {actual}")
         elif detail.get("released") or state == "released":  # a 4xx refusal is released too
@@ -142,6 +174,15 @@ def budget_against_gemini(
             at_estimate += 1
         elif status not in ("submitted", "unknown") or state != "reserved":
             found.append(f"{name}: budget {state} {actual} for no usage Gemini reported")
+    twice = sorted(key for key, n in succeeded.items() if n > 1)
+    if twice:
+        found.append(f"budget: work keys paid for more than once: {twice[:3]}")
+    billed_images = int(counters.get("images", 0))
+    if images > billed_images or billed_images - images > (at_estimate if killed else 0):
+        found.append(
+            f"budget: {images} images settled, Gemini answered {billed_images} "
+            f"({at_estimate} attempts were settled at their estimate)"
+        )
     billed = Counter(_usage_key(b["model"], b["usage"]) for b in counters["billed"])
     unpaid = billed - usages  # billed answers no attempt settled at their usage
     if usages - billed:

@@ -84,6 +84,11 @@ SETTINGS = {
     "MDAME_STEP_RETRY_DELAY_S": "0.5",
     "MDAME_VOICE_BACKOFF_S": "1",
     "MDAME_VOICE_BACKOFF_MAX_S": "2",
+    # A scene deferred by a transient provider failure (the image model's outage, a stock
+    # 5xx) or a 429 without a reset is claimed again this soon.
+    "MDAME_SCENE_RETRY_S": "1",
+    "MDAME_STOCK_RATE_WAIT_S": "1",
+    "MDAME_STOCK_BACKOFF_S": "0.05",
 }
 
 
