@@ -1,11 +1,12 @@
 """`make chaos-providers`: SIGKILLs of `make demo PROVIDERS=fakes` while every server faults.
 
-The local protocol servers (Gemini, Edge-TTS, the feeds, YouTube, Telegram) run in this
-process, so they outlive the demo: the demo (`python -m fakes.demo` with MDAME_FAKES_RUNNING=1)
-is started as the leader of its own process group, and that whole group is SIGKILLed `--kills`
-times, each a random moment (a seeded RNG) after one of its runs started. Before each start
-every server is given random faults: a Gemini outage (503 to everything) over the first
-`--outage-runs` demos, Gemini 429/5xx/dropped answers, Edge-TTS dropped or silent streams,
+The local protocol servers (Gemini, Edge-TTS, the feeds, YouTube, Telegram, Pexels, Pixabay) run
+in this process, so they outlive the demo: the demo (`python -m fakes.demo` with
+MDAME_FAKES_RUNNING=1) is started as the leader of its own process group, and that whole group
+is SIGKILLed `--kills` times, each a random moment (a seeded RNG) after one of its runs started.
+Before each start every server is given random faults: a Gemini outage (503 to everything) over
+the first `--outage-runs` demos, Gemini 429/5xx/dropped answers, the image model's outage and
+faults, Pexels and Pixabay 429 bursts, 5xx and drops, Edge-TTS dropped or silent streams,
 YouTube 5xx on the session, a reset mid chunk or a lost final response, TikTok and Instagram
 5xx, interrupted or dropped uploads, an expired upload, a lost publish answer, Telegram 429/5xx,
 and on each platform an access token expiring early at a random request.
@@ -17,7 +18,8 @@ one more demo must converge:
   - the fake channels hold one video per publication, with the approved render's bytes, and
     each account's quota ledger equals its channel's counters;
   - no account was marked needs_reauth (an access token refused early is refreshed through);
-  - the budget ledger balances and equals what the Gemini server answered and billed;
+  - the budget ledger balances and equals what the Gemini server answered and billed (image
+    calls priced per image; no work key paid twice);
   - no Dagster run unfinished, no pool slot or pending claim, no leased job, no 'running' run
     record, no lock held, no provider attempt left open (tests/chaos/invariants.py).
 It prints a table of the cases (one per demo) and exits 1 on any violation.
