@@ -7,7 +7,11 @@ import dagster as dg
 
 from mdame_assets.defs.hops import retry_window
 from mdame_assets.defs.media_healing import heal_damaged_voice
-from mdame_assets.gpu_defs.clips.checks import clip_problems
+from mdame_assets.gpu_defs.clips.checks import (
+    clip_problems,
+    fail_unjudged_scripts,
+    holdable_states,
+)
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
@@ -17,6 +21,7 @@ from mdame_domain.timing import spent
 from mdame_domain.waits import NotYet
 from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
+from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
 
@@ -158,12 +163,14 @@ def voice_tracks(
     state: StateStoreResource,
     voice: VoiceResource,
     media: MediaStoreResource,
+    visuals: VisualsResource,
 ) -> dg.MaterializeResult:
     """Voice tracks with word timings for the captions."""
     with pipeline_step(context, state.get_client(), "voice_tracks") as step:
-        # scene_clips ran in the GPU code location: its gate is re-checked on this side. A clip
-        # that vanished or rotted since sends its scenes back to the GPU queue (healing); any
-        # other problem stops the stage.
+        # scene_clips ran in the GPU code location: its gates are re-checked on this side. A
+        # clip that vanished or rotted since sends its scenes back to the GPU queue (healing); a
+        # script showing a picture the relevance gate did not pass is failed, never published;
+        # any other problem stops the stage.
         retried = retry_halted_voice(step)
         healed = heal_damaged_clips(step, media, *TO_VOICE)
         # A track that vanished or rotted before its render was made is voiced again now.
@@ -173,6 +180,7 @@ def voice_tracks(
             raise dg.Failure(
                 "scene clips failed their checks: " + "; ".join(problems), allow_retries=False
             )
+        unjudged = fail_unjudged_scripts(step, visuals, *holdable_states(step.state))
         durations: dict[str, float] = {}
         waiting: dict[str, str] = {}
         for script in scripts_entering(step, "visuals_ready", "voice_queued"):
@@ -192,5 +200,6 @@ def voice_tracks(
             "clips_requeued": healed,
             "voice_requeued": revoiced,
             "voice_retried": retried,
+            "scripts_failed_relevance": unjudged,
         }
     )

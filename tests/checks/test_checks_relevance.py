@@ -1,0 +1,156 @@
+"""scene_relevance: the blocking check on scene_clips that shows every scene's engine, score and
+source, and fails on a scene whose picture the relevance gate did not pass.
+
+The chain runs for real: the generated and stock engines and the relevance judge against the
+local Gemini, Pexels and Pixabay servers (as `make demo PROVIDERS=fakes` does), the content
+stages on the offline providers. The bad clip is made through the real path too: the
+dimension's threshold is raised above what the judge scored after the clips were made, and a
+procedural clip meets a deployment that runs no procedural engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkkit import DIMENSION, ORDER, evaluation, graph, not_started, problems
+
+from fakes import gemini as fake_gemini
+from fakes import pexels, pixabay
+from mdame_domain.visuals_chain import GENERATED, PROCEDURAL, STOCK
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_resources.providers.generated_visuals import GeneratedVisuals
+from mdame_resources.providers.relevance import GeminiRelevanceJudge
+from mdame_resources.providers.stock import StockFootage
+from mdame_resources.providers.visuals import ProceduralVisuals
+from tests.adminkit import as_admin
+
+KEY = "test-key-not-secret"
+AFTER_CLIPS = ORDER[ORDER.index("voice_tracks") :]
+
+
+@pytest.fixture
+def chain_servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The fakes deployment's picture resources, against local servers of their own."""
+    with (
+        fake_gemini.running() as model,
+        pexels.running(tmp_path / "pexels") as footage,
+        pixabay.running(tmp_path / "pixabay") as more_footage,
+    ):
+        yield {
+            # No GPU: the network engines of the chain, procedural only as a fallback.
+            "visuals": ProceduralVisuals(offers=[GENERATED, STOCK, PROCEDURAL]),
+            "generated_visuals": GeneratedVisuals(api_key=KEY, base_url=model.base_url),
+            "relevance_judge": GeminiRelevanceJudge(api_key=KEY, base_url=model.base_url),
+            "stock_footage": StockFootage(
+                pexels_api_key=KEY,
+                pexels_url=footage.base_url.rstrip("/"),
+                pixabay_api_key=KEY,
+                pixabay_url=more_footage.base_url.rstrip("/"),
+            ),
+        }
+
+
+def _sync_niche(rig, folder: Path, threshold: float) -> None:
+    """The niche's YAML at the shortest length a niche may ask for (the fewest scenes: each is
+    a still, its motion and a judgement) and with `threshold`, synced as `mdame dimensions
+    sync` would."""
+    folder.mkdir(exist_ok=True)
+    text = (DIMENSIONS_DIR / f"{DIMENSION}.yaml").read_text(encoding="utf-8")
+    assert "threshold: 0.6," in text
+    text = text.replace("threshold: 0.6,", f"threshold: {threshold},")
+    (folder / f"{DIMENSION}.yaml").write_text(f"{text}target_seconds: 30\n", encoding="utf-8")
+    sync_registry(as_admin(rig.state), folder)
+
+
+def test_scene_relevance_shows_the_chains_scenes_and_holds_back_a_score_under_the_bar(
+    content_rig, chain_servers, tmp_path
+):
+    rig = content_rig
+    _sync_niche(rig, tmp_path / "dimensions", 0.6)
+
+    made = rig.materialize(graph(upto="scene_clips"), **chain_servers)
+
+    assert made.success, [e.message for e in made.all_events if e.is_failure]
+    check = evaluation(made, "scene_relevance")
+    assert check.passed, problems(check)
+    [script] = rig.state.list_work_units("script")
+    assert script.state == "visuals_ready"
+    scenes = rig.state.list_work_units("scene", script_id=script.id)
+    meta = {k: v.value for k, v in check.metadata.items()}
+    assert meta["scenes_checked"] == len(scenes) >= 3 and meta["scenes_failing"] == 0
+    assert set(meta["scenes_by_engine"]) <= {GENERATED, STOCK}
+    assert meta["threshold"] == 0.6 and meta["procedural_runs_here"] is False
+    table = meta["scenes"].splitlines()
+    assert table[0].startswith("| script | scene | engine | score | threshold | source |")
+    for scene in scenes:
+        result = scene.result
+        score = result["relevance"]["score"]
+        assert result["relevance"]["passed"] and score >= 0.6
+        source = result["source"].get("model") or result["source"]["attribution"]
+        row = next(
+            r
+            for r in table[2:]
+            if r.startswith(f"| {script.id} | {scene.payload['scene_index']} |")
+        )
+        assert f"| {result['engine']} | {score:.2f} | 0.60 |" in row
+        assert source.split(":")[0] in row and row.endswith("| pass |")
+
+    # The bar raised above what the judge gave (0.92 on topic) after the clips were made: the
+    # same clips fail, and nothing after scene_clips runs on them.
+    _sync_niche(rig, tmp_path / "dimensions", 0.95)
+    held = rig.materialize(graph(only=("scene_clips", *AFTER_CLIPS)), **chain_servers)
+
+    check = evaluation(held, "scene_relevance")
+    assert not check.passed
+    found = problems(check)
+    assert len(found) == len(scenes)
+    assert all(f"script {script.id} scene " in p and "below the threshold 0.95" in p for p in found)
+    assert not_started(held, *AFTER_CLIPS) == list(AFTER_CLIPS)
+    assert rig.state.list_work_units("voice_track") == []
+    assert rig.script().state == "visuals_ready"
+    assert "**FAIL: a " in check.metadata["scenes"].value
+
+    # A later publishing run (the other code location, which does not see the GPU check's
+    # verdict) checks again and fails the script: it is never voiced, rendered or published.
+    later = rig.materialize(graph(only=AFTER_CLIPS), **chain_servers)
+
+    assert later.success, [e.message for e in later.all_events if e.is_failure]
+    failed = rig.script()
+    assert failed.state == "failed"
+    assert rig.state.list_work_units("voice_track") == []
+    assert rig.state.list_work_units("publication") == []
+    voiced = next(
+        e for e in later.get_asset_materialization_events() if e.asset_key.path == ["voice_tracks"]
+    )
+    metadata = voiced.event_specific_data.materialization.metadata
+    assert metadata["scripts_failed_relevance"].value == [script.id]
+
+
+def test_scene_relevance_passes_procedural_clips_only_where_scenes_are_made_procedurally(
+    clipped_rig,
+):
+    rig = clipped_rig  # offline: every scene procedural, its clips made
+    selection = graph(only=("scene_clips", *AFTER_CLIPS))
+    offline = rig.materialize(graph(only=("scene_clips",)))
+
+    check = evaluation(offline, "scene_relevance")
+    assert check.passed
+    assert check.metadata["procedural_runs_here"].value is True
+    assert check.metadata["scenes_by_engine"].value == {
+        PROCEDURAL: check.metadata["scenes_checked"].value
+    }
+
+    # The same database under a deployment whose chain runs (stock here): its procedural
+    # clips were judged by nobody.
+    elsewhere = rig.materialize(selection, visuals=ProceduralVisuals(offers=[STOCK]))
+
+    check = evaluation(elsewhere, "scene_relevance")
+    assert not check.passed
+    assert all(
+        "a procedural clip, and this deployment makes no scene" in p for p in problems(check)
+    )
+    assert not_started(elsewhere, *AFTER_CLIPS) == list(AFTER_CLIPS)
+    assert rig.script().state == "visuals_ready"
