@@ -27,6 +27,7 @@ its CPU time counts this process's too).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import resource
@@ -67,6 +68,13 @@ from mdame_domain.render import (  # noqa: E402
     scene_frame_counts,
 )
 from mdame_domain.render_quality import rules_for, technical_problems  # noqa: E402
+from mdame_domain.scene_cuts import (  # noqa: E402
+    cut_problems,
+    cut_windows,
+    measure_cuts,
+    read_cuts,
+    thumbnails_by_frame,
+)
 from mdame_domain.thumbnail import render_thumbnail  # noqa: E402
 from mdame_domain.visuals import render_procedural_clip  # noqa: E402
 from mdame_domain.voice import synthesize_espeak  # noqa: E402
@@ -105,6 +113,10 @@ def _timed(
     return time.perf_counter() - wall, cpu_now() - cpu
 
 
+def _cuts(durations: list[float]) -> list[float]:
+    return [sum(durations[: i + 1]) for i in range(len(durations) - 1)]
+
+
 def _prepare(
     work: Path, seconds: float, style: CaptionStyle
 ) -> tuple[RenderInput, list[str], tuple[CaptionBox, ...]]:
@@ -135,6 +147,12 @@ def _prepare(
         str(work / "render.mp4"),
         music_path=bed.path,
         encoder=video_encoder(),
+    )
+    # As the renders asset does: the frames around each cut kept as thumbnails as they are
+    # encoded, for the scene_timing reading.
+    windows = cut_windows(_cuts(durations), output_seconds(inp), inp.fps)
+    inp = dataclasses.replace(
+        inp, thumb_ranges=[(w.first, w.last) for w in windows], thumbs_path=str(work / "cuts.rgb")
     )
     # The floor's inputs: the same scenes, already 1080x1920 at 24 fps, in one high-quality
     # file; the voice already at the output's rate and layout.
@@ -244,6 +262,24 @@ def main() -> None:
             text_problems.extend(text_on_screen_problems(readings))
 
         text_wall, text_cpu = _timed(read_text, _cpu_all)
+        cut_findings: list[str] = []
+        cuts = _cuts(list(inp.scene_durations_s))
+        box_json = [b.to_json() for b in boxes]
+
+        def read_scene_cuts() -> None:
+            # What the renders asset does after the encode: the encoded frames' thumbnails
+            # against the clips (the scene_timing check then reads the payload).
+            windows = cut_windows(cuts, output_seconds(inp), inp.fps)
+            shown = thumbnails_by_frame(Path(str(inp.thumbs_path)).read_bytes(), windows)
+            readings = read_cuts(shown, windows, inp.clip_paths, inp.fps, box_json)
+            cut_findings.extend(cut_problems(readings, cuts, 0.25))
+
+        cuts_wall, cuts_cpu = _timed(read_scene_cuts, _cpu_all)
+        decode_wall, decode_cpu = _timed(
+            lambda: measure_cuts(inp.out_path, inp.clip_paths, cuts, output_seconds(inp),
+                                 inp.fps, box_json),
+            _cpu_all,
+        )  # fmt: skip
 
         def med(values: list[tuple[float, float]], k: int) -> float:
             return statistics.median(v[k] for v in values)
@@ -265,6 +301,9 @@ def main() -> None:
         print(f"text_on_screen (frames read): wall {text_wall:.2f}s cpu {text_cpu:.2f}s, "
               f"{text_wall / r_wall:.1%} of the render's wall time; "
               f"problems: {text_problems or 'none'}")  # fmt: skip
+        print(f"scene_timing (the cuts read from the encoded frames): wall {cuts_wall:.2f}s "
+              f"cpu {cuts_cpu:.2f}s; problems: {cut_findings or 'none'}; of a file decoded "
+              f"instead (other bytes): wall {decode_wall:.2f}s cpu {decode_cpu:.2f}s")  # fmt: skip
 
 
 if __name__ == "__main__":
