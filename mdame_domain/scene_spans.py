@@ -374,13 +374,17 @@ def _interpolated(
         if value is not None:
             continue
         token = offsets[k + 1]  # the scene's first token
-        before = [paired[i] for i in range(token) if paired[i] is not None]
-        after = [paired[i] for i in range(token, len(paired)) if paired[i] is not None]
-        left = words[owner[before[-1]][0]].end_s if before else 0.0  # type: ignore[index]
-        right = words[owner[after[0]][0]].start_s if after else words[-1].end_s  # type: ignore[index]
-        before_i = max((i for i in range(token) if paired[i] is not None), default=-1)
-        after_i = min((i for i in range(token, len(paired)) if paired[i] is not None),
-                      default=len(paired))  # fmt: skip
+        said = [(i, j) for i, j in enumerate(paired) if j is not None]
+        before = [(i, j) for i, j in said if i < token]
+        after = [(i, j) for i, j in said if i >= token]
+        before_i, left = (
+            (before[-1][0], words[owner[before[-1][1]][0]].end_s) if before else (-1, 0.0)
+        )
+        after_i, right = (
+            (after[0][0], words[owner[after[0][1]][0]].start_s)
+            if after
+            else (len(paired), words[-1].end_s)
+        )
         share = (token - before_i) / max(1, after_i - before_i)
         out[k] = left + (right - left) * share
     # Monotone, as the spoken order is.
