@@ -67,7 +67,9 @@ def test_a_render_shows_two_blocks_at_most_and_carries_its_contact_sheet(clipped
     # The visuals chain's record on the first scene: the engine and the relevance score.
     rig.owner_execute(
         "UPDATE mdame.scenes SET result = result || %s WHERE id = %s",
-        (Jsonb({"engine": "stock", "relevance": {"score": 0.87, "reason": "shows it"}}),
+        (Jsonb({"engine": "stock",
+                "relevance": {"score": 0.87, "reason": "shows it", "threshold": 0.6,
+                              "verdict": "judged", "model": "judge", "passed": True}}),
          scenes[0].id),
     )  # fmt: skip
 
@@ -96,9 +98,11 @@ def test_a_render_shows_two_blocks_at_most_and_carries_its_contact_sheet(clipped
     tiles = payload["contact_sheet_scenes"]
     assert [t["index"] for t in tiles] == [s.payload["scene_index"] for s in scenes]
     assert (tiles[0]["engine"], tiles[0]["score"]) == ("stock", 0.87)
-    assert all(t["engine"] is None and t["score"] is None for t in tiles[1:])
+    # The others were made procedurally (offline), which nothing judges.
+    assert all(t["engine"] == "procedural" and t["score"] is None for t in tiles[1:])
     durations = payload["scene_durations_s"]
-    assert [t["at_s"] for t in tiles] == [round(d / 2, 3) for d in durations]
+    # The middle of each scene as the render cut it (whole frames).
+    assert [t["at_s"] for t in tiles] == pytest.approx([d / 2 for d in durations], abs=0.021)
     # ... and shown in the renders materialization: its path, and the image inline.
     [mat] = result.asset_materializations_for_node("renders")
     assert mat.metadata["contact_sheet"].value == rig.store().location(payload["contact_sheet_uri"])

@@ -5,21 +5,38 @@ and the render built from the generated clips passes every quality gate and is p
 
 from __future__ import annotations
 
+import re
+import shutil
 from datetime import date
+from pathlib import Path
 
 import dagster as dg
 
+from fakes import gemini
 from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
+from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import sha256_file
 from mdame_domain.probe import probe_media
 from mdame_domain.scenes import scene_hash
+from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from mdame_pipeline.scene_cache import CLIP_SECONDS
+from mdame_pipeline.scene_pictures import SceneEngines, scene_chain_for
 from mdame_resources.providers.diffusers_visuals import loaded_count
+from mdame_resources.providers.relevance import GeminiRelevanceJudge
 from tests.gpu.conftest import tiny_model_dir, tiny_visuals  # noqa: F401 - fixtures
 
 DAY = date(2026, 11, 29)
-SLUG = "science"  # visuals: {engine: svd}
+SLUG = "science"  # visuals: {engine: svd}, its chain made [diffusers] here
+
+
+def diffusers_niches(folder: Path) -> Path:
+    """The sample niches with the science niche's chain set to diffusers alone."""
+    shutil.copytree(DIMENSIONS_DIR, folder)
+    path = folder / f"{SLUG}.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(r"chain: \[[^\]]*\]", "chain: [diffusers]", text), encoding="utf-8")
+    return folder
 
 
 def test_a_partition_publishes_from_clips_the_diffusers_provider_generated(
@@ -27,16 +44,23 @@ def test_a_partition_publishes_from_clips_the_diffusers_provider_generated(
     tiny_visuals,  # noqa: F811 - the fixture imported above
     tmp_path,
 ):
-    pipeline.sync()
-    resources = {**pipeline.resources, "visuals": tiny_visuals}
-
-    result = dg.materialize(
-        whole_graph(),
-        partition_key=str(partition_key(DAY, SLUG)),
-        instance=pipeline.instance,
-        resources=resources,
-        raise_on_error=False,
-    )
+    pipeline.sync(diffusers_niches(tmp_path / "niches"))
+    # The relevance gate judges the random-weight clips through the real client, against the
+    # local Gemini server told to pass them (noise shows nothing it could recognise).
+    with gemini.running() as model:
+        model.set_score(0.9)
+        resources = {
+            **pipeline.resources,
+            "visuals": tiny_visuals,
+            "relevance_judge": GeminiRelevanceJudge(api_key="test-key", base_url=model.base_url),
+        }
+        result = dg.materialize(
+            whole_graph(),
+            partition_key=str(partition_key(DAY, SLUG)),
+            instance=pipeline.instance,
+            resources=resources,
+            raise_on_error=False,
+        )
 
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     checks = result.get_asset_check_evaluations()
@@ -49,9 +73,19 @@ def test_a_partition_publishes_from_clips_the_diffusers_provider_generated(
 
     key = tiny_visuals.cache_key("svd")
     assert key is not None and "svd" in key  # a generated clip's key names engine and models
+    dimension = dimension_from_json(state.get_dimension(SLUG).config)  # type: ignore[union-attr]
+    engines = SceneEngines(
+        tiny_visuals,
+        resources["generated_visuals"],
+        resources["stock_footage"],
+        resources["relevance_judge"],
+    )
+    chain, chain_key = scene_chain_for(dimension, engines)
+    assert chain == ("diffusers",) and chain_key is not None and key in chain_key
     for scene in scenes:
         plan = scene.payload["plan"]
-        expected = scene_hash(plan["visual_prompt"], plan["style"], SLUG, key)
+        assert scene.result["engine"] == "diffusers" and scene.result["relevance"]["passed"]
+        expected = scene_hash(plan["visual_prompt"], plan["style"], SLUG, chain_key)
         assert scene.payload["scene_hash"] == expected
 
     # The stored clip is the provider's: generating the first scene again in this process

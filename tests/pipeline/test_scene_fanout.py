@@ -28,6 +28,7 @@ from mdame_pipeline.lifecycle import script_states
 from mdame_pipeline.locks import held_lock
 from mdame_pipeline.scene_cache import CACHE_TTL_S, SCENE_JOB_TYPE
 from mdame_resources.media import MediaStoreResource
+from mdame_resources.providers.selection import picture_engines
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import StateStoreResource
 
@@ -194,6 +195,7 @@ def multiprocess_scene_clips_job() -> dg.JobDefinition:
             "state": StateStoreResource(database_url=os.environ[DB_ENV]),
             "media": MediaStoreResource(),
             "visuals": CountingVisuals(calls=os.environ[CALLS_ENV]),
+            **picture_engines(""),  # the chain's engines; this offline chain never calls them
         },
     )
     return defs.resolve_job_def("scene_clips_mp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -29,6 +29,8 @@ from tests.adminkit import as_admin
 SHA = "c" * 64
 BIG = Jsonb({"blob": "x" * 262_144})  # just over the documented 256 KiB limit
 E = Jsonb({})
+SOON = datetime.now(UTC) + timedelta(hours=1)
+FAR_FUTURE = datetime.now(UTC) + timedelta(days=30)  # a scene waits 8 days at most
 # tech's registered config: the Adaptive Engine's default limits (apply_param_set reads them).
 TECH_CONFIG = {"adaptive": asdict(AdaptiveLimits())}
 RETAIN = Jsonb({"render_days": 30, "voice_days": 7})  # 0018's retention policy
@@ -266,6 +268,7 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("put_scene_cache", ("h", "", SHA, 10), InvalidInput),
         ("put_scene_cache", ("h", "u", "not-a-sha", 10), InvalidInput),
         ("put_scene_cache", ("h", "u", SHA, -1), InvalidInput),
+        ("put_scene_cache", ("h", "u", SHA, 10, Jsonb([])), InvalidInput),
         ("set_budget_cap", ("bad scope!", "p", 1), InvalidInput),
         ("set_budget_cap", ("s", None, 1), InvalidInput),
         ("set_budget_cap", ("s", "p", -1), InvalidInput),
@@ -360,6 +363,15 @@ def _cases(ids: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], type[StateEr
         ("complete_scene_job", (job, "w", 1, None, "u", SHA, False, 10), InvalidInput),
         ("complete_scene_job", (job, "intruder", 1, lease, "u", SHA, False, 10), LeaseLost),
         ("complete_scene_job", (job, "w", 1, lease + 1, "u", SHA, False, 10), LeaseLost),
+        ("complete_scene_job", (job, "w", 1, lease, "u", SHA, False, 10, Jsonb([])), InvalidInput),
+        ("reject_scene_job", (job, "w", 1, lease, Jsonb({})), InvalidInput),
+        ("reject_scene_job", (job, "w", 1, None, Jsonb([])), InvalidInput),
+        ("reject_scene_job", (job, "w", 1, lease, Jsonb(["x" * 17_000])), InvalidInput),
+        ("reject_scene_job", (job, "intruder", 1, lease, Jsonb(["why"])), LeaseLost),
+        ("defer_scene_job", (job, "w", 1, lease, None, "wait"), InvalidInput),
+        ("defer_scene_job", (job, "w", 1, lease, FAR_FUTURE, "wait"), InvalidInput),
+        ("defer_scene_job", (job, "w", 1, lease, SOON, ""), InvalidInput),
+        ("defer_scene_job", (job, "w", 1, lease + 1, SOON, "wait"), LeaseLost),
         ("finish_visuals", (script, token), StateConflict),
         ("finish_visuals", (None, token), InvalidInput),
         ("record_voice", (script, "v", Jsonb({"script_id": script}), token), StateConflict),

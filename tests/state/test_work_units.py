@@ -213,6 +213,8 @@ def test_allowed_transitions_table_matches_the_design(owner) -> None:
     ).fetchall()
     expected = set(zip(SCRIPT_PATH, SCRIPT_PATH[1:], strict=False)) | {
         ("drafted", "rejected"),
+        # The visuals chain: a scene no engine could picture past the gate rejects its script.
+        ("planned", "rejected"),
         ("voice_queued", "halted"),
         # Healing (0006): a script whose clips vanished goes back to planned until it is voiced.
         *((s, "planned") for s in ("visuals_ready", "voice_queued", "voiced", "render_queued")),
