@@ -32,10 +32,16 @@ AFTER_CLIPS = ORDER[ORDER.index("voice_tracks") :]
 
 
 @pytest.fixture
-def chain_servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def image_model() -> Iterator[fake_gemini.FakeGemini]:
+    with fake_gemini.running() as model:
+        yield model
+
+
+@pytest.fixture
+def chain_servers(tmp_path: Path, image_model) -> Iterator[dict[str, Any]]:
     """The fakes deployment's picture resources, against local servers of their own."""
+    model = image_model
     with (
-        fake_gemini.running() as model,
         pexels.running(tmp_path / "pexels") as footage,
         pixabay.running(tmp_path / "pixabay") as more_footage,
     ):
@@ -154,3 +160,43 @@ def test_scene_relevance_passes_procedural_clips_only_where_scenes_are_made_proc
     )
     assert not_started(elsewhere, *AFTER_CLIPS) == list(AFTER_CLIPS)
     assert rig.script().state == "visuals_ready"
+
+
+def test_a_scene_no_engine_can_picture_rejects_its_script_with_every_reason(
+    content_rig, chain_servers, image_model, tmp_path
+):
+    """The bar above anything the judge gives before the clips are made: each scene's chain
+    tries a still and a stock clip (the cap of 2 shared by the two engines), rejects both, and
+    the script is rejected with the reasons; nothing is voiced, and nothing is paid twice on a
+    rerun."""
+    rig = content_rig
+    folder = tmp_path / "dimensions"
+    _sync_niche(rig, folder, 0.95)
+    path = folder / f"{DIMENSION}.yaml"
+    text = path.read_text(encoding="utf-8").replace("max_candidates: 4", "max_candidates: 2")
+    path.write_text(text, encoding="utf-8")
+    sync_registry(as_admin(rig.state), folder)
+
+    made = rig.materialize(graph(upto="scene_clips"), **chain_servers)
+
+    assert made.success, [e.message for e in made.all_events if e.is_failure]
+    script = rig.script()
+    assert script.state == "rejected"
+    scenes = rig.state.list_work_units("scene", script_id=script.id)
+    assert scenes and all(s.state == "failed" for s in scenes)
+    unpictured = rig.state.list_events("script", script.id)[-1].detail["scenes_without_picture"]
+    assert len(unpictured) == len(scenes)
+    for entry in unpictured:
+        reasons = entry["reasons"]
+        assert any(r.startswith("generated#0: 0.92 below 0.95") for r in reasons), reasons
+        assert any(r.startswith("stock#") for r in reasons), reasons
+    [clips] = made.asset_materializations_for_node("scene_clips")
+    assert clips.metadata["scripts_rejected"].value == 1
+
+    # Run again: nothing is asked of the image model or judged a second time.
+    billed = image_model.counters()["billed"]
+    assert sum(b["images"] for b in billed) == len(scenes)  # one still a scene, the cap's half
+    again = rig.materialize(graph(upto="scene_clips"), **chain_servers)
+    assert again.success
+    assert image_model.counters()["billed"] == billed
+    assert rig.state.list_work_units("voice_track") == []
