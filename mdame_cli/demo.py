@@ -247,7 +247,9 @@ def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
         trends=int(trends),
         rejected_topics=tuple(rejected_topics),
         rejected_scripts=tuple(
-            s.result.get("safety_rule") or "?" for s in scripts if s.state == "rejected"
+            s.result.get("safety_rule") or s.result.get("reason") or "?"
+            for s in scripts
+            if s.state == "rejected"
         ),
         topics_open=open_topics,
         scripts=Counter(s.state for s in scripts),

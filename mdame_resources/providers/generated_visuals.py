@@ -20,7 +20,7 @@ answers that kept carrying no usable image.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,8 +40,8 @@ from mdame_domain.media_store import MediaProblem, MediaRegistry, MediaStore
 from mdame_domain.model_output import InvalidModelOutput
 from mdame_domain.still_motion import DEFAULT_FPS, animate_still, plan_motion
 from mdame_resources.health import Health, HealthScope
+from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import CallContext
-from mdame_resources.providers.visuals import VisualsResource
 
 if TYPE_CHECKING:  # the SDK is imported with the first client (gemini.client.make_client)
     from google import genai
@@ -181,7 +181,7 @@ def generate_still(
     return still
 
 
-class GeneratedVisuals(VisualsResource):
+class GeneratedVisuals(ProviderResource):
     """Scene clips from generated stills (see the module docstring). The model, its price per
     image and the aspect ratio are this resource's defaults; a dimension's own `generated:`
     settings, passed per call, take their place."""
@@ -206,27 +206,12 @@ class GeneratedVisuals(VisualsResource):
 
         return generated_health(self, timeout, scope)
 
-    def cache_key(
-        self, engine: str | None = None, settings: GeneratedSettings | None = None
-    ) -> str | None:
+    def cache_key(self, settings: GeneratedSettings | None = None) -> str:
         # The model and the aspect ratio change the picture, the clip's size and rate the clip.
         profile = media_profile()
         chosen = settings or self.settings()
         size = f"{profile.clip_width}x{profile.clip_height}@{self.fps}"
         return f"generated:{chosen.key()}:{size}"
-
-    def generate(
-        self,
-        scene_hash: str,
-        prompt: str,
-        palette: Sequence[str],
-        duration_s: float,
-        out: Path,
-        engine: str | None = None,
-    ) -> Path:
-        raise NotImplementedError(
-            "GeneratedVisuals pays for its stills: use generate_clip(..., ctx=, store=)"
-        )
 
     def generate_clip(
         self,

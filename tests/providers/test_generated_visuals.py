@@ -319,8 +319,6 @@ def test_the_cache_key_names_the_model_the_shape_and_the_clip_size():
     assert visuals.cache_key() == f"generated:gemini-2.5-flash-image:9:16:{size}"
     other = GeneratedSettings(model="gemini-3-pro-image", usd_per_image=0.13)
     assert visuals.cache_key(settings=other) == f"generated:gemini-3-pro-image:9:16:{size}"
-    with pytest.raises(NotImplementedError, match="generate_clip"):
-        visuals.generate(SCENE, PROMPT, [], SECONDS, Path("unused.mp4"))
 
 
 def test_the_local_image_model_draws_each_aspect_ratio_and_refuses_others(fake):
