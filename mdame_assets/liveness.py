@@ -354,7 +354,12 @@ def make_liveness_sensor(name: str) -> dg.SensorDefinition:
     process are judged then."""
 
     @dg.sensor(
-        name=name, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING
+        name=name,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Every minute: marks failed the runs of this code location whose process "
+        "died, frees their pool slots and pending steps and finishes their mdame.pipeline_runs "
+        "rows (their locks and job leases expire on their own). It logs what it swept.",
     )
     def _liveness(
         context: dg.SensorEvaluationContext, state: StateStoreResource

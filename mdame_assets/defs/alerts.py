@@ -33,6 +33,9 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     monitored_jobs=MONITORED_JOBS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
+    description="Tells the operator (a run_failure alert, once per dimension and UTC day) of a "
+    "failed content_job, publishing_job or scene_clips_job run, naming the run, its partition "
+    "and the failure's first line.",
 )
 def run_failure_alert_sensor(
     context: dg.RunFailureSensorContext, state: StateStoreResource, notifier: NotifierResource
@@ -45,7 +48,13 @@ def run_failure_alert_sensor(
     return dg.SkipReason(f"run {run.run_id} failed: alert {outcome}")
 
 
-@dg.sensor(minimum_interval_seconds=120, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    minimum_interval_seconds=120,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every 2 minutes: sends the alerts still undelivered (a Telegram outage, a crash "
+    "between recording and sending), each under a claim so no two senders send one. A count "
+    "of undelivered that stays up means the notifier refuses: see the warning it logs.",
+)
 def alert_sweep_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource, notifier: NotifierResource
 ) -> dg.SkipReason:

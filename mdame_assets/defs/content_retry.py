@@ -80,6 +80,11 @@ def content_retry_result(
     job=content_job,
     minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests content_job again for each partition of the retry window "
+    "(MDAME_RETRY_WINDOW_DAYS) whose newest content run failed, after a capped backoff with "
+    "jitter (MDAME_RETRY_BACKOFF_S, MDAME_RETRY_BACKOFF_MAX_S), unless a run of it is queued or "
+    f"in progress or it published. Looks every {HOP_SENSOR_INTERVAL_S} s "
+    "(MDAME_HOP_SENSOR_INTERVAL_S).",
 )
 def content_retry_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource

@@ -22,6 +22,7 @@ MONITORED_JOBS = [
     dg.JobSelector(location_name=ORCHESTRATOR, job_name="publishing_job"),
     dg.JobSelector(location_name=GPU, job_name="scene_clips_job"),
 ]
+JOBS = ", ".join(job.job_name for job in MONITORED_JOBS)
 
 
 def _record(context: dg.RunStatusSensorContext, state: StateStoreResource) -> dg.SkipReason:
@@ -40,6 +41,8 @@ def _record(context: dg.RunStatusSensorContext, state: StateStoreResource) -> dg
     monitored_jobs=MONITORED_JOBS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
+    description=f"Records the outcome of each succeeded run of {JOBS} in its "
+    "mdame.pipeline_runs row (never over a recorded failure or cancellation).",
 )
 def run_succeeded_sensor(context: dg.RunStatusSensorContext, state: StateStoreResource):
     return _record(context, state)
@@ -49,6 +52,8 @@ def run_succeeded_sensor(context: dg.RunStatusSensorContext, state: StateStoreRe
     monitored_jobs=MONITORED_JOBS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
+    description=f"Records the outcome of each failed run of {JOBS} in its "
+    "mdame.pipeline_runs row (replacing a success recorded early).",
 )
 def run_failed_sensor(context: dg.RunFailureSensorContext, state: StateStoreResource):
     return _record(context, state)
@@ -59,6 +64,8 @@ def run_failed_sensor(context: dg.RunFailureSensorContext, state: StateStoreReso
     monitored_jobs=MONITORED_JOBS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
+    description=f"Records the outcome of each canceled run of {JOBS} in its "
+    "mdame.pipeline_runs row (replacing a success recorded early).",
 )
 def run_canceled_sensor(context: dg.RunStatusSensorContext, state: StateStoreResource):
     return _record(context, state)

@@ -14,6 +14,9 @@ from mdame_resources.state import StateStoreResource
     cron_schedule="0 10 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="10:00 UTC daily: content_job for today's partition of every active dimension, "
+    "once (run_key daily:<partition>). A failed run is requested again by content_retry_sensor, "
+    "not by this schedule.",
 )
 def daily_content_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
     day = context.scheduled_execution_time.date()

@@ -20,6 +20,8 @@ analytics_job = dg.define_asset_job(
     cron_schedule="0 23 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="23:00 UTC daily: analytics_job (video_stats) for today's partition of every "
+    "active dimension, after the day's videos went out and before Sunday's weekly report.",
 )
 def daily_analytics_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
     # Late in the day, after the day's videos went out, and before Sunday's weekly report.

@@ -25,6 +25,9 @@ weekly_operations_job = dg.define_asset_job(
     cron_schedule="30 23 * * 0",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Sundays 23:30 UTC, after that day's analytics read: weekly_operations_job (the "
+    "Strategic Auditor's report, then the Adaptive Engine's tuning) for the week ending that "
+    "day, every active dimension.",
 )
 def weekly_audit_schedule(context: dg.ScheduleEvaluationContext, state: StateStoreResource):
     # Half an hour after Sunday's analytics read: the week's own partition (end_offset=1).

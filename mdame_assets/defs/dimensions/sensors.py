@@ -16,7 +16,13 @@ from mdame_resources.state import StateStoreResource
 _FILES = RegistryReader()
 
 
-@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every minute: adds each active registered dimension to the `dimension` "
+    "partitions. It only reads: a niche file that differs from its registration is logged as "
+    "a warning on every evaluation until `mdame dimensions sync` registers it.",
+)
 def dimension_registry_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:

@@ -12,6 +12,10 @@ from mdame_resources.state import StateStoreResource
     job=publishing_job,
     minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests publishing_job (voice, render, publication) for each partition with "
+    "scripts whose clips are ready and are not yet published, or whose halted voice's backoff "
+    "ran out; a run that failed or moved nothing is retried after the retry window's backoff. "
+    f"Looks every {HOP_SENSOR_INTERVAL_S} s (MDAME_HOP_SENSOR_INTERVAL_S).",
 )
 def publishing_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource

@@ -15,7 +15,17 @@ from mdame_domain.captions import (
 from mdame_resources.state import StateStoreResource
 
 
-@dg.asset_check(asset=renders, blocking=True)
+@dg.asset_check(
+    asset=renders,
+    blocking=True,
+    description="Every caption and hook box a render recorded lies inside the Shorts safe "
+    f"area (clear of the top {SHORTS_SAFE_ZONE.top:.0%}, the bottom {SHORTS_SAFE_ZONE.bottom:.0%} "
+    f"and the right-hand {SHORTS_SAFE_ZONE.right:.0%}: mdame_domain/captions/geometry.py), and "
+    "no two boxes on screen at once overlap. Blocking: the partition's publications wait, with "
+    "a check_blocked alert. When it fails, the problems name each render, box and the side it "
+    "crosses: the layout shrinks or splits text to fit or refuses to render, so this is a bug "
+    "or a render made before its boxes were recorded: report it with the problems.",
+)
 def caption_layout(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource
 ) -> dg.AssetCheckResult:

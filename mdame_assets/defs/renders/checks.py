@@ -123,6 +123,67 @@ def _evaluate(step: Step, media: MediaStoreResource, tallies: dict[str, _Tally])
     return checked
 
 
+BLOCKING = "Blocking: the partition's publications wait, with a check_blocked alert."
+
+
+def _described(what: str, rule: str) -> str:
+    """A quality check's description: what it checks, and what to do when it fails (an approved
+    render passed the same rule when it was made)."""
+    return (
+        f"{what} {BLOCKING} When it fails, the problems name each render: it passed this when "
+        f"approved, so its file changed since (render_probe fails too: see there) or {rule}."
+    )
+
+
+_PROBE_DESCRIPTION = (
+    "Each approved render is in the media store, its bytes the approved SHA-256, and readable "
+    f"by ffprobe. {BLOCKING} When it fails, nothing is needed while nothing was published "
+    "from the render: the next publishing run renders it again. One a publication names is "
+    "never remade: put its approved bytes back in the media store."
+)
+_ONLY_WITH_CODE = (
+    "the rule did, in mdame_domain/render_quality.py (a new POLICY_VERSION): report it"
+)
+DESCRIPTIONS = {
+    PROBE: _PROBE_DESCRIPTION,
+    q.FORMAT: _described(
+        "Each approved render has the media profile's frame (MDAME_MEDIA_PROFILE; shorts: "
+        "1080x1920), H.264 and AAC, 24 fps, yuv420p, square pixels.",
+        "MDAME_MEDIA_PROFILE did: set it back to the profile it was rendered under",
+    ),
+    q.DURATION: _described(
+        "Each approved render's length lies within the dimension's duration_range_s (default "
+        "15-180 s).",
+        "duration_range_s did: put back the range it was rendered under (the dimension's YAML, "
+        "then `mdame dimensions sync`)",
+    ),
+    q.LOUDNESS: _described(
+        f"Each approved render measures {q.TARGET_LUFS:g} LUFS +-{q.LUFS_TOLERANCE:g} integrated "
+        f"and a true peak at most {q.MAX_TRUE_PEAK_DBTP:g} dBTP.",
+        _ONLY_WITH_CODE,
+    ),
+    q.BLACK: _described(
+        f"No approved render has a black stretch over {q.MAX_BLACK_S} s.", _ONLY_WITH_CODE
+    ),
+    q.FREEZE: _described(
+        f"No approved render has a frozen stretch over {q.MAX_FREEZE_S} s.", _ONLY_WITH_CODE
+    ),
+    q.SILENCE: _described(
+        f"No approved render has a silence over {q.MAX_SILENCE_S} s.", _ONLY_WITH_CODE
+    ),
+    q.AV_SYNC: _described(
+        "Each approved render's audio and video streams last the same within "
+        f"{q.MAX_AV_DRIFT_S} s.",
+        _ONLY_WITH_CODE,
+    ),
+    q.SCENES: _described(
+        "Each approved render has as many scenes as its plan, each within "
+        f"{q.SCENE_TOLERANCE_S} s of its span of the voice and the whole within twice that.",
+        "the way scenes are cut on their words did (mdame_domain/scene_spans.py)",
+    ),
+}
+
+
 def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
     metadata: dict[str, Any] = {
         "problems": tally.problems,
@@ -143,18 +204,8 @@ def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
 
 @dg.multi_asset_check(
     specs=[
-        dg.AssetCheckSpec(name, asset=renders, blocking=True, description=_DESCRIPTION)
-        for name, _DESCRIPTION in (
-            (PROBE, "The approved render is present, the approved bytes and readable."),
-            (q.FORMAT, "The media profile's frame (1080x1920), H.264/AAC, 24 fps, yuv420p."),
-            (q.DURATION, "Duration within the dimension's duration_range_s."),
-            (q.LOUDNESS, "-14 LUFS +-1 integrated, true peak at most -1 dBTP."),
-            (q.BLACK, f"No black stretch over {q.MAX_BLACK_S} s."),
-            (q.FREEZE, f"No frozen stretch over {q.MAX_FREEZE_S} s."),
-            (q.SILENCE, f"No silence over {q.MAX_SILENCE_S} s."),
-            (q.AV_SYNC, f"Audio and video stream durations within {q.MAX_AV_DRIFT_S} s."),
-            (q.SCENES, "As many scenes as planned, each as long as planned."),
-        )
+        dg.AssetCheckSpec(name, asset=renders, blocking=True, description=DESCRIPTIONS[name])
+        for name in CHECKS
     ],
     can_subset=False,
     op_tags=render_step_tags(),

@@ -38,7 +38,11 @@ RENDER_FPS = 24  # renders made before the payload recorded their analysis
     asset=renders,
     blocking=True,
     description=f"At most {MAX_TEXT_BLOCKS} text blocks on screen at once (the hook, then the "
-    "captions), none outside the recorded caption boxes: measured on the rendered frames.",
+    "captions), none outside the recorded caption boxes, and the recorded text seen at least "
+    "once: measured on the rendered frames. Blocking: the partition's publications wait, with "
+    "a check_blocked alert. When it fails, per_render shows the blocks found in each sampled "
+    "frame: text outside the boxes is most often a scene picture with lettering in the caption "
+    "colour ringed in black (see the render's contact sheet); report any other case.",
     op_tags=render_step_tags(),
 )
 def text_on_screen(

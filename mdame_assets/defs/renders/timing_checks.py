@@ -78,7 +78,11 @@ def _readings(
     name=CHECK,
     blocking=True,
     description="Each scene's clip starts on its first spoken word (the voice's word timings), "
-    f"within {TOLERANCE_ENV} ({TOLERANCE_S} s): measured on the rendered frames.",
+    f"within {TOLERANCE_ENV} (default {TOLERANCE_S} s): measured on the rendered frames; cuts "
+    "the words could not place are reported, not failed. Blocking: the partition's "
+    "publications wait, with a check_blocked alert. When it fails, per_render shows each "
+    "cut's word time and where its clip was found: a miss is a render or measurement fault, "
+    f"so report it; raise {TOLERANCE_ENV} only to accept such offsets.",
     op_tags=render_step_tags(),
 )
 def scene_timing_check(

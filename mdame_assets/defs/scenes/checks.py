@@ -24,7 +24,15 @@ def scene_plan_problems(step: Step) -> list[str]:
     return problems
 
 
-@dg.asset_check(asset=scene_plan, blocking=True)
+@dg.asset_check(
+    asset=scene_plan,
+    blocking=True,
+    description=f"Every planned script has {MIN_SCENES}-{MAX_SCENES} scenes, each with a "
+    "scene_hash (the GPU location checks the same before it makes a clip). Blocking: scene "
+    "clips and all after wait and the content run fails (a run_failure alert). When it fails, "
+    "the problems name each script and scene: the planner makes neither, so a rerun fails "
+    "the same way; it is a bug or a hand-edited row: report it with the problems.",
+)
 def scene_count(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource
 ) -> dg.AssetCheckResult:

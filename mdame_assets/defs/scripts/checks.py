@@ -9,7 +9,16 @@ from mdame_resources.state import StateStoreResource
 MIN_WORDS, MAX_WORDS = 80, 150
 
 
-@dg.asset_check(asset=scripts, blocking=True)
+@dg.asset_check(
+    asset=scripts,
+    blocking=True,
+    description="Every script not rejected has a best hook scoring at least the day's "
+    "hook_threshold (the dimension's YAML, tuned weekly: `mdame params show <dimension>`) and "
+    f"{MIN_WORDS}-{MAX_WORDS} words. Blocking: scene planning and all after wait and the "
+    "content run fails (a run_failure alert). When it fails, the problems name each script and "
+    "its score or length: the writer rejects such scripts itself, so a rerun fails the same "
+    "way; it is a bug or a hand-edited row: report it with the problems.",
+)
 def hook_score(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource
 ) -> dg.AssetCheckResult:

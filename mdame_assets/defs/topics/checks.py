@@ -7,7 +7,16 @@ from mdame_assets.runtime import read_step
 from mdame_resources.state import StateStoreResource
 
 
-@dg.asset_check(asset=topics, blocking=True)
+@dg.asset_check(
+    asset=topics,
+    blocking=True,
+    description="Every topic that passed the safety step (approved, scripted, or turned down "
+    "later by its hook) still has its trend, whose latest verdict in mdame.safety_audit_logs "
+    "is 'allow'; any other verdict fails it. Blocking: scripts and all after wait "
+    "and the content run fails (a run_failure alert). When it fails, the problems name each "
+    "topic and its verdict: the topics stage never advances such a topic, so a rerun fails "
+    "the same way; it is a bug or a hand-edited row: report it with the problems.",
+)
 def topics_safety(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource
 ) -> dg.AssetCheckResult:

@@ -14,7 +14,16 @@ from mdame_resources.state import StateStoreResource
 MIN_MEAN_VOLUME_DB = -40.0
 
 
-@dg.asset_check(asset=voice_tracks, blocking=True)
+@dg.asset_check(
+    asset=voice_tracks,
+    blocking=True,
+    description="Every voiced script's voice track is in the media store with the bytes that "
+    f"were timed and captioned, longer than 0 s and louder than {MIN_MEAN_VOLUME_DB:g} dB mean "
+    "volume. Blocking: renders and publications wait and the publishing run fails (a "
+    "run_failure alert). When it fails, the problems name each script: a file that vanished "
+    "or changed is voiced again by the next publishing run, which the publishing sensor "
+    "requests; a quiet one is not voiced again: check the voice provider (`mdame doctor`).",
+)
 def voice_present(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
 ) -> dg.AssetCheckResult:

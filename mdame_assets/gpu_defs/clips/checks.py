@@ -55,7 +55,16 @@ def clip_problems(
     return problems
 
 
-@dg.asset_check(asset=scene_clips, blocking=True)
+@dg.asset_check(
+    asset=scene_clips,
+    blocking=True,
+    description="Every scene of the partition's scripts past planning is ready, its clip in the "
+    "media store with the bytes it was made with. Blocking: the scene_clips run fails (a "
+    "run_failure alert). When it fails, nothing is needed for a clip that vanished or "
+    "changed: the publishing job's voice or render step sends its scene back to the GPU queue "
+    "and this location makes it again; a scene not ready under such a script is a bug or a "
+    "hand-edited row: report it with the problems.",
+)
 def clips_present(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
 ) -> dg.AssetCheckResult:

@@ -12,6 +12,9 @@ from mdame_resources.state import StateStoreResource
     job=scene_clips_job,
     minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests scene_clips_job for each partition with planned scripts awaiting "
+    "their clips; a run that failed or moved nothing is retried after the retry window's "
+    f"backoff. Looks every {HOP_SENSOR_INTERVAL_S} s (MDAME_HOP_SENSOR_INTERVAL_S).",
 )
 def scene_jobs_sensor(
     context: dg.SensorEvaluationContext, state: StateStoreResource
