@@ -96,4 +96,6 @@ housekeeping_schedule = dg.ScheduleDefinition(
     cron_schedule="30 3 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="03:30 UTC daily, between the content runs, when nothing is usually rendering: "
+    "housekeeping_job, the day's retention pass and disk check.",
 )
