@@ -12,14 +12,20 @@ unfinished script needs them.
 
 Low disk: free space under the home below $MDAME_DISK_LOW_BYTES (default 5 GiB) or below
 $MDAME_DISK_LOW_PERCENT of the filesystem (default 10).
+
+Dagster's runs (with their events and compute logs) are deleted once they are older than
+$MDAME_RUN_RETENTION_DAYS (default 30), except the last run of each partition and job (the
+partition's materializations and check results live in its events) and any run MD-AME's state
+still references (select_runs_to_delete).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,8 @@ RENDER_DAYS_ENV = "MDAME_RETENTION_RENDER_DAYS"
 VOICE_DAYS_ENV = "MDAME_RETENTION_VOICE_DAYS"
 DISK_LOW_BYTES_ENV = "MDAME_DISK_LOW_BYTES"
 DISK_LOW_PERCENT_ENV = "MDAME_DISK_LOW_PERCENT"
+RUN_DAYS_ENV = "MDAME_RUN_RETENTION_DAYS"
+DEFAULT_RUN_DAYS = 30
 DEFAULT_RENDER_DAYS = 30
 DEFAULT_VOICE_DAYS = 7
 DEFAULT_DISK_LOW_BYTES = 5 * 1024**3
@@ -114,6 +122,62 @@ def retention_policy(
         voice_days=_env_int(VOICE_DAYS_ENV, DEFAULT_VOICE_DAYS, env),
         dimensions=dict(dimensions),
     )
+
+
+# -- Dagster runs ---------------------------------------------------------------------------
+def run_retention_days(env: Mapping[str, str] | None = None) -> int:
+    """$MDAME_RUN_RETENTION_DAYS: from 1 (a run finished today is never deleted) to MAX_DAYS."""
+    env = os.environ if env is None else env
+    days = _env_int(RUN_DAYS_ENV, DEFAULT_RUN_DAYS, env)
+    if days < 1:
+        raise RetentionConfigError(f"{RUN_DAYS_ENV} must be from 1 to {MAX_DAYS} days: {days}")
+    return days
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A finished Dagster run, as retention needs it. `partition` is None for an
+    unpartitioned run (its job's runs form one group)."""
+
+    run_id: str
+    job: str
+    partition: str | None
+    created: datetime
+
+
+@dataclass
+class RunSelection:
+    delete: list[RunSummary] = field(default_factory=list)
+    kept_last: list[RunSummary] = field(default_factory=list)  # last of its partition and job
+    kept_referenced: list[RunSummary] = field(default_factory=list)  # named by MD-AME's state
+
+
+def select_runs_to_delete(
+    old: Sequence[RunSummary],
+    groups_with_newer_runs: set[tuple[str, str | None]],
+    referenced: set[str],
+) -> RunSelection:
+    """Of the finished runs older than the retention (`old`), those to delete: all but the
+    newest of each (job, partition), and that one too when the group has a run newer than the
+    retention (`groups_with_newer_runs`, any status); never a run in `referenced`."""
+    newest: dict[tuple[str, str | None], RunSummary] = {}
+    for run in old:
+        key = (run.job, run.partition)
+        if key not in newest or (run.created, run.run_id) > (
+            newest[key].created,
+            newest[key].run_id,
+        ):
+            newest[key] = run
+    selection = RunSelection()
+    for run in sorted(old, key=lambda r: (r.created, r.run_id)):
+        key = (run.job, run.partition)
+        if run.run_id in referenced:
+            selection.kept_referenced.append(run)
+        elif newest[key] is run and key not in groups_with_newer_runs:
+            selection.kept_last.append(run)
+        else:
+            selection.delete.append(run)
+    return selection
 
 
 # -- disk ----------------------------------------------------------------------------------

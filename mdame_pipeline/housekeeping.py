@@ -6,19 +6,37 @@ the bytes are deleted from the store, and finish_media_collection records it col
 stopped between the steps leaves the mark; the next run lists marked objects first and
 finishes them (deleting twice is harmless). A delete that fails leaves the object marked
 unless its bytes are verifiably still there, in which case the mark is abandoned.
+
+Dagster's runs older than the run retention are deleted with their events (instance.delete_run),
+their compute logs (the compute log manager; delete_run leaves them) and the run's own folder of
+op outputs under the instance's storage (nothing can read it once the run is gone), keeping the
+last run of each partition and job and every run the state still references (prune_runs).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import os
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import dagster as dg
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 
 from mdame_core.state import StateStore
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import MediaStore
-from mdame_domain.retention import RetentionPolicy, RetentionSettings, retention_policy
+from mdame_domain.retention import (
+    RetentionPolicy,
+    RetentionSettings,
+    RunSummary,
+    retention_policy,
+    select_runs_to_delete,
+)
 
 Log = Callable[..., None]
 
@@ -88,4 +106,115 @@ def collect_media(
         report.collected.append(entry)
         if log is not None:
             log("media_collected", **entry)
+    return report
+
+
+FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+PARTITION_TAG = "dagster/partition"
+_PAGE = 1000
+
+
+@dataclass
+class RunPruneReport:
+    cutoff: datetime
+    deleted: list[str] = field(default_factory=list)
+    kept_last: int = 0
+    kept_referenced: int = 0
+    events: int = 0  # event-log rows deleted with the runs
+    compute_log_bytes: int = 0  # measured where the logs are on this disk (local manager)
+    run_storage_bytes: int = 0  # the runs' op-output folders under the instance's storage
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _records(instance: dg.DagsterInstance, filters: dg.RunsFilter) -> Iterator[dg.RunRecord]:
+    cursor: str | None = None
+    while True:
+        page = instance.get_run_records(filters=filters, limit=_PAGE, cursor=cursor)
+        yield from page
+        if len(page) < _PAGE:
+            return
+        cursor = page[-1].dagster_run.run_id
+
+
+def _summary(record: dg.RunRecord) -> RunSummary:
+    run = record.dagster_run
+    return RunSummary(
+        run.run_id, run.job_name, run.tags.get(PARTITION_TAG), record.create_timestamp
+    )
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(folder) / name).lstat().st_size
+    return total
+
+
+def _delete_compute_logs(instance: dg.DagsterInstance, run_id: str) -> int:
+    """Deletes the run's captured stdout/stderr; the bytes freed where the manager keeps them
+    on this host's disk (0 where it cannot tell)."""
+    manager, prefix = instance.compute_log_manager, [run_id, "compute_logs"]
+    freed = 0
+    if isinstance(manager, LocalComputeLogManager):
+        folder = Path(manager.get_captured_local_path([*prefix, "_"], "out")).parent
+        freed = _tree_bytes(folder) if folder.is_dir() else 0
+    manager.delete_logs(prefix=prefix)
+    return freed
+
+
+def _delete_run_storage(instance: dg.DagsterInstance, run_id: str) -> int:
+    """The run's folder under the instance's storage (the filesystem IO manager's op outputs,
+    read only by the run's own steps and re-executions of it)."""
+    folder = Path(instance.storage_directory()) / run_id
+    if not folder.is_dir() or folder.is_symlink():
+        return 0
+    freed = _tree_bytes(folder)
+    shutil.rmtree(folder)
+    return freed
+
+
+def prune_runs(
+    instance: dg.DagsterInstance,
+    state: StateStore,
+    days: int,
+    now: datetime | None = None,
+    log: Log | None = None,
+) -> RunPruneReport:
+    """Deletes the finished runs created more than `days` ago, with their events and compute
+    logs, but the last run of each partition and job and those the state references."""
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    report = RunPruneReport(cutoff=cutoff)
+    old = [
+        _summary(record)
+        for record in _records(instance, dg.RunsFilter(statuses=FINISHED, created_before=cutoff))
+        if record.end_time is None or record.end_time < cutoff.timestamp()
+    ]
+    if not old:
+        return report
+    newer = {
+        (record.dagster_run.job_name, record.dagster_run.tags.get(PARTITION_TAG))
+        for record in _records(instance, dg.RunsFilter(created_after=cutoff))
+    }
+    referenced: set[str] = set()
+    for start in range(0, len(old), _PAGE):
+        referenced |= state.referenced_run_ids([run.run_id for run in old[start : start + _PAGE]])
+    selection = select_runs_to_delete(old, newer, referenced)
+    report.kept_last, report.kept_referenced = (
+        len(selection.kept_last),
+        len(selection.kept_referenced),
+    )
+    for run in selection.delete:
+        try:
+            events = len(instance.all_logs(run.run_id))
+            instance.delete_run(run.run_id)
+            report.events += events
+            report.deleted.append(run.run_id)
+            report.compute_log_bytes += _delete_compute_logs(instance, run.run_id)
+            report.run_storage_bytes += _delete_run_storage(instance, run.run_id)
+        except Exception as exc:  # noqa: BLE001 - one run's failure must not stop the rest
+            report.failed.append({"run_id": run.run_id, "error": f"{type(exc).__name__}: {exc}"})
+            if log is not None:
+                log("run_delete_failed", run_id=run.run_id, error=str(exc)[:300])
     return report

@@ -1,8 +1,10 @@
 """Media retention: which stored media nothing needs, and the marks that keep a row from naming
-an object while, and after, its bytes are collected."""
+an object while, and after, its bytes are collected. And which Dagster runs the state still
+references (housekeeping keeps them)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from mdame_core.state.client import ClientBase, JsonObject, _json
@@ -43,3 +45,26 @@ class Retention(ClientBase):
     def abandon_media_collection(self, uri: str) -> bool:
         """The bytes could not be deleted and are still there: the mark goes."""
         return bool(self._scalar("abandon_media_collection", uri))
+
+    def referenced_run_ids(self, run_ids: Sequence[str]) -> set[str]:
+        """Of these Dagster run ids, those MD-AME's state still points at, work that is not
+        over yet: a `pipeline_runs` row still 'running' (the liveness sweep and the run status
+        sensors finish it from the run), an unreleased pipeline lock the run holds (its holder
+        is `<run id>:<stage>`), media a housekeeping run left 'collecting' (`housekeeping:<run
+        id>`), and an alert not delivered yet whose text names the run. Finished rows and the
+        events journal name runs too, as history: they need no Dagster run to stay correct."""
+        if not run_ids:
+            return set()
+        rows = self._select(  # a read; the app role may SELECT
+            """SELECT r FROM unnest(%(ids)s::text[]) AS r
+                WHERE EXISTS (SELECT 1 FROM mdame.pipeline_runs p
+                               WHERE p.status = 'running' AND p.execution_id::text = r)
+                   OR EXISTS (SELECT 1 FROM mdame.system_locks l
+                               WHERE l.released_at IS NULL AND split_part(l.holder, ':', 1) = r)
+                   OR EXISTS (SELECT 1 FROM mdame.media_collections m
+                               WHERE m.state = 'collecting' AND m.holder = 'housekeeping:' || r)
+                   OR EXISTS (SELECT 1 FROM mdame.alerts a
+                               WHERE a.delivered_at IS NULL AND strpos(a.text, r) > 0)""",
+            {"ids": list(run_ids)},
+        )
+        return {row[0] for row in rows}

@@ -3,7 +3,10 @@
 1. sweeps scratch files that dead processes left (mdame_domain/scratch.py);
 2. collects stored media by the retention policy, decided in the database
    (mdame_pipeline/housekeeping.py);
-3. measures disk use by kind (mdame_domain/retention.disk_usage_by_kind) for the run's
+3. deletes Dagster runs older than $MDAME_RUN_RETENTION_DAYS (default 30) with their events
+   and compute logs, but the last run of each partition and job and the runs MD-AME's state
+   still references (mdame_pipeline/housekeeping.prune_runs);
+4. measures disk use by kind (mdame_domain/retention.disk_usage_by_kind) for the run's
    metadata, and raises the `disk_low` alert when free space under the home runs low.
 """
 
@@ -15,9 +18,14 @@ from mdame_core.logs import log_event
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
-from mdame_domain.retention import disk_low, disk_threshold, disk_usage_by_kind
+from mdame_domain.retention import (
+    disk_low,
+    disk_threshold,
+    disk_usage_by_kind,
+    run_retention_days,
+)
 from mdame_domain.scratch import sweep_scratch
-from mdame_pipeline.housekeeping import collect_media, policy_from_registry
+from mdame_pipeline.housekeeping import collect_media, policy_from_registry, prune_runs
 from mdame_resources.alerts import raise_alert
 from mdame_resources.media import MediaStoreResource, scratch_root
 from mdame_resources.notify import NotifierResource
@@ -44,8 +52,9 @@ def housekeeping(
     media: MediaStoreResource,
     notifier: NotifierResource,
 ) -> dg.MaterializeResult:
-    """Deletes what the retention policy lets go and nothing a row still needs; measures the
-    disk and alerts when it runs low."""
+    """Deletes what the retention policy lets go and nothing a row still needs (media, and
+    Dagster runs older than MDAME_RUN_RETENTION_DAYS but the last of each partition and job);
+    measures the disk and alerts when it runs low."""
     run_id, home = context.run.run_id, mdame_home()
     client = state.get_client()
 
@@ -56,6 +65,7 @@ def housekeeping(
     policy = policy_from_registry(client)
     store = media.store()
     report = collect_media(client, store, policy, f"housekeeping:{run_id}", log=log)
+    runs = prune_runs(context.instance, client, run_retention_days(), log=log)
     media_root = store.root if isinstance(store, LocalMediaStore) else None
     usage = disk_usage_by_kind(home, media_root)
     low = disk_low(home, disk_threshold())
@@ -65,6 +75,9 @@ def housekeeping(
         collected=len(report.collected),
         freed_bytes=report.freed_bytes,
         scratch_removed=len(swept),
+        runs_deleted=len(runs.deleted),
+        run_events_deleted=runs.events,
+        compute_log_bytes_freed=runs.compute_log_bytes,
         disk_low=low,
     )
     return dg.MaterializeResult(
@@ -77,6 +90,14 @@ def housekeeping(
             "scratch_removed": len(swept),
             "scratch_freed_bytes": swept_bytes,
             "policy": policy.to_json(),
+            "runs_deleted": len(runs.deleted),
+            "run_events_deleted": runs.events,
+            "compute_log_bytes_freed": runs.compute_log_bytes,
+            "run_storage_bytes_freed": runs.run_storage_bytes,
+            "runs_kept_last": runs.kept_last,
+            "runs_kept_referenced": runs.kept_referenced,
+            "run_delete_failed": runs.failed,
+            "runs_created_before": runs.cutoff.isoformat(),
             "disk_bytes": usage,
             "disk_low": low or "",
             "disk_low_alert": alerted,
@@ -87,7 +108,10 @@ def housekeeping(
 housekeeping_job = dg.define_asset_job(
     "housekeeping_job",
     selection=dg.AssetSelection.assets(housekeeping),
-    description="Daily retention: media by policy, scratch leftovers, disk use and low disk.",
+    description=(
+        "Daily retention: media by policy, scratch leftovers, Dagster runs past their retention, "
+        "disk use and low disk."
+    ),
 )
 
 # 03:30 UTC: between the daily content runs (10:00 UTC), when nothing is usually rendering.
