@@ -29,6 +29,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 from mdame_resources.providers.instagram_api import GRAPH_URL, GRAPH_URL_VAR
+from mdame_resources.providers.publisher.instagram import APP_ID_VAR as INSTAGRAM_APP_ID_VAR
+from mdame_resources.providers.publisher.instagram import (
+    APP_SECRET_VAR as INSTAGRAM_APP_SECRET_VAR,
+)
 from mdame_resources.providers.tiktok_api import (
     BASE_URL_VAR,
     CLIENT_KEY_VAR,
@@ -43,10 +47,6 @@ INSTAGRAM_AUTH_URL_VAR = "MDAME_INSTAGRAM_AUTH_URL"
 INSTAGRAM_AUTH_URL = "https://www.instagram.com/oauth/authorize"
 INSTAGRAM_TOKEN_URL_VAR = "MDAME_INSTAGRAM_TOKEN_URL"
 INSTAGRAM_TOKEN_URL = "https://api.instagram.com/oauth/access_token"
-INSTAGRAM_APP_ID_VAR, INSTAGRAM_APP_SECRET_VAR = (
-    "MDAME_INSTAGRAM_APP_ID",
-    "MDAME_INSTAGRAM_APP_SECRET",
-)
 INSTAGRAM_SCOPES = "instagram_business_basic,instagram_business_content_publish"
 
 

@@ -7,7 +7,8 @@ as a dg.EnvVar is read when the check runs, as a run reads it when it builds the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,11 +36,14 @@ class Health:
 class HealthScope:
     """What a check covers beyond the resource's own settings: the active dimensions' configs
     (their models and voices), every active dimension's slug, parsed or not (their chats and
-    accounts), and a state store to read accounts and grants through."""
+    accounts), a state store to read accounts and grants through, and `lock`: a dimension's
+    pipeline lock held for a block, yielding the fenced store (None while a run holds it), for
+    a check whose call may rotate a grant that only the lock's holder may store."""
 
     dimensions: Sequence[DimensionConfig] = ()
     slugs: Sequence[str] = ()
     state: StateStore | None = None
+    lock: Callable[[str], AbstractContextManager[StateStore | None]] | None = None
 
 
 def setting(resource: dg.ConfigurableResource, field: str) -> tuple[str, str]:

@@ -26,6 +26,15 @@ order, each from one module of this package (CHECKS below):
                   dimensions' voices are offered (WARN: Gemini TTS would take over)
     youtube       per active account: its stored grant opened, the token refreshed, then
                   channels.list(mine=True) (1 quota unit, not charged to the ledger)
+    tiktok        the app's client key and secret set (MDAME_TIKTOK_CLIENT_KEY/SECRET); per
+                  active account, under its dimension's pipeline lock (a run holding it:
+                  WARN): its grant opened, the token refreshed (the rotated refresh token
+                  stored), creator_info (scope video.publish) and one video list entry
+                  (video.list). A refused grant names `mdame accounts connect`; nothing is
+                  marked
+    instagram     per active account, under the same lock: its long-lived token opened, `me`
+                  and the account's content_publishing_limit
+                  (instagram_business_content_publish; the limit reached WARNs)
     telegram      getMe at MDAME_TELEGRAM_API_URL; a chat for every active dimension
     redis         PING of MDAME_CELERY_BROKER_URL (and the result backend) when
                   MDAME_GPU_EXECUTOR=celery
@@ -86,6 +95,8 @@ CHECKS: tuple[tuple[str, Callable[[Doctor], None]], ...] = (
     ("stock", providers.check_stock),
     ("edge_tts", providers.check_edge_tts),
     ("youtube", providers.check_youtube),
+    ("tiktok", providers.check_tiktok),
+    ("instagram", providers.check_instagram),
     ("telegram", providers.check_telegram),
     ("redis", broker.check_redis),
     ("run_servers", run_servers.check_run_servers),

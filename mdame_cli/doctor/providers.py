@@ -1,5 +1,5 @@
-"""gemini, generated, relevance, stock, edge_tts, youtube, telegram: each production
-provider's own health check, on the provider as the runs build it
+"""gemini, generated, relevance, stock, edge_tts, youtube, tiktok, instagram, telegram: each
+production provider's own health check, on the provider as the runs build it
 (mdame_assets.resources.shared_resources, the function the definitions bind), so the doctor
 reads no provider setting of its own.
 
@@ -11,6 +11,10 @@ reads no provider setting of its own.
     edge_tts  the voice chain: the Edge-TTS voices list, the dimensions' voices on it
     youtube   the publisher: per active account, its grant opened, the token refreshed,
               channels.list(mine=True)
+    tiktok    the TikTok publisher: the app's key and secret, then per active account its
+              grant opened, the token refreshed, creator_info and one video list entry
+    instagram the Instagram publisher: per active account, its token opened, `me` and the
+              account's content_publishing_limit
     telegram  the notifier: getMe, and a chat for every active dimension
 
 With the offline providers (or an unknown set) each SKIPs, saying why.
@@ -18,16 +22,29 @@ With the offline providers (or an unknown set) each SKIPs, saying why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from mdame_cli.doctor.context import Doctor
 from mdame_domain.doctor import Status
 
 if TYPE_CHECKING:
+    from mdame_core.state import StateStore
     from mdame_resources.health import Health, HealthScope
 
-PROVIDER_GROUPS = ("gemini", "generated", "relevance", "stock", "edge_tts", "youtube", "telegram")
+PROVIDER_GROUPS = (
+    "gemini",
+    "generated",
+    "relevance",
+    "stock",
+    "edge_tts",
+    "youtube",
+    "tiktok",
+    "instagram",
+    "telegram",
+)
 
 
 def _resources(doctor: Doctor) -> dict[str, Any]:
@@ -48,7 +65,28 @@ def _scope(doctor: Doctor, state: Any = None) -> HealthScope:
     from mdame_resources.health import HealthScope
 
     slugs = [row.slug for row in doctor.dimension_rows]
-    return HealthScope(dimensions=doctor.dimensions, slugs=slugs, state=state)
+    lock = pipeline_lock(state) if state is not None else None
+    return HealthScope(dimensions=doctor.dimensions, slugs=slugs, state=state, lock=lock)
+
+
+def pipeline_lock(state: StateStore) -> Callable[[str], AbstractContextManager[StateStore | None]]:
+    """HealthScope.lock for `state`: a dimension's pipeline lock held for the block (renewed
+    as a run's is), yielding the fenced store, or None while a run holds it."""
+
+    @contextlib.contextmanager
+    def held(slug: str) -> Iterator[StateStore | None]:
+        from mdame_pipeline.locks import LockBusy, held_lock
+
+        with contextlib.ExitStack() as stack:
+            try:
+                fenced: StateStore | None = stack.enter_context(
+                    held_lock(state, slug, "mdame doctor")
+                )
+            except LockBusy:
+                fenced = None
+            yield fenced
+
+    return held
 
 
 def _report(doctor: Doctor, group: str, findings: Sequence[Health]) -> None:
@@ -113,15 +151,16 @@ def check_edge_tts(doctor: Doctor) -> None:
     _report(doctor, "edge_tts", voice.health_check(doctor.options.timeout_s, _scope(doctor)))
 
 
-def check_youtube(doctor: Doctor) -> None:
-    if _provider_skip(doctor, "youtube"):
+def _publisher_check(doctor: Doctor, group: str, key: str) -> None:
+    """A publisher's check of its platform's accounts, read through a state store."""
+    if _provider_skip(doctor, group):
         return
     if not doctor.db_ok:
-        doctor.add("youtube", Status.SKIP, "the database is not ready, so the accounts are unknown")
+        doctor.add(group, Status.SKIP, "the database is not ready, so the accounts are unknown")
         return
     if not doctor.dimension_rows:
         doctor.add(
-            "youtube",
+            group,
             Status.WARN,
             "no active dimension in the database yet (the registry syncs on the first run: "
             "`make demo` or the daemon): no account to check",
@@ -129,10 +168,22 @@ def check_youtube(doctor: Doctor) -> None:
         return
     from mdame_core.state import StateStore
 
-    publisher = _provider(doctor, "publisher")
+    publisher = _provider(doctor, key)
     timeout = doctor.options.timeout_s
     with StateStore(env=doctor.env, pool_max=1, connect_timeout_s=timeout) as st:
-        _report(doctor, "youtube", publisher.health_check(timeout, _scope(doctor, st)))
+        _report(doctor, group, publisher.health_check(timeout, _scope(doctor, st)))
+
+
+def check_youtube(doctor: Doctor) -> None:
+    _publisher_check(doctor, "youtube", "publisher")
+
+
+def check_tiktok(doctor: Doctor) -> None:
+    _publisher_check(doctor, "tiktok", "tiktok_publisher")
+
+
+def check_instagram(doctor: Doctor) -> None:
+    _publisher_check(doctor, "instagram", "instagram_publisher")
 
 
 def check_telegram(doctor: Doctor) -> None:

@@ -23,7 +23,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
-from mdame_domain.channel import ChannelError, SessionState, TransferInterrupted
+from mdame_domain.channel import ChannelError, GrantRevoked, SessionState, TransferInterrupted
+from mdame_domain.doctor import Redactor, Status, display_url, first_line
 from mdame_domain.tiktok import MIB
 from mdame_domain.video_metadata import (
     INSTAGRAM_CAPTION,
@@ -31,7 +32,14 @@ from mdame_domain.video_metadata import (
     body_marker,
     marked_caption,
 )
-from mdame_resources.providers.instagram_api import CONTENT_PUBLISHING_LIMIT, InstagramApi
+from mdame_resources.health import Health, HealthScope, resolved
+from mdame_resources.providers.instagram_api import (
+    CONTENT_PUBLISHING_LIMIT,
+    GRAPH_URL,
+    GRAPH_URL_VAR,
+    InstagramApi,
+)
+from mdame_resources.providers.publisher.account_health import account_finding, active_accounts
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
 
@@ -44,6 +52,12 @@ STATUS_POLL_VAR = "MDAME_INSTAGRAM_STATUS_POLL_S"
 # publish_id-style answers meaning the container cannot be published (any more).
 GONE_ON_PUBLISH = ("24/2207008", "-2/2207020", "-1/2207053")
 NOT_READY = "9007/2207027"
+# The app's id and secret: only connecting an account (Business Login) needs them; a connected
+# account's token is used and refreshed without them.
+APP_ID_VAR, APP_SECRET_VAR = "MDAME_INSTAGRAM_APP_ID", "MDAME_INSTAGRAM_APP_SECRET"
+# Meta's codes for a call the token has no permission for (#10, #200: a scope not granted).
+PERMISSION_CODES = ("10", "200")
+PUBLISH_PERMISSION = "instagram_business_content_publish"
 
 
 def _session(session_uri: str) -> tuple[str, str]:
@@ -194,3 +208,70 @@ class InstagramPublisher(MarkedPostPublisher):
 
     def set_deadline(self, api: Any, deadline: float) -> None:
         api.api.deadline = deadline
+
+    # -- health ----------------------------------------------------------------------------
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """Per active Instagram account of the dimensions in scope (read through scope.state):
+        its stored long-lived token opened as channel() opens it, then `me` (the token valid:
+        instagram_business_basic) and the account's content_publishing_limit (the publishing
+        permission, instagram_business_content_publish, and the 24-hour limit's use). A token
+        the graph refuses is refreshed once, as for the publisher, and the new one stored as
+        the publisher stores it; nothing else is written (the weekly refresh is the runs'). One
+        finding per account, its subject `<dimension>/<handle>`; one SKIP when there is none.
+        A refused token is said with `mdame accounts connect` as the fix, and the app's id and
+        secret it needs when they are not set."""
+        accounts = active_accounts(scope, "instagram")
+        if not accounts:
+            return [Health(Status.SKIP, "no active Instagram account in the database")]
+        assert scope is not None  # active_accounts read its accounts through it
+        probe = resolved(self, timeout_s=timeout)
+        redact = Redactor()
+        return [
+            account_finding(scope, slug, account, probe._account_health, redact)
+            for slug, account in accounts
+        ]
+
+    def _account_health(
+        self, state: StateStore, slug: str, account: Account, reconnect: str
+    ) -> tuple[Status, str]:
+        """One account's probe (see health_check) on a resolved copy of the publisher."""
+        grant = account_grant(state, account, slug, self.master_key_file)
+
+        def rotated(token: str) -> None:
+            store_rotated_grant(state, account, grant, token, self.master_key_file, time.time())
+
+        api = InstagramApi(
+            grant.refresh_token,
+            graph_url=self.graph_url or None,
+            timeout_s=self.timeout_s,
+            on_rotate=rotated,
+        )
+        where = display_url(self.graph_url or os.environ.get(GRAPH_URL_VAR) or GRAPH_URL)
+        call = "me"
+        try:
+            user_id = api.user_id()
+            call = "content_publishing_limit"
+            used, allowed = api.publishing_limit()
+        except GrantRevoked as exc:
+            unset = [n for n in (APP_ID_VAR, APP_SECRET_VAR) if not os.environ.get(n)]
+            needs = (
+                f" ({' and '.join(unset)} not set: the connect flow needs them)" if unset else ""
+            )
+            return Status.FAIL, f"{first_line(str(exc))}: {reconnect}{needs}"
+        except ChannelError as exc:
+            said = f"{call} at {where} answered HTTP {exc.status} {exc.reason}"
+            if exc.reason.split("/")[0] in PERMISSION_CODES:
+                lacking = PUBLISH_PERMISSION if call != "me" else "instagram_business_basic"
+                return Status.FAIL, f"the token lacks {lacking} ({said}): {reconnect}"
+            if exc.status >= 500:  # throttled or down for now: Meta marked it transient
+                return Status.WARN, f"{said}: {first_line(exc.message)}"
+            return Status.FAIL, f"{said}: {first_line(exc.message)}"
+        except TransferInterrupted as exc:  # NotSent included: no usable answer
+            return Status.FAIL, f"no answer from {where} ({first_line(str(exc))})"
+        usage = f"{used} of {allowed} reels published in the last 24 hours"
+        if used >= allowed:
+            return (
+                Status.WARN,
+                f"token valid (IG user {user_id}); publishing limit reached: {usage}",
+            )
+        return Status.OK, f"token valid (IG user {user_id}); content_publishing_limit: {usage}"

@@ -23,7 +23,14 @@ from urllib.parse import parse_qs, quote, urlsplit
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
-from mdame_domain.channel import AppRefused, ChannelError, SessionState, TransferInterrupted
+from mdame_domain.channel import (
+    AppRefused,
+    ChannelError,
+    GrantRevoked,
+    SessionState,
+    TransferInterrupted,
+)
+from mdame_domain.doctor import Redactor, Status, display_url, first_line
 from mdame_domain.tiktok import (
     FAILED,
     MIB,
@@ -35,15 +42,28 @@ from mdame_domain.tiktok import (
     privacy_level,
 )
 from mdame_domain.video_metadata import POST_SETTINGS, body_marker
+from mdame_resources.health import Health, HealthScope, resolved
+from mdame_resources.providers.publisher.account_health import account_finding, active_accounts
 from mdame_resources.providers.publisher.grants import account_grant, store_rotated_grant
 from mdame_resources.providers.publisher.marked import MarkedPostPublisher, PostListing
 from mdame_resources.providers.publisher.pacing import CallPacer
-from mdame_resources.providers.tiktok_api import CLIENT_KEY_VAR, CLIENT_SECRET_VAR, TikTokApi
+from mdame_resources.providers.tiktok_api import (
+    BASE_URL_VAR,
+    CLIENT_KEY_VAR,
+    CLIENT_SECRET_VAR,
+    DAILY_CAP,
+    RATE_LIMITED,
+    SCOPE_REFUSED,
+    TIKTOK_BASE_URL,
+    TikTokApi,
+)
 
 # Where in the video TikTok takes the cover from.
 COVER_AT_MS = 1000
 # The window of TikTok's per-minute limits (a setting, so that a test can shorten it).
 RATE_WINDOW_ENV = "MDAME_TIKTOK_RATE_WINDOW_S"
+# creator_info's refusals that say the creator may not post now, not that the grant is bad.
+CANNOT_POST_NOW = (DAILY_CAP, "reached_active_user_cap", RATE_LIMITED)
 
 
 def _session(session_uri: str) -> tuple[str, str, int]:
@@ -242,3 +262,99 @@ class TikTokPublisher(MarkedPostPublisher):
         plan = chunk_plan(size, chunk)
         start, end = plan.chunk_at(offset)
         return end - start
+
+    # -- health ----------------------------------------------------------------------------
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """Per active TikTok account of the dimensions in scope (read through scope.state): its
+        grant opened as channel() opens it, the token refreshed, creator_info asked (Direct
+        Post's scope, video.publish; a 401 refreshes once more, as for the publisher) and one
+        entry of the video list (video.list: how a post whose answer was lost is found, and
+        its statistics read). One finding per account, its subject `<dimension>/<handle>`.
+
+        The app's client key and secret come first: unset or refused, one FAIL for the whole
+        provider, naming the variables, never their values. No TikTok account: one SKIP (a
+        deployment without TikTok needs neither). TikTok retires a refresh token once it issues
+        the next, so each account is probed under its dimension's pipeline lock and the rotated
+        token stored as the publisher stores it (a run holding the lock: a WARN, not checked
+        now); nothing else is written, and a refused grant is said with `mdame accounts
+        connect` as the fix."""
+        accounts = active_accounts(scope, "tiktok")
+        if not accounts:
+            return [Health(Status.SKIP, "no active TikTok account in the database")]
+        probe = resolved(self, timeout_s=timeout)
+        key = probe.client_key or os.environ.get(CLIENT_KEY_VAR, "")
+        secret = probe.client_secret or os.environ.get(CLIENT_SECRET_VAR, "")
+        missing = [n for n, v in ((CLIENT_KEY_VAR, key), (CLIENT_SECRET_VAR, secret)) if not v]
+        if missing:
+            return [
+                Health(
+                    Status.FAIL,
+                    f"{' and '.join(missing)} not set: the TikTok app's client key and secret "
+                    f"(developers.tiktok.com), needed by {len(accounts)} active account(s)",
+                )
+            ]
+        redact = Redactor()
+        redact.add(key, secret)
+        assert scope is not None  # active_accounts read its accounts through it
+        found: list[Health] = []
+        for slug, account in accounts:
+            try:
+                found.append(
+                    account_finding(
+                        scope, slug, account, probe._account_health, redact, (AppRefused,)
+                    )
+                )
+            except AppRefused as exc:
+                # The app's credentials, not this account's grant: one finding, for all.
+                return [Health(Status.FAIL, redact(first_line(str(exc), 400)))]
+        return found
+
+    def _account_health(
+        self, state: StateStore, slug: str, account: Account, reconnect: str
+    ) -> tuple[Status, str]:
+        """One account's probe (see health_check) on a resolved copy of the publisher.
+        AppRefused goes up: it is the app's, not the account's."""
+        client_key, client_secret = self._app(account)
+        grant = account_grant(state, account, slug, self.master_key_file)
+
+        def rotated(refresh_token: str) -> None:
+            store_rotated_grant(state, account, grant, refresh_token, self.master_key_file)
+
+        api = TikTokApi(
+            grant.refresh_token,
+            client_key,
+            client_secret,
+            base_url=self.base_url or None,
+            timeout_s=self.timeout_s,
+            on_rotate=rotated,
+        )
+        where = display_url(self.base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL)
+        info: dict[str, Any] = {}
+        # Each call with the scope it needs: creator_info (Direct Post), then the video list.
+        for call, scope in (("creator_info", "video.publish"), ("video/list", "video.list")):
+            try:
+                if call == "creator_info":
+                    info = api.creator_info()
+                else:
+                    api.list_videos(max_count=1)
+            except AppRefused:
+                raise
+            except GrantRevoked:
+                return Status.FAIL, (
+                    f"TikTok refused the stored refresh token (invalid_grant): {reconnect}"
+                )
+            except ChannelError as exc:
+                said = f"{call} at {where} answered HTTP {exc.status} {exc.reason}"
+                if exc.reason == SCOPE_REFUSED:
+                    return Status.FAIL, f"the grant lacks the scope {scope} ({said}): {reconnect}"
+                if exc.reason in CANNOT_POST_NOW:
+                    return Status.WARN, f"the token works; the creator may not post now ({said})"
+                return Status.FAIL, f"{said}: {first_line(exc.message)}"
+            except TransferInterrupted as exc:  # NotSent included: no usable answer
+                return Status.FAIL, f"no answer from {where} ({first_line(str(exc))})"
+        options = ", ".join(str(o) for o in info.get("privacy_level_options") or []) or "none"
+        creator = info.get("creator_username") or account.handle
+        return Status.OK, (
+            f"token refreshed; creator_info answers for {creator} (privacy options {options}); "
+            "video.publish and video.list granted"
+        )
