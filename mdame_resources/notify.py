@@ -21,7 +21,7 @@ import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import httpx
@@ -32,6 +32,7 @@ from mdame_domain.doctor import Redactor, Status, display_url
 from mdame_domain.telegram_text import cut_caption, split_message
 from mdame_resources.health import Health, HealthScope, resolved
 from mdame_resources.providers.base import ProviderResource
+from mdame_resources.providers.http_api import http_client
 
 API_URL_VAR = "MDAME_TELEGRAM_API_URL"
 TOKEN_VAR = "MDAME_TELEGRAM_BOT_TOKEN"
@@ -239,47 +240,49 @@ class TelegramNotifier(NotifierResource):
         url = f"{self.base_url()}/bot{self._token()}/{method}"
         waited = 0.0
         failures = 0
-        with httpx.Client(timeout=self.timeout_s) as client:
-            while True:
-                status, body, unreachable = 0, None, ""
-                try:
-                    response = client.post(url, json=json_body, data=form, files=files)
-                    status = response.status_code
-                    body = _json_or_none(response)
-                except httpx.HTTPError as exc:
-                    # Only the class name: str(exc) may hold the URL, so the token.
-                    unreachable = type(exc).__name__
-                if isinstance(body, dict) and body.get("ok") is True:
-                    return body.get("result")
-                description = (
-                    str(body.get("description", ""))
-                    if isinstance(body, dict)
-                    else unreachable or f"HTTP {status} without a Bot API answer"
+        client = http_client("telegram")  # the process's: alerts in a burst share a connection
+        while True:
+            status, body, unreachable = 0, None, ""
+            try:
+                response = client.post(
+                    url, json=json_body, data=form, files=files, timeout=self.timeout_s
                 )
-                if status == 429:
-                    retry_after = _retry_after(body)
-                    if waited + retry_after > self.max_wait_s:
-                        raise TelegramError(
-                            method, 429, f"{description} (rate limited past {self.max_wait_s:g}s)"
-                        )
-                    log.warning("Telegram %s: 429, retrying after %ss", method, retry_after)
-                    time.sleep(retry_after)
-                    waited += retry_after
-                    continue
-                if status == 0 or status >= 500:
-                    failures += 1
-                    if failures > self.server_retries:
-                        raise TelegramError(method, status, description)
-                    log.warning(
-                        "Telegram %s: %s, retry %d", method, status or description, failures
+                status = response.status_code
+                body = _json_or_none(response)
+            except httpx.HTTPError as exc:
+                # Only the class name: str(exc) may hold the URL, so the token.
+                unreachable = type(exc).__name__
+            if isinstance(body, dict) and body.get("ok") is True:
+                return body.get("result")
+            description = (
+                str(body.get("description", ""))
+                if isinstance(body, dict)
+                else unreachable or f"HTTP {status} without a Bot API answer"
+            )
+            if status == 429:
+                retry_after = _retry_after(body)
+                if waited + retry_after > self.max_wait_s:
+                    raise TelegramError(
+                        method, 429, f"{description} (rate limited past {self.max_wait_s:g}s)"
                     )
-                    time.sleep(self.backoff_s * 2 ** (failures - 1))
-                    continue
-                if status == 401:
-                    raise TelegramUnauthorized(
-                        method, 401, f"{description}: the bot token was refused; check {TOKEN_VAR}"
-                    )
-                raise TelegramError(method, status, description)
+                log.warning("Telegram %s: 429, retrying after %ss", method, retry_after)
+                time.sleep(retry_after)
+                waited += retry_after
+                continue
+            if status == 0 or status >= 500:
+                failures += 1
+                if failures > self.server_retries:
+                    raise TelegramError(method, status, description)
+                log.warning(
+                    "Telegram %s: %s, retry %d", method, status or description, failures
+                )
+                time.sleep(self.backoff_s * 2 ** (failures - 1))
+                continue
+            if status == 401:
+                raise TelegramUnauthorized(
+                    method, 401, f"{description}: the bot token was refused; check {TOKEN_VAR}"
+                )
+            raise TelegramError(method, status, description)
 
 
 def _json_or_none(response: httpx.Response) -> Any:
@@ -300,6 +303,8 @@ class OutboxNotifier(NotifierResource):
     the Bot API would get it (long texts split, captions cut); photos are PNG files beside it."""
 
     root: str = ""  # empty: $MDAME_HOME/outbox
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import dagster as dg
 
 from mdame_core.settings import mdame_env
@@ -9,7 +11,12 @@ from mdame_resources.health import Health, HealthScope
 
 
 class ProviderResource(dg.ConfigurableResource):
-    """Base of every provider. `offline` providers refuse to run in ENV=prod."""
+    """Base of every provider. `offline` providers refuse to run in ENV=prod. Every provider
+    has its own health_check (what `mdame doctor` prints for it), unless it says why it needs
+    none in `no_health_check`, which only an offline provider may
+    (tests/cli/test_provider_health_coverage.py holds every bound provider to this)."""
+
+    no_health_check: ClassVar[str] = ""
 
     @property
     def provider_name(self) -> str:

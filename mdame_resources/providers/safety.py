@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import safety_verdict
@@ -25,6 +26,8 @@ class SafetyClassifierResource(ProviderResource):
 
 class RuleSafetyClassifier(SafetyClassifierResource):
     """Offline: blocked terms per profile plus a prompt firewall, deterministic."""
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:

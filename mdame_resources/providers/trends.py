@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 import httpx
@@ -44,6 +44,7 @@ from mdame_domain.feed_sources import (
 )
 from mdame_domain.trends import FeedError, SkippedItem, TrendItem, split_storable
 from mdame_resources.providers.base import ProviderResource
+from mdame_resources.providers.http_api import http_client
 
 # Endpoints are configuration: the real services, a gateway or local fakes.
 YOUTUBE_ROOT_URL_ENV = "MDAME_YOUTUBE_ROOT_URL"
@@ -105,6 +106,8 @@ class FeedFileTrendSource(TrendSourceResource):
     """Offline: feed files relative to the repository (or absolute paths)."""
 
     base_dir: str = ""
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:
@@ -297,21 +300,23 @@ class HttpFeedTrendSource(TrendSourceResource):
         )
         deadline = time.monotonic() + self.total_timeout_s
         try:
-            # Redirects are followed here, not by httpx, so each hop is checked before it is sent.
-            with httpx.Client(timeout=timeout, trust_env=self.trust_env) as client:
-                request = client.build_request("GET", url, headers=headers)
-                for _hop in range(self.max_redirects + 1):
-                    response = client.send(request, stream=True)
-                    try:
-                        if response.next_request is None:
-                            return self._read(response, deadline)
-                        request = response.next_request
-                    finally:
-                        response.close()
-                    refusal = redirect_refusal(url, str(request.url), _resolve)
-                    if refusal is not None:
-                        return f"redirect to {str(request.url)[:200]} refused: {refusal}"
-                return f"more than {self.max_redirects} redirects"
+            # The process's client, its connections kept across sources and runs (a feed host
+            # read for several sources is connected to once). Redirects are followed here, not
+            # by httpx, so each hop is checked before it is sent; a hop keeps the timeout.
+            client = http_client("trends", trust_env=self.trust_env)
+            request = client.build_request("GET", url, headers=headers, timeout=timeout)
+            for _hop in range(self.max_redirects + 1):
+                response = client.send(request, stream=True)
+                try:
+                    if response.next_request is None:
+                        return self._read(response, deadline)
+                    request = response.next_request
+                finally:
+                    response.close()  # a body left unread closes its connection, not reused
+                refusal = redirect_refusal(url, str(request.url), _resolve)
+                if refusal is not None:
+                    return f"redirect to {str(request.url)[:200]} refused: {refusal}"
+            return f"more than {self.max_redirects} redirects"
         except _TooLarge:
             return f"response over the {self.max_bytes}-byte cap (aborted while streaming)"
         except httpx.TimeoutException as exc:

@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from mdame_core.settings import mdame_home
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES, check_model_id
@@ -43,6 +44,8 @@ class VisualsResource(ProviderResource):
 
 class ProceduralVisuals(VisualsResource):
     """Offline: a moving clip coloured from the palette, different per scene_hash."""
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:

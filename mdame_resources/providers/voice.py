@@ -10,7 +10,7 @@ import threading
 import wave
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from mdame_domain.dimensions import VoiceSettings
@@ -53,6 +53,8 @@ class VoiceResource(ProviderResource):
 
 class EspeakVoice(VoiceResource):
     words_per_minute: int = 165
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import (
@@ -69,6 +70,8 @@ class ScriptWriterResource(ProviderResource):
 
 
 class LocalScriptWriter(ScriptWriterResource):
+    no_health_check: ClassVar[str] = "offline: it calls no service"
+
     @property
     def offline(self) -> bool:
         return True

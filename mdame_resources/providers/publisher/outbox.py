@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
+from typing import ClassVar
 
 from mdame_core.settings import mdame_home
 from mdame_core.state import Account, StateStore
@@ -22,6 +23,8 @@ class OutboxPublisher(PublisherResource):
     processing_poll_s: float = 0.0  # the outbox has processed a video once it holds it
     gone_recheck_s: float | None = 0.0  # it lists a video the moment it holds it
     initiation_counted: bool = False  # a session costs nothing: only a published video does
+
+    no_health_check: ClassVar[str] = "offline: it calls no service"
 
     @property
     def offline(self) -> bool:
