@@ -174,8 +174,10 @@ def make_scene_clip(
             if "chain" in job.payload:
                 return _chain_outcome(state, scene_id, job, me, visuals, media, scratch, engines)
             hit = _process(state, job, visuals, media, scratch)
-    except StateError:
-        raise  # a lost lease or a broken invariant: not this attempt's fault; the step retries
+    except (StateError, SceneRefused):
+        # A lost lease or a broken invariant: not this attempt's fault, the step retries; a
+        # refusal already failed the job for good, with the provider's words.
+        raise
     except Exception as exc:
         # The job records it; another attempt while any are left (the jobs row counts them).
         after = state.fail_job(job, f"{type(exc).__name__}: {exc}"[:2000], True)

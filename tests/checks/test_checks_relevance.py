@@ -38,25 +38,30 @@ def image_model() -> Iterator[fake_gemini.FakeGemini]:
 
 
 @pytest.fixture
-def chain_servers(tmp_path: Path, image_model) -> Iterator[dict[str, Any]]:
-    """The fakes deployment's picture resources, against local servers of their own."""
-    model = image_model
+def stock_servers(tmp_path: Path) -> Iterator[tuple[pexels.FakePexels, pixabay.FakePixabay]]:
     with (
         pexels.running(tmp_path / "pexels") as footage,
         pixabay.running(tmp_path / "pixabay") as more_footage,
     ):
-        yield {
-            # No GPU: the network engines of the chain, procedural only as a fallback.
-            "visuals": ProceduralVisuals(offers=[GENERATED, STOCK, PROCEDURAL]),
-            "generated_visuals": GeneratedVisuals(api_key=KEY, base_url=model.base_url),
-            "relevance_judge": GeminiRelevanceJudge(api_key=KEY, base_url=model.base_url),
-            "stock_footage": StockFootage(
-                pexels_api_key=KEY,
-                pexels_url=footage.base_url.rstrip("/"),
-                pixabay_api_key=KEY,
-                pixabay_url=more_footage.base_url.rstrip("/"),
-            ),
-        }
+        yield footage, more_footage
+
+
+@pytest.fixture
+def chain_servers(image_model, stock_servers) -> Iterator[dict[str, Any]]:
+    """The fakes deployment's picture resources, against local servers of their own."""
+    model, (footage, more_footage) = image_model, stock_servers
+    yield {
+        # No GPU: the network engines of the chain, procedural only as a fallback.
+        "visuals": ProceduralVisuals(offers=[GENERATED, STOCK, PROCEDURAL]),
+        "generated_visuals": GeneratedVisuals(api_key=KEY, base_url=model.base_url),
+        "relevance_judge": GeminiRelevanceJudge(api_key=KEY, base_url=model.base_url),
+        "stock_footage": StockFootage(
+            pexels_api_key=KEY,
+            pexels_url=footage.base_url.rstrip("/"),
+            pixabay_api_key=KEY,
+            pixabay_url=more_footage.base_url.rstrip("/"),
+        ),
+    }
 
 
 def _sync_niche(rig, folder: Path, threshold: float) -> None:
@@ -200,3 +205,29 @@ def test_a_scene_no_engine_can_picture_rejects_its_script_with_every_reason(
     assert again.success
     assert image_model.counters()["billed"] == billed
     assert rig.state.list_work_units("voice_track") == []
+
+
+def test_a_refused_stock_key_fails_the_scene_at_once_naming_the_variable(
+    content_rig, chain_servers, stock_servers, tmp_path
+):
+    """A chain of stock alone, and Pexels refusing the key: the scene's job fails for good with
+    Pexels' words and the variable to set (no retry would change it), and the run says so."""
+    rig = content_rig
+    folder = tmp_path / "dimensions"
+    _sync_niche(rig, folder, 0.6)
+    path = folder / f"{DIMENSION}.yaml"
+    text = path.read_text(encoding="utf-8").replace("chain: [generated, stock]", "chain: [stock]")
+    path.write_text(text, encoding="utf-8")
+    sync_registry(as_admin(rig.state), folder)
+    footage, _ = stock_servers
+    footage.keys = {"another-key"}
+
+    made = rig.materialize(graph(upto="scene_clips"), **chain_servers)
+
+    assert not made.success
+    failures = [e.step_failure_data.error.message for e in made.all_events if e.is_step_failure]
+    assert any("MDAME_PEXELS_API_KEY" in (m or "") for m in failures), failures
+    assert all(KEY not in (m or "") for m in failures)
+    jobs = rig.state._select("SELECT state, attempt FROM mdame.jobs WHERE job_type = 'scene_clip'")
+    assert jobs and {state for state, _ in jobs} <= {"failed", "queued"}
+    assert ("failed", 1) in jobs  # refused once, not retried
