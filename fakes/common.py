@@ -121,25 +121,63 @@ class LocalServer:
     def __init__(self, host: str, port: int) -> None:
         self._host, self._port = host, port
         self._httpd: ThreadingHTTPServer | None = None
+        self._accepted = 0
+        self._open: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         """The request handler class (defined after the fake in its module)."""
         raise NotImplementedError
 
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted since this fake was made (across restarts): a test reads
+        how many a client opened, so that it can tell connections reused from new ones."""
+        with self._conn_lock:
+            return self._accepted
+
+    def _accept(self, sock: socket.socket) -> None:
+        with self._conn_lock:
+            self._accepted += 1
+            self._open.add(sock)
+
+    def _closed(self, sock: socket.socket) -> None:
+        with self._conn_lock:
+            self._open.discard(sock)
+
     def start(self) -> Self:
         handler = type("Handler", (self.handler(),), {"fake": self})
-        self._httpd = httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        httpd.daemon_threads = True
+        fake = self
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                fake._accept(request)
+                super().process_request(request, client_address)
+
+            def shutdown_request(self, request: Any) -> None:
+                fake._closed(request)
+                super().shutdown_request(request)
+
+        self._httpd = httpd = Server((self._host, self._port), handler)
         self._port = httpd.server_address[1]  # keep the port across a restart
         serve = httpd.serve_forever
         threading.Thread(target=serve, kwargs={"poll_interval": self.POLL_S}, daemon=True).start()
         return self
 
     def stop(self) -> None:
+        """Stops listening and closes the kept-alive connections too, as a real server going
+        down does: a client's idle connection must not be answered by a stopped fake."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        with self._conn_lock:
+            held, self._open = list(self._open), set()
+        for sock in held:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def restart(self) -> None:
         """Stops, reloads the state from its folder and listens on the same port again."""

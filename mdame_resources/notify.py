@@ -273,9 +273,7 @@ class TelegramNotifier(NotifierResource):
                 failures += 1
                 if failures > self.server_retries:
                     raise TelegramError(method, status, description)
-                log.warning(
-                    "Telegram %s: %s, retry %d", method, status or description, failures
-                )
+                log.warning("Telegram %s: %s, retry %d", method, status or description, failures)
                 time.sleep(self.backoff_s * 2 ** (failures - 1))
                 continue
             if status == 401:

@@ -81,7 +81,11 @@ def graph_error(response: httpx.Response, what: str) -> Exception:
 
 
 class InstagramApi(OneShotHttp):
-    """One Instagram professional account, opened with its long-lived token."""
+    """One Instagram professional account, opened with its long-lived token. Its graph calls go
+    through the process's "instagram" client, its uploads on exchange's kept connections:
+    every account's in this process share them (see http_api)."""
+
+    client_name = "instagram"
 
     def __init__(
         self,

@@ -81,7 +81,11 @@ def _envelope_error(response: httpx.Response, what: str) -> ChannelError:
 
 
 class TikTokApi(OneShotHttp):
-    """One creator's Content Posting API, opened with the account's refresh token."""
+    """One creator's Content Posting API, opened with the account's refresh token. Its calls go
+    through the process's "tiktok" client, its chunks on exchange's kept connections: every
+    creator's in this process share them (see http_api)."""
+
+    client_name = "tiktok"
 
     def __init__(
         self,

@@ -7,10 +7,17 @@ google-auth with the token endpoint from MDAME_GOOGLE_TOKEN_URI.
 
 Resumable uploads are driven here, not by `MediaFileUpload.next_chunk`: the session is
 initiated with our own request (so its URI is committed before the first byte), and the
-initiation, each chunk and each status query is exactly one HTTP request on a fresh connection
-(http_api.exchange on http.client, not httplib2, which silently re-sends a request after some
-connection errors, and after a 401 too). After any interruption the session is asked where it
-stands (PUT, Content-Range: bytes */N).
+initiation, each chunk and each status query is exactly one HTTP request (http_api.exchange on
+http.client, not httplib2, which silently re-sends a request after some connection errors, and
+after a 401 too). After any interruption the session is asked where it stands (PUT,
+Content-Range: bytes */N).
+
+Connections: the session requests and the token refresh go on exchange's connections, kept per
+process by origin (a session's chunks share one, whichever channel they are for). The list calls
+and thumbnails.set go through this object's httplib2 Http, which keeps its connection for this
+object's life (one upload, or one statistics read) and no longer: an Http is not thread-safe
+(google-api-python-client's own rule: one per thread), and its requests are a handful per
+upload, so it is not shared across channels.
 
 These requests, and the token refresh before them, end by `deadline` (a time.time() value the
 publisher sets from its lease; the wall clock, unlike time.monotonic, runs on while a machine is
