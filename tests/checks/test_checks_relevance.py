@@ -10,12 +10,13 @@ procedural clip meets a deployment that runs no procedural engine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from checkkit import DIMENSION, ORDER, evaluation, graph, not_started, problems
+from checkkit import DAY, DIMENSION, ORDER, evaluation, graph, not_started, problems
 
 from fakes import gemini as fake_gemini
 from fakes import pexels, pixabay
@@ -231,3 +232,37 @@ def test_a_refused_stock_key_fails_the_scene_at_once_naming_the_variable(
     jobs = rig.state._select("SELECT state, attempt FROM mdame.jobs WHERE job_type = 'scene_clip'")
     assert jobs and {state for state, _ in jobs} <= {"failed", "queued"}
     assert ("failed", 1) in jobs  # refused once, not retried
+
+
+def test_a_spent_budget_makes_the_scenes_wait_for_the_next_day_not_fail(
+    content_rig, chain_servers, image_model, tmp_path
+):
+    """The day's budget cannot pay for one still: no image is asked for, every scene's job waits
+    until the next UTC day with its attempt given back, the run succeeds, and the partition says
+    what it waits for (the hop sensor asks again then)."""
+    rig = content_rig
+    folder = tmp_path / "dimensions"
+    _sync_niche(rig, folder, 0.6)
+    path = folder / f"{DIMENSION}.yaml"
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"daily_budget_usd: [0-9.]+", "daily_budget_usd: 0.01", text)
+    path.write_text(text, encoding="utf-8")
+    sync_registry(as_admin(rig.state), folder)
+
+    made = rig.materialize(graph(upto="scene_clips"), **chain_servers)
+
+    assert made.success, [e.message for e in made.all_events if e.is_failure]
+    assert image_model.counters()["images"] == 0
+    assert rig.script().state == "planned"
+    jobs = rig.state._select(
+        "SELECT state, attempt, run_after::date - now()::date FROM mdame.jobs"
+        " WHERE job_type = 'scene_clip'"
+    )
+    assert jobs and all(
+        state == "queued" and attempt == 0 and days == 1 for state, attempt, days in jobs
+    )
+    [clips] = made.asset_materializations_for_node("scene_clips")
+    assert clips.metadata["scenes_waiting"].value == len(jobs)
+    dimension = rig.state.get_dimension(DIMENSION)
+    until, what = rig.state.partition_wait(dimension.id, DAY)
+    assert until is not None and "scene's picture" in what
