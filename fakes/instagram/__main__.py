@@ -1,0 +1,5 @@
+"""`python -m fakes.instagram`."""
+
+from fakes.instagram.cli import main
+
+main()
