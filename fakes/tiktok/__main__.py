@@ -1,0 +1,5 @@
+"""`python -m fakes.tiktok`."""
+
+from fakes.tiktok.cli import main
+
+main()
