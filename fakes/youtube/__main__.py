@@ -1,0 +1,5 @@
+"""`python -m fakes.youtube`."""
+
+from fakes.youtube.cli import main
+
+main()
