@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
@@ -25,8 +23,9 @@ from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, s
 from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
 from mdame_domain import timing
-from mdame_domain.publish_summary import HOOK, PartitionFacts, unpublished_reason
+from mdame_domain.publish_summary import PartitionFacts, unpublished_reason
 from mdame_pipeline.dimension_registry import sync_registry
+from mdame_pipeline.partition_facts import partition_facts as gather_facts
 from mdame_resources.providers.publisher import OutboxPublisher
 
 EXIT_WAITING = 75  # sysexits' EX_TEMPFAIL: nothing failed, the same command succeeds later
@@ -180,96 +179,9 @@ def _main(
 
 
 def partition_facts(state: StateStore, outcome: Outcome) -> PartitionFacts:
-    """What the database recorded for the outcome's partition: its publications, and what a
-    partition that published nothing left behind to say why (read with the app role)."""
-    ref = PartitionRef.parse(outcome.partition_key)
-    dim = state.get_dimension(ref.dimension)
-    if dim is None:
-        return PartitionFacts(
-            outcome.partition_key, ref.dimension, outcome.ok, outcome.error, registered=False
-        )
-    where: dict[str, Any] = {"dimension_id": dim.id, "partition_date": ref.day}
-    rejected_topics, open_topics = [], 0
-    for topic in state.list_work_units("topic", **where):
-        if topic.state == "rejected":
-            hook = topic.result.get("rejected_by") == HOOK
-            rejected_topics.append(HOOK if hook else topic.result.get("safety_rule") or "?")
-        elif topic.state in ("candidate", "approved"):
-            open_topics += 1
-    scripts = state.list_work_units("script", **where)
-    pubs = state._select(  # a read; the app role may SELECT
-        """SELECT p.state, s.state, a.handle, a.active, a.needs_reauth,
-                  a.paused_until IS NOT NULL AND a.paused_until > now()
-             FROM mdame.publications p
-             JOIN mdame.scripts s ON s.id = p.script_id
-             JOIN mdame.dimension_accounts a ON a.id = p.account_id
-            WHERE s.dimension_id = %s AND s.partition_date = %s""",
-        [dim.id, ref.day],
-    )
-    blocked = sorted(
-        {
-            f"{handle} ({'needs reauth' if reauth else 'paused'})"
-            for pub, _, handle, active, reauth, paused in pubs
-            if pub == "pending" and active and (reauth or paused)
-        }
-    )
-    no_quota = sorted(
-        {
-            handle
-            for pub, _, handle, active, reauth, paused in pubs
-            if pub == "pending" and active and not (reauth or paused)
-        }
-    )
-    [(trends, budget_refused)] = state._select(
-        """SELECT (SELECT count(*) FROM mdame.trends
-                    WHERE dimension_id = %(dim)s AND partition_date = %(day)s),
-                  EXISTS (SELECT FROM mdame.events
-                           WHERE subject_kind = 'dimension' AND subject_id = %(dim)s
-                             AND event = 'budget_exhausted'
-                             AND detail ->> 'period' = to_char(
-                                   (now() AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD'))""",
-        {"dim": dim.id, "day": ref.day},
-    )
-    halts = state._select(
-        """SELECT h.last_reason, h.next_retry_at FROM mdame.voice_halts h JOIN mdame.scripts s
-               ON s.id = h.script_id
-            WHERE s.dimension_id = %s AND s.partition_date = %s
-              AND s.state IN ('halted', 'failed') ORDER BY s.id""",
-        [dim.id, ref.day],
-    )
-    waits_until, waits_for = state.partition_wait(dim.id, ref.day)
-    return PartitionFacts(
-        partition_key=outcome.partition_key,
-        dimension=ref.dimension,
-        ran_ok=outcome.ok,
-        run_error=outcome.error,
-        videos=sum(pub == "published" and script == "published" for pub, script, *_ in pubs),
-        trends=int(trends),
-        rejected_topics=tuple(rejected_topics),
-        rejected_scripts=tuple(
-            s.result.get("safety_rule") or s.result.get("reason") or "?"
-            for s in scripts
-            if s.state == "rejected"
-        ),
-        topics_open=open_topics,
-        scripts=Counter(s.state for s in scripts),
-        budget_exhausted=bool(budget_refused),
-        voice_halts=tuple(f"{reason} ({_retry(at)})" for reason, at in halts),
-        accounts=len(state.list_accounts(ref.dimension, active_only=True)),
-        blocked_accounts=tuple(blocked),
-        no_quota_accounts=tuple(no_quota),
-        waits_until=_ahead(state, waits_until),
-        waits_for=waits_for,
-    )
-
-
-def _ahead(state: StateStore, until: datetime | None) -> datetime | None:
-    """`until` while it is still ahead by the database's clock (the one leases are kept by)."""
-    return until if until is not None and until > state.db_now() else None
-
-
-def _retry(at: datetime | None) -> str:
-    return f"voice retried from {at:%Y-%m-%d %H:%M %Z}" if at else "no retry left: failed"
+    """What the database recorded for the outcome's partition (mdame_pipeline.partition_facts,
+    which `mdame status` reads too), with the run's outcome."""
+    return gather_facts(state, outcome.partition_key, outcome.ok, outcome.error)
 
 
 def summary(

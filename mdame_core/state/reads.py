@@ -98,3 +98,67 @@ class Reads(ClientBase):
         if not waits:
             return None, ""
         return max(waits, key=lambda item: item[0])
+
+    # What `mdame status` and `make demo`'s summary read of one partition (mdame_pipeline.
+    # partition_facts shapes them); the app role may SELECT every column named here.
+    def partition_publications(
+        self, dimension_id: int, day: date
+    ) -> list[tuple[str, str, str, bool, bool, datetime | None, datetime]]:
+        """Per publication of the partition's scripts: (its state, its script's state, the
+        account's handle, active, needs_reauth, paused_until while it is ahead, and when the
+        account's current quota day ends in its quota time zone)."""
+        return self._select(
+            """SELECT p.state, s.state, a.handle, a.active, a.needs_reauth,
+                      CASE WHEN a.paused_until > now() THEN a.paused_until END,
+                      ((now() AT TIME ZONE a.quota_timezone)::date + 1)::timestamp
+                        AT TIME ZONE a.quota_timezone
+                 FROM mdame.publications p
+                 JOIN mdame.scripts s ON s.id = p.script_id
+                 JOIN mdame.dimension_accounts a ON a.id = p.account_id
+                WHERE s.dimension_id = %s AND s.partition_date = %s
+                ORDER BY p.id""",
+            [dimension_id, day],
+        )
+
+    def partition_trends_and_budget(
+        self, dimension_id: int, day: date
+    ) -> tuple[int, bool, datetime]:
+        """(the partition's trends, whether the dimension's daily budget cap refused a paid call
+        today (UTC), when today's budget period ends)."""
+        [(trends, refused, resets)] = self._select(
+            """SELECT (SELECT count(*) FROM mdame.trends
+                        WHERE dimension_id = %(dim)s AND partition_date = %(day)s),
+                      EXISTS (SELECT FROM mdame.events
+                               WHERE subject_kind = 'dimension' AND subject_id = %(dim)s
+                                 AND event = 'budget_exhausted'
+                                 AND detail ->> 'period' = to_char(
+                                       (now() AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD')),
+                      ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp AT TIME ZONE 'UTC'""",
+            {"dim": dimension_id, "day": day},
+        )
+        return int(trends), bool(refused), resets
+
+    def partition_voice_halts(
+        self, dimension_id: int, day: date
+    ) -> list[tuple[str, datetime | None]]:
+        """Each halted (or halt-failed) script's last reason and when its voice is retried."""
+        return self._select(
+            """SELECT h.last_reason, h.next_retry_at FROM mdame.voice_halts h
+                 JOIN mdame.scripts s ON s.id = h.script_id
+                WHERE s.dimension_id = %s AND s.partition_date = %s
+                  AND s.state IN ('halted', 'failed') ORDER BY s.id""",
+            [dimension_id, day],
+        )
+
+    def recent_alerts(
+        self, dimension_slug: str, hours: int
+    ) -> list[tuple[str, date, str, int, datetime]]:
+        """The dimension's alerts, and those of no dimension, seen in the last `hours`, newest
+        first: (cause, day, text, occurrences, last_seen_at)."""
+        return self._select(
+            """SELECT cause, day, text, occurrences, last_seen_at FROM mdame.alerts
+                WHERE dimension_slug IN (%s, '')
+                  AND last_seen_at > now() - make_interval(hours => %s)
+                ORDER BY last_seen_at DESC, id DESC""",
+            [dimension_slug, hours],
+        )
