@@ -24,6 +24,9 @@
     mdame params rollback DIMENSION  restore the previous set (exit 3: nothing to roll back)
     mdame calls retry --dimension D [--day DAY]
                                      re-arm paid calls a provider refused, once fixed
+    mdame status [--dimension D] [--day DAY]
+                                     per partition: stage, last runs, why not published,
+                                     what waits until when, open alerts and their fix
     mdame doctor [--only GROUPS]     check a deployment before the first real run (a table;
                                      exit 1 on any FAIL): mdame_cli/doctor/
 
@@ -53,6 +56,7 @@ from mdame_cli.doctor import add_parser as add_doctor_parser
 from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_cli.params import add_parsers as add_params_parsers
 from mdame_cli.run_server import add_parser as add_run_server_parser
+from mdame_cli.status import add_parser as add_status_parser
 from mdame_core import settings
 from mdame_core.dagster_home import apply_dagster_environment, dagster_environment
 from mdame_core.migrate import migrate
@@ -241,6 +245,7 @@ def _parser() -> argparse.ArgumentParser:
     add_params_parsers(groups)
     add_calls_parsers(groups)
     add_doctor_parser(groups)
+    add_status_parser(groups)
     return parser
 
 

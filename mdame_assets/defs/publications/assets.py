@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders
+from mdame_assets.partition_runs import status_of
 from mdame_assets.partitions import content_partitions
 from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import Account, StateStore, WorkUnit
@@ -26,6 +27,7 @@ from mdame_domain.dimensions import post_settings
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaProblem, sha256_file
 from mdame_domain.outbox import link_or_copy
+from mdame_domain.partition_status import status_markdown
 from mdame_domain.video_metadata import (
     INSTAGRAM_CAPTION,
     TIKTOK_CAPTION,
@@ -361,4 +363,8 @@ def publications(
         metadata["uploads"] = uploads  # bytes the channel confirmed, per script:account
     if waits:
         metadata["waiting"] = waits  # per script:account, what it waits for and until when
+    # The partition's status, as `mdame status` prints it, on its latest materialization (read
+    # after the step let go of the dimension's lock, which would read as a wait otherwise).
+    status = status_of(context.instance, state.get_client(), context.partition_key)
+    metadata["status"] = dg.MetadataValue.md(status_markdown(status))
     return dg.MaterializeResult(metadata=metadata)
