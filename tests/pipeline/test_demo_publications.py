@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 
 from mdame_cli import demo
+from mdame_cli import status as status_cli
 from mdame_core.state import StateStore
 from mdame_domain import timing
 from mdame_resources.state import close_clients
@@ -100,6 +101,18 @@ def test_a_niche_whose_topics_are_all_rejected_is_reported_as_unpublished(
     for name in (*timing.CATEGORIES, timing.REMAINDER):
         assert sum(name in line for line in breakdown) == 1, (name, err)
     assert timing.totals()["database"] > 0
+    # `mdame status` says the same from the same facts, with the demo's three real runs.
+    with dg.DagsterInstance.get() as instance, StateStore(fresh_db.app, env="dev") as state:
+        [table] = status_cli.report(instance, state, DAY, ["airships"])
+    lines = table.splitlines()
+    assert lines[0] == "2026-11-29|airships", table
+    said = dict(line.split("  ", 1) for line in lines[2:] if not line.startswith("  "))
+    said = {what.strip(): value.strip() for what, value in said.items()}
+    assert said["published"] == "no: every topic was rejected: 3 by safety (blocked_term x3)"
+    assert said["stage"] == "topics (3 rejected, 0 undecided)"
+    for job in ("content_job", "scene_clips_job", "publishing_job"):
+        assert said[f"last {job}"].startswith("success "), table
+    assert said["waits"] == "nothing" and said["alerts"] == "none open", table
 
     # The day is finished: a second demo runs no Dagster run and reports the same from the
     # database, with the same exit status.
