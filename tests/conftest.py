@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from mdame_core import settings
+from tests.leftovers import TAG_VAR, leftovers, stop, tag_this_process
 from tests.scratch_db import (  # noqa: F401 - re-exported for tests that import them
     DbUrls,
     create_database,
@@ -48,6 +49,8 @@ def cluster() -> None:
         [str(settings.REPO_ROOT / "scripts" / "db-local.sh"), "start"],
         capture_output=True,
         text=True,
+        # The cluster outlives the suite on purpose: not one of its leftovers.
+        env={k: v for k, v in os.environ.items() if k != TAG_VAR},
     )
     if done.returncode != 0:
         pytest.fail(f"scripts/db-local.sh start failed:\n{done.stdout}{done.stderr}")
@@ -105,9 +108,57 @@ def owner(fresh_db: DbUrls) -> Iterator[psycopg.Connection]:
         yield conn
 
 
+def _checks_leftovers(config: pytest.Config) -> bool:
+    """Each process that runs tests checks what it started: an xdist worker, or a run without
+    workers (an xdist controller starts only the workers, which it stops itself)."""
+    return hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         name_run()
+    if _checks_leftovers(config):
+        config.stash[_TAG] = tag_this_process()
+
+
+_TAG = pytest.StashKey[str]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No process the tests started outlives them: those still alive once every fixture is torn
+    down are stopped (SIGKILL where SIGTERM is ignored) and fail the run, named. A worker hands
+    its list to the controller (pytest_testnodedown), which fails the run."""
+    config = session.config
+    tag = config.stash.get(_TAG, None)
+    found = leftovers(tag) if tag is not None else set()
+    if found:
+        described = stop(found)
+        if hasattr(config, "workerinput"):
+            config.workeroutput["leftover_processes"] = described  # type: ignore[attr-defined]
+        else:
+            config.stash.setdefault(_LEFT, []).extend(described)
+    if config.stash.get(_LEFT, None):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001 - xdist's WorkerController
+    described = getattr(node, "workeroutput", {}).get("leftover_processes")
+    if described:
+        node.config.stash.setdefault(_LEFT, []).extend(described)
+
+
+_LEFT = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+    described = config.stash.get(_LEFT, None)
+    if described:
+        terminalreporter.write_line(
+            "processes the tests started were still alive at the end (stopped now):", red=True
+        )
+        for line in described:
+            terminalreporter.write_line(f"  {line}", red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
