@@ -13,6 +13,7 @@ from collections.abc import Callable
 from mdame_core.state import Account, StateStore
 from mdame_domain.doctor import Redactor, Status, first_line
 from mdame_resources.health import Health, HealthScope
+from mdame_resources.providers.publisher.grants import reconnect_command
 
 # (state, dimension slug, account, the reconnect fix) -> the account's verdict and message.
 Probe = Callable[[StateStore, str, Account, str], tuple[Status, str]]
@@ -20,8 +21,7 @@ Probe = Callable[[StateStore, str, Account, str], tuple[Status, str]]
 
 def reconnect_fix(platform: str, slug: str, handle: str) -> str:
     """The command that connects the account again (YouTube's flow is the default one)."""
-    flag = "" if platform == "youtube" else f" --platform {platform}"
-    return f"run `mdame accounts connect {slug}{flag} --account {handle}`"
+    return f"run {reconnect_command(platform, slug, handle)}"
 
 
 def active_accounts(scope: HealthScope | None, platform: str) -> list[tuple[str, Account]]:

@@ -54,11 +54,22 @@ class AccountGrant:
         return self.stored.envelope.ciphertext
 
 
+# The platforms whose consent flow `mdame accounts connect` runs with --platform; YouTube's (an
+# account of platform youtube, or the outbox standing in for it) is the default one.
+PLATFORM_FLOWS = ("tiktok", "instagram")
+
+
+def reconnect_command(platform: str, dimension_slug: str, handle: str) -> str:
+    """The command that connects the account again, in backticks."""
+    flag = f" --platform {platform}" if platform in PLATFORM_FLOWS else ""
+    return f"`mdame accounts connect {dimension_slug}{flag} --account {handle}`"
+
+
 def account_grant(
     state: StateStore, account: Account, dimension_slug: str, master_key_file: str
 ) -> AccountGrant:
     """The account's grant, or AccountUnavailable naming the fix."""
-    reconnect = f"`mdame accounts connect {dimension_slug} --account {account.handle}`"
+    reconnect = reconnect_command(account.platform, dimension_slug, account.handle)
     stored = state.account_grant(account.id)
     if stored is None:
         raise AccountUnavailable(f"account {account.handle} has no stored grant: run {reconnect}")

@@ -12,6 +12,7 @@ from mdame_domain.channel import (
     GrantRevoked,
 )
 from mdame_resources.alerts import raise_environment_alert
+from mdame_resources.providers.publisher.grants import reconnect_command
 from mdame_resources.providers.publisher.job import (
     AccountUnavailable,
     UploadInFlight,
@@ -80,8 +81,8 @@ class PublisherResource(UploadSessions):
                 job.state,
                 job.dimension_slug,
                 "reauth_needed",
-                f"account {job.account.handle}: {exc}; run `mdame accounts connect "
-                f"{job.dimension_slug} --account {job.account.handle}`",
+                f"account {job.account.handle}: {exc}; run "
+                + reconnect_command(job.account.platform, job.dimension_slug, job.account.handle),
             )
             self._abandon(job, attempt_id, "failed" if attempt_id else "unknown", "invalid_grant")
             raise AccountUnavailable(f"account {job.account.handle}: {exc}") from None
@@ -131,7 +132,8 @@ class PublisherResource(UploadSessions):
         handle, slug = job.account.handle, job.dimension_slug
         if exc.status in (401, 403):
             job.state.mark_needs_reauth(job.account.id, f"{exc.reason}: {exc.message}"[:500])
-            fix = f"run `mdame accounts connect {slug} --account {handle}` once it may upload"
+            reconnect = reconnect_command(job.account.platform, slug, handle)
+            fix = f"run {reconnect} once it may upload"
             cause = "reauth_needed"
         else:
             fix = f"fix the video's metadata in dimensions/{slug}.yaml ({job.account.platform})"
