@@ -110,6 +110,40 @@ class JsonState:
         os.replace(tmp, self.file)
 
 
+class TrackedHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that counts the connections it accepts and, on `stop`, closes
+    the kept-alive ones too, as a real server going down does: otherwise a client's idle
+    connection would still be answered by the stopped server's handler thread."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.accepted = 0
+        self._open: set[Any] = set()
+        self._conn_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            self.accepted += 1
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conn_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        with self._conn_lock:
+            held, self._open = list(self._open), set()
+        for sock in held:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 class LocalServer:
     """A fake's HTTP lifecycle on its host and port: its handler class gets the fake as
     `fake`; a restart reloads the state from its folder and listens on the same port."""
@@ -120,10 +154,8 @@ class LocalServer:
 
     def __init__(self, host: str, port: int) -> None:
         self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._accepted = 0
-        self._open: set[socket.socket] = set()
-        self._conn_lock = threading.Lock()
+        self._httpd: TrackedHTTPServer | None = None
+        self._earlier = 0  # connections the servers before a restart accepted
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         """The request handler class (defined after the fake in its module)."""
@@ -133,51 +165,21 @@ class LocalServer:
     def connections(self) -> int:
         """TCP connections accepted since this fake was made (across restarts): a test reads
         how many a client opened, so that it can tell connections reused from new ones."""
-        with self._conn_lock:
-            return self._accepted
-
-    def _accept(self, sock: socket.socket) -> None:
-        with self._conn_lock:
-            self._accepted += 1
-            self._open.add(sock)
-
-    def _closed(self, sock: socket.socket) -> None:
-        with self._conn_lock:
-            self._open.discard(sock)
+        return self._earlier + (self._httpd.accepted if self._httpd is not None else 0)
 
     def start(self) -> Self:
         handler = type("Handler", (self.handler(),), {"fake": self})
-        fake = self
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def process_request(self, request: Any, client_address: Any) -> None:
-                fake._accept(request)
-                super().process_request(request, client_address)
-
-            def shutdown_request(self, request: Any) -> None:
-                fake._closed(request)
-                super().shutdown_request(request)
-
-        self._httpd = httpd = Server((self._host, self._port), handler)
+        self._httpd = httpd = TrackedHTTPServer((self._host, self._port), handler)
         self._port = httpd.server_address[1]  # keep the port across a restart
         serve = httpd.serve_forever
         threading.Thread(target=serve, kwargs={"poll_interval": self.POLL_S}, daemon=True).start()
         return self
 
     def stop(self) -> None:
-        """Stops listening and closes the kept-alive connections too, as a real server going
-        down does: a client's idle connection must not be answered by a stopped fake."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.stop()
+            self._earlier += self._httpd.accepted
             self._httpd = None
-        with self._conn_lock:
-            held, self._open = list(self._open), set()
-        for sock in held:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
     def restart(self) -> None:
         """Stops, reloads the state from its folder and listens on the same port again."""

@@ -31,9 +31,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from fakes.common import TrackedHTTPServer
 
 DEFAULT_TOKEN = "123456789:test-token-not-secret"
 MAX_TEXT = 4096
@@ -95,7 +97,7 @@ class TelegramServer:
         self._faults = _Faults()
         self._lock = threading.Lock()
         self._message_id = 0
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: TrackedHTTPServer | None = None
 
     # -- what tests read -----------------------------------------------------------------------
     def accepted(self, method: str) -> list[Received]:
@@ -243,17 +245,16 @@ class TelegramServer:
         class Handler(_Handler):
             fake = server
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = TrackedHTTPServer((host, port), Handler)
         self.base_url = f"http://{host}:{self._httpd.server_address[1]}"
         threading.Thread(
             target=self._httpd.serve_forever, daemon=True, name="fake-telegram"
         ).start()
 
     def stop(self) -> None:
+        """Stops listening and closes the connections clients keep alive."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.stop()
             self._httpd = None
 
     def __enter__(self) -> TelegramServer:
