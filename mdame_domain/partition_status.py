@@ -140,6 +140,8 @@ def status_rows(status: PartitionStatus) -> list[tuple[str, str]]:
         rows.append(("runs", "none recorded for this partition"))
     if facts.videos:
         published = f"yes: {facts.videos} video{'' if facts.videos == 1 else 's'}"
+    elif not status.runs and facts.registered and not facts.trends and not facts.scripts:
+        published = "no: the partition has not run yet"  # not "no trends": nothing looked
     else:
         published = f"no: {unpublished_reason(facts).reason}"
     rows.append(("published", published))

@@ -101,3 +101,10 @@ def test_a_failed_run_decides_the_verdict_and_cells_cannot_break_the_table() -> 
     assert "boom \\| bang |" in table
     # Every row splits into exactly two cells on its unescaped pipes.
     assert all(len(re.split(r"(?<!\\)\|", line)) == 4 for line in table.splitlines()[2:])
+
+
+def test_a_partition_no_run_has_looked_at_is_not_said_to_have_no_trends() -> None:
+    facts = PartitionFacts("2026-11-29|tech", "tech", True)
+    rows = dict(status_rows(PartitionStatus(facts, stage_reached(facts, FLOW))))
+    assert rows["published"] == "no: the partition has not run yet"
+    assert rows["runs"] == "none recorded for this partition"
