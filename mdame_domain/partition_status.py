@@ -7,8 +7,8 @@ and the open alerts with the one command that fixes each. Plain data in, text ou
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from mdame_domain.alerts import CAUSES
@@ -51,6 +51,12 @@ class PartitionStatus:
     runs: tuple[JobRun, ...] = ()
     waits: tuple[Wait, ...] = ()
     alerts: tuple[OpenAlert, ...] = ()
+    platforms: Mapping[str, str] = field(default_factory=dict)  # account handle -> platform
+
+
+# The platforms whose consent flow `mdame accounts connect` runs with --platform (YouTube's is
+# the default one): as mdame_resources' grants say it.
+PLATFORM_FLOWS = ("tiktok", "instagram")
 
 
 def ran_ok(runs: Sequence[JobRun]) -> tuple[bool, str]:
@@ -84,7 +90,9 @@ _FIX = re.compile(r"\bfix: ([^;\n]+)")
 _ACCOUNT = re.compile(r"\baccount ([\w.@-]+):")
 
 
-def fix_command(alert: OpenAlert, slug: str, day: date) -> str:
+def fix_command(
+    alert: OpenAlert, slug: str, day: date, platforms: Mapping[str, str] | None = None
+) -> str:
     """The one thing to run (or do) for `alert` of `slug`'s partition of `day`: the command the
     alert's own text names (the publisher names the account to connect again), else the
     cause's."""
@@ -95,9 +103,12 @@ def fix_command(alert: OpenAlert, slug: str, day: date) -> str:
     named = _FIX.search(alert.text)
     match alert.cause:
         case "reauth_needed":
-            return f"mdame accounts connect {slug}" + (
-                f" --account {account.group(1)}" if account else ""
-            )
+            if account is None:
+                return f"mdame accounts connect {slug}"
+            handle = account.group(1)
+            platform = (platforms or {}).get(handle, "")
+            flag = f" --platform {platform}" if platform in PLATFORM_FLOWS else ""
+            return f"mdame accounts connect {slug}{flag} --account {handle}"
         case "provider_refused":
             step = f"{named.group(1).strip()}, then " if named else ""
             return f"{step}mdame calls retry --dimension {slug} --day {when}"
@@ -159,7 +170,7 @@ def status_rows(status: PartitionStatus) -> list[tuple[str, str]]:
                 f"{alert.day} {CAUSES.get(alert.cause, alert.cause)}{repeats}: {said}",
             )
         )
-        rows.append(("  fix", fix_command(alert, facts.dimension, ref_day)))
+        rows.append(("  fix", fix_command(alert, facts.dimension, ref_day, status.platforms)))
     if not status.alerts:
         rows.append(("alerts", "none open"))
     return rows

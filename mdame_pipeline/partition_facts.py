@@ -59,7 +59,10 @@ def partition_status(
         )
     )
     every = sorted({*found, *waits}, key=lambda w: (w.until, w.what))
-    return PartitionStatus(facts, stage_reached(facts, flow), tuple(runs), tuple(every), alerts)
+    platforms = {a.handle: a.platform for a in state.list_accounts(facts.dimension)}
+    return PartitionStatus(
+        facts, stage_reached(facts, flow), tuple(runs), tuple(every), alerts, platforms
+    )
 
 
 def _gather(

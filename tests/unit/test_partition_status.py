@@ -108,3 +108,9 @@ def test_a_partition_no_run_has_looked_at_is_not_said_to_have_no_trends() -> Non
     rows = dict(status_rows(PartitionStatus(facts, stage_reached(facts, FLOW))))
     assert rows["published"] == "no: the partition has not run yet"
     assert rows["runs"] == "none recorded for this partition"
+
+
+def test_a_tiktok_account_named_by_an_alert_without_a_command_gets_its_own_flow() -> None:
+    alert = OpenAlert("reauth_needed", DAY, "h\naccount tech-tt: refused")
+    fix = fix_command(alert, "tech", DAY, {"tech-tt": "tiktok"})
+    assert fix == "mdame accounts connect tech --platform tiktok --account tech-tt"
