@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from fakes.common import LocalServer, new_secret, serving, store_demo_grant
+from fakes.common import new_secret, serving, store_demo_grant
 from fakes.instagram.faults import FAULTS, Faults
 from fakes.instagram.handler import Handler
 from fakes.instagram.protocol import (
@@ -20,10 +19,12 @@ from fakes.instagram.protocol import (
     TOKEN_LIFETIME,
 )
 from fakes.instagram.state import State, container_status
+from fakes.platform_common import PlatformServer
 
 
-class FakeInstagram(LocalServer):
-    """The server. Start with `running(...)` in tests, or `main()` standalone."""
+class FakeInstagram(PlatformServer):
+    """The server. Start with `running(...)` in tests, or `main()` standalone. The kinds
+    `unauthorized()` lists: create, upload, status, list, publish, limit, account, ..., refresh."""
 
     state: State
 
@@ -172,21 +173,6 @@ class FakeInstagram(LocalServer):
         with self.state.lock:
             window = self.state.data["settings"]["publish_window"]
             return self.state.publishes_since(ig_user_id, time.time() - window)
-
-    def requests(self) -> list[str]:
-        """Every request line seen (method, path and query), oldest first."""
-        with self.state.lock:
-            return list(self.state.data["requests"])
-
-    def unauthorized(self) -> list[str]:
-        """The kinds of the requests refused for their token (create, upload, status, list,
-        publish, limit, account, ..., refresh), oldest first."""
-        with self.state.lock:
-            return list(self.state.data["unauthorized"])
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.state.lock:
-            return json.loads(json.dumps(self.state.data))
 
 
 def connect_accounts(fake: FakeInstagram, state: Any, env: str, accounts: list[Any]) -> None:

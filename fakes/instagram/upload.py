@@ -10,6 +10,7 @@ from fakes.common import Drop
 from fakes.instagram.protocol import VERSION_PATH, upload_error
 from fakes.instagram.state import container_status
 from fakes.instagram.tokens import Tokens
+from fakes.platform_common import trickle
 
 
 class Upload(Tokens):
@@ -121,26 +122,10 @@ class Upload(Tokens):
             raise Drop(reset=False)
         slow = faults.take("upload", "slow_answer")
         if slow is not None:
-            self._trickle(float(slow.get("seconds", 1.0)), int(slow.get("lines", 6)))
+            body = json.dumps({"success": True, "message": "Upload successful."}).encode()
+            trickle(self, 200, ["Content-Type: application/json"], body, slow)
             return
         self._send(200, {"success": True, "message": "Upload successful."})
-
-    def _trickle(self, pause: float, lines: int) -> None:
-        """The upload's answer a line at a time, `pause` seconds apart (the client may go away
-        meanwhile: the bytes are stored all the same)."""
-        body = json.dumps({"success": True, "message": "Upload successful."}).encode()
-        head = ["HTTP/1.1 200 OK", "Content-Type: application/json"]
-        head += [f"X-Slow-{n}: {n}" for n in range(max(0, lines - 3))]
-        head += [f"Content-Length: {len(body)}"]
-        self.close_connection = True
-        try:
-            for line in head:
-                self.wfile.write(f"{line}\r\n".encode())
-                self.wfile.flush()
-                time.sleep(pause)
-            self.wfile.write(b"\r\n" + body)
-        except OSError:
-            pass
 
     def _store(self, cid: str, offset: int, total: int, data: bytes) -> None:
         st = self.fake.state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fakes.platform_common import push_fault
 from fakes.tiktok.plumbing import Plumbing
 
 
@@ -11,13 +12,7 @@ class Control(Plumbing):
     """/_fake/*: what a harness in another process sets up and reads."""
 
     def control_faults(self, _query: dict[str, str]) -> None:
-        spec = json.loads(self._body() or b"{}")
-        try:
-            self.fake.faults.push(spec.pop("fault"), **spec)
-        except (KeyError, ValueError) as exc:
-            self._send(400, {"error": str(exc)})
-            return
-        self._send(200, {"pending": self.fake.faults.pending()})
+        self._send(*push_fault(self.fake.faults, self._body()))
 
     def control_creator(self, _query: dict[str, str]) -> None:
         spec = json.loads(self._body() or b"{}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -11,7 +10,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from fakes.common import LocalServer, NamedFaults, new_secret, serving, store_demo_grant
+from fakes.common import NamedFaults, new_secret, serving, store_demo_grant
+from fakes.platform_common import PlatformServer
 from fakes.tiktok.faults import FAULTS
 from fakes.tiktok.handler import Handler
 from fakes.tiktok.model import Model
@@ -24,8 +24,9 @@ def open_id_for(username: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tiktok:{username}"))
 
 
-class FakeTikTok(Model, LocalServer):
-    """The server. Start with `running(...)` in tests, or `main()` standalone."""
+class FakeTikTok(Model, PlatformServer):
+    """The server. Start with `running(...)` in tests, or `main()` standalone. The kinds
+    `unauthorized()` lists: creator_info, init, status, list."""
 
     state: State
 
@@ -196,17 +197,6 @@ class FakeTikTok(Model, LocalServer):
             out["throttled"] = int(self.state.data["throttled"].get(open_id, 0))
             return out
 
-    def requests(self) -> list[str]:
-        """Every request line seen (method, path and query), oldest first."""
-        with self.state.lock:
-            return list(self.state.data["requests"])
-
-    def unauthorized(self) -> list[str]:
-        """The kinds of the requests answered 401 (creator_info, init, status, list), oldest
-        first."""
-        with self.state.lock:
-            return list(self.state.data["unauthorized"])
-
     def expire_tokens(self, open_id: str, spare: bool = True) -> None:
         """The creator's access tokens expire now, before their time (refused from now on);
         `spare`: the next one issued is spared its first request."""
@@ -216,10 +206,6 @@ class FakeTikTok(Model, LocalServer):
                     token["expires_at"] = min(token["expires_at"], self.clock() - 1)
             self.state.data["creators"][open_id]["expired_early"] = spare
             self.state.save()
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.state.lock:
-            return json.loads(json.dumps(self.state.data))
 
 
 def connect_accounts(fake: FakeTikTok, state: Any, env: str, accounts: list[Any]) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from fakes.common import Drop
+from fakes.platform_common import trickle
 from fakes.tiktok.plumbing import Plumbing
 from fakes.tiktok.protocol import VIDEO_TYPES
 
@@ -90,25 +89,9 @@ class Upload(Plumbing):
         status, held = 201 if received == total else 206, f"bytes 0-{received}/{total}"
         slow = fake.faults.take("slow_answer")
         if slow is not None:
-            self._trickle(status, held, float(slow.get("seconds", 1.0)), slow.get("lines", 6))
+            trickle(self, status, [f"Content-Range: {held}"], b"", slow)
             return
         self._send(status, None, {"Content-Range": held})
-
-    def _trickle(self, status: int, progress: str, pause: float, lines: int) -> None:
-        """The chunk's answer a line at a time, `pause` seconds apart (the client may go away
-        meanwhile: the chunk is stored all the same)."""
-        head = [f"HTTP/1.1 {status} {self.responses[status][0]}", f"Content-Range: {progress}"]
-        head += [f"X-Slow-{n}: {n}" for n in range(max(0, int(lines) - 3))]
-        head += ["Content-Length: 0"]
-        self.close_connection = True
-        try:
-            for line in head:
-                self.wfile.write(f"{line}\r\n".encode())
-                self.wfile.flush()
-                time.sleep(pause)
-            self.wfile.write(b"\r\n")
-        except OSError:
-            pass
 
     def _server_fault_empty(self, fault: str) -> bool:
         found = self.fake.faults.take(fault)

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-
 import fakes.youtube
+from fakes.platform_common import standalone_parser
 from fakes.youtube.server import FakeYouTube
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=fakes.youtube.__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--state-dir", default=".mdame/fake-youtube")
-    parser.add_argument(
-        "--channel",
-        action="append",
-        default=[],
-        help="HANDLE=REFRESH_TOKEN: a channel to create (repeatable)",
+    parser = standalone_parser(
+        "youtube", fakes.youtube.__doc__, "--channel", "HANDLE=REFRESH_TOKEN", "a channel to create"
     )
     args = parser.parse_args(argv)
     fake = FakeYouTube(args.state_dir, args.port)
-    for spec in args.channel:
-        handle, _, token = spec.partition("=")
+    for handle, token in args.accounts:
         fake.add_channel(handle, token)
     fake.serve_until_interrupted("fake YouTube on {base_url} (token endpoint {base_url}token)")

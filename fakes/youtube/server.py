@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from fakes.common import LocalServer, NamedFaults, new_secret, serving, store_demo_grant
+from fakes.common import NamedFaults, new_secret, serving, store_demo_grant
+from fakes.platform_common import PlatformServer
 from fakes.youtube.faults import FAULTS
 from fakes.youtube.handler import Handler
 from fakes.youtube.protocol import quota_day
 from fakes.youtube.state import State
 
 
-class FakeYouTube(LocalServer):
-    """The server. Start with `running(...)` in tests, or `main()` standalone."""
+class FakeYouTube(PlatformServer):
+    """The server. Start with `running(...)` in tests, or `main()` standalone. The kinds
+    `unauthorized()` lists: initiate, chunk, status, list, thumbnail."""
 
     state: State
 
@@ -142,21 +143,6 @@ class FakeYouTube(LocalServer):
         {"channel", "description", "counted", "at"}."""
         with self.state.lock:
             return [dict(i) for i in self.state.data["initiations"]]
-
-    def requests(self) -> list[str]:
-        """Every request line seen (method, path and query), oldest first."""
-        with self.state.lock:
-            return list(self.state.data["requests"])
-
-    def unauthorized(self) -> list[str]:
-        """The kinds of the requests answered 401 (initiate, chunk, status, list, thumbnail),
-        oldest first."""
-        with self.state.lock:
-            return list(self.state.data["unauthorized"])
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.state.lock:
-            return json.loads(json.dumps(self.state.data))
 
 
 def connect_accounts(fake: FakeYouTube, state: Any, env: str, accounts: list[Any]) -> None:
