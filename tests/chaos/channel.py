@@ -1,6 +1,6 @@
 """The channels of the crash harness's publisher mode (`--publisher youtube|tiktok`).
 
-Each case gets its own fake server (fakes/youtube.py or fakes/tiktok.py) in a process of its
+Each case gets its own fake server (fakes/youtube/ or fakes/tiktok/) in a process of its
 own, started by the harness: killing the pipeline's child never kills the channel, which keeps
 every session, byte and counter in the case's state folder. The demo accounts' grants are
 sealed once into the seed database (each case's database is a copy of it), with one refresh
