@@ -57,7 +57,7 @@ class Model:
         if pub["fail_reason"] is not None:
             return "FAILED"
         video = self.state.data["videos"].get(pub["post_id"] or "")
-        if video is not None and self.clock() >= video["create_ms"] / 1000:
+        if video is not None and self.clock() >= posted_at(video):
             return "PUBLISH_COMPLETE"
         return "PROCESSING_UPLOAD"
 
@@ -69,7 +69,8 @@ class Model:
         self, open_id: str, publish_id: str, title: str, privacy_level: str, at: float
     ) -> str:
         post_id = str(7 * 10**18 + secrets.randbelow(10**18))
-        # Unique create times, so a cursor (a create time) never splits a tie.
+        # Unique create times, so a cursor (a create time) never splits a tie; a tie's is
+        # nudged a millisecond on, but the video is posted (and listed) at `at` all the same.
         taken = {v["create_ms"] for v in self.state.data["videos"].values()}
         create_ms = int(at * 1000)
         while create_ms in taken:
@@ -82,7 +83,8 @@ class Model:
             "title": title,
             "privacy_level": privacy_level,
             "create_ms": create_ms,
-            "public_from": create_ms / 1000 + self.moderation_delay if public else None,
+            "posted_at": at,
+            "public_from": at + self.moderation_delay if public else None,
         }
         return post_id
 
@@ -137,3 +139,8 @@ def chunk_plan_problem(fake: Model, source: dict[str, Any]) -> str | None:
     if size - (count - 1) * chunk > fake.max_final_chunk:
         return "The chunk size is invalid"
     return None
+
+
+def posted_at(video: dict[str, Any]) -> float:
+    """When the video is on the profile (a state from before "posted_at": its create time)."""
+    return float(video.get("posted_at", video["create_ms"] / 1000))

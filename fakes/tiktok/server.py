@@ -14,7 +14,7 @@ from fakes.common import NamedFaults, new_secret, serving, store_demo_grant
 from fakes.platform_common import PlatformServer
 from fakes.tiktok.faults import FAULTS
 from fakes.tiktok.handler import Handler
-from fakes.tiktok.model import Model
+from fakes.tiktok.model import Model, posted_at
 from fakes.tiktok.protocol import DEFAULT_SCOPES, PRIVATE_OPTIONS, PUBLIC_OPTIONS
 from fakes.tiktok.state import State
 
@@ -165,12 +165,12 @@ class FakeTikTok(Model, PlatformServer):
 
     def videos(self, open_id: str | None = None) -> list[dict[str, Any]]:
         """The creators' videos posted by now (private ones too), newest first."""
-        now_ms = self.clock() * 1000
+        now = self.clock()
         with self.state.lock:
             found = [
                 dict(v)
                 for v in self.state.data["videos"].values()
-                if (open_id is None or v["open_id"] == open_id) and v["create_ms"] <= now_ms
+                if (open_id is None or v["open_id"] == open_id) and posted_at(v) <= now
             ]
         return sorted(found, key=lambda v: -v["create_ms"])
 

@@ -659,3 +659,18 @@ def test_an_upload_resumes_after_a_restart_from_uploaded_bytes(
     clock.advance(fake.processing_delay)
     assert status(http, token, publish_id)["status"] == "PUBLISH_COMPLETE"
     assert fake.video_bytes(publish_id) == VIDEO
+
+
+def test_videos_posted_in_the_same_millisecond_are_all_listed_at_once(
+    fake: FakeTikTok, http: httpx.Client
+) -> None:
+    """Ties get distinct create times (a cursor never splits one), yet a video is on the
+    profile from when it was posted, not from its nudged create time."""
+    open_id = fake.add_creator("maker", "rt-maker", audited=True)
+    posted = {fake.add_video(open_id, f"post {i}") for i in range(21)}
+    assert {v["id"] for v in fake.videos(open_id)} == posted
+    token = refresh(http, "rt-maker").json()["access_token"]
+    first = video_list(http, token, max_count=20).json()["data"]
+    rest = video_list(http, token, max_count=20, cursor=first["cursor"]).json()["data"]
+    assert first["has_more"] and not rest["has_more"]
+    assert {v["id"] for v in first["videos"] + rest["videos"]} == posted
