@@ -87,7 +87,19 @@ def describe(pid: int) -> str:
     return f"pid {pid}: {cmd.strip()[:300]}"
 
 
+def stop_multiprocessing_helpers() -> None:
+    """This process's own multiprocessing forkserver and resource tracker (a test that used a
+    forkserver context starts them once, for the process's life) are stopped as the process
+    would stop them at exit: they are its machinery, not something a test left behind."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        with contextlib.suppress(Exception):
+            helper._stop()  # type: ignore[union-attr]
+
+
 def leftovers(tag: str) -> set[int]:
+    stop_multiprocessing_helpers()
     me = os.getpid()
     return {pid for pid in (_tagged(tag) | descendants(me)) if pid != me and _alive(pid)}
 
