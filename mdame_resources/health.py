@@ -7,7 +7,7 @@ as a dg.EnvVar is read when the check runs, as a run reads it when it builds the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,12 +38,15 @@ class HealthScope:
     (their models and voices), every active dimension's slug, parsed or not (their chats and
     accounts), a state store to read accounts and grants through, and `lock`: a dimension's
     pipeline lock held for a block, yielding the fenced store (None while a run holds it), for
-    a check whose call may rotate a grant that only the lock's holder may store."""
+    a check whose call may rotate a grant that only the lock's holder may store. `answers`:
+    what the checks of one doctor run were answered, by question, so that two providers asking
+    the same (a models.get of one model with one key at one endpoint) ask it once."""
 
     dimensions: Sequence[DimensionConfig] = ()
     slugs: Sequence[str] = ()
     state: StateStore | None = None
     lock: Callable[[str], AbstractContextManager[StateStore | None]] | None = None
+    answers: MutableMapping[Hashable, Any] | None = None
 
 
 def setting(resource: dg.ConfigurableResource, field: str) -> tuple[str, str]:

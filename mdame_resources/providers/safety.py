@@ -9,6 +9,7 @@ from mdame_domain.idempotency import idempotency_key
 from mdame_domain.model_output import safety_verdict
 from mdame_domain.prompt_data import DATA_BEGIN, DATA_END, data_block
 from mdame_domain.safety import SafetyDecision, classify, profile_for
+from mdame_resources.health import Health, HealthScope, setting
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.budget import CallContext
 
@@ -79,6 +80,23 @@ class GeminiSafetyClassifier(SafetyClassifierResource):
     timeout_s: float = 60.0
     max_attempts: int = 4
     max_output_tokens: int = 256
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """The key and models.get of the model it classifies with, each active dimension's
+        gemini_text_model (gemini/health.py's findings). In `mdame doctor` a model the
+        writer's check asked with the same key at the same endpoint is not asked again
+        (scope.answers): its answer is judged here too."""
+        from mdame_resources.providers.gemini.health import (
+            TEXT_MODEL,
+            configured_models,
+            models_health,
+        )
+
+        key, key_name = setting(self, "api_key")
+        base_url = setting(self, "base_url")[0] or None
+        needed = configured_models(scope.dimensions if scope else (), [TEXT_MODEL])
+        answers = scope.answers if scope else None
+        return models_health(key, key_name, base_url, needed, timeout, answers)
 
     def decide(
         self,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from urllib.parse import quote
 
 import httpx
@@ -45,6 +45,9 @@ from mdame_domain.feed_sources import (
 from mdame_domain.trends import FeedError, SkippedItem, TrendItem, split_storable
 from mdame_resources.providers.base import ProviderResource
 from mdame_resources.providers.http_api import http_client
+
+if TYPE_CHECKING:
+    from mdame_resources.health import Health, HealthScope
 
 # Endpoints are configuration: the real services, a gateway or local fakes.
 YOUTUBE_ROOT_URL_ENV = "MDAME_YOUTUBE_ROOT_URL"
@@ -148,6 +151,23 @@ class _TooLarge(Exception):
     pass
 
 
+class FetchFailed(FeedError):
+    """A source's request failed: `http_status` when the server answered (None: no answer),
+    `transient` when trying again later may succeed (no answer in time, nothing listening,
+    a 429 or a 5xx)."""
+
+    def __init__(self, source: str, problem: str, http_status: int | None, transient: bool):
+        super().__init__(source, problem)
+        self.http_status = http_status
+        self.transient = transient
+
+
+class _Problem(NamedTuple):
+    text: str
+    http_status: int | None = None
+    transient: bool = False
+
+
 def _resolve(host: str) -> list[str]:
     """The host's addresses, as the connection would look them up; none when it cannot."""
     try:
@@ -219,6 +239,13 @@ class HttpFeedTrendSource(TrendSourceResource):
             ),
         )
 
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """One fetch of each trend source the active dimensions read, through this client
+        with `timeout` for each of its bounds (trends_health.py)."""
+        from mdame_resources.providers.trends_health import trend_sources_health
+
+        return trend_sources_health(self, timeout, scope)
+
     def _secrets(self) -> list[str]:
         return [self.youtube_api_key] if self.youtube_api_key else []
 
@@ -286,12 +313,15 @@ class HttpFeedTrendSource(TrendSourceResource):
         """One bounded GET. Errors become FeedError naming the source, with the URL's secrets
         redacted, and raised outside the `except` so no httpx exception (whose text carries
         the URL) rides along as __context__ into Dagster's error records."""
-        problem = self._try_get(url, headers)
-        if isinstance(problem, str):
-            raise FeedError(key, redact(problem, self._secrets()))
-        return problem
+        got = self._try_get(url, headers)
+        if isinstance(got, _Problem):
+            text = redact(got.text, self._secrets())
+            raise FetchFailed(key, text, got.http_status, got.transient)
+        return got
 
-    def _try_get(self, url: str, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes] | str:
+    def _try_get(
+        self, url: str, headers: dict[str, str]
+    ) -> tuple[int, httpx.Headers, bytes] | _Problem:
         timeout = httpx.Timeout(
             connect=self.connect_timeout_s,
             read=self.read_timeout_s,
@@ -315,29 +345,34 @@ class HttpFeedTrendSource(TrendSourceResource):
                     response.close()  # a body left unread closes its connection, not reused
                 refusal = redirect_refusal(url, str(request.url), _resolve)
                 if refusal is not None:
-                    return f"redirect to {str(request.url)[:200]} refused: {refusal}"
-            return f"more than {self.max_redirects} redirects"
+                    return _Problem(f"redirect to {str(request.url)[:200]} refused: {refusal}")
+            return _Problem(f"more than {self.max_redirects} redirects")
         except _TooLarge:
-            return f"response over the {self.max_bytes}-byte cap (aborted while streaming)"
+            return _Problem(
+                f"response over the {self.max_bytes}-byte cap (aborted while streaming)"
+            )
         except httpx.TimeoutException as exc:
-            return f"timed out ({type(exc).__name__}: {exc})"
+            return _Problem(f"timed out ({type(exc).__name__}: {exc})", transient=True)
+        except httpx.NetworkError as exc:  # nothing listening, a dropped connection
+            return _Problem(f"fetch failed ({type(exc).__name__}: {exc})", transient=True)
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
-            return f"fetch failed ({type(exc).__name__}: {exc})"
+            return _Problem(f"fetch failed ({type(exc).__name__}: {exc})")
         except Exception as exc:  # noqa: BLE001 - one source's failure must stay that source's
-            return f"fetch failed ({type(exc).__name__}: {exc})"
+            return _Problem(f"fetch failed ({type(exc).__name__}: {exc})")
 
     def _read(
         self, response: httpx.Response, deadline: float
-    ) -> tuple[int, httpx.Headers, bytes] | str:
+    ) -> tuple[int, httpx.Headers, bytes] | _Problem:
         """The final response's body, within the size cap and the total deadline."""
         if response.status_code == 304:
             return 304, response.headers, b""
         if response.status_code != 200:
-            status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
-            return status + _api_error(response)
+            code = response.status_code
+            status = f"HTTP {code} {response.reason_phrase}".strip()
+            return _Problem(status + _api_error(response), code, code == 429 or code >= 500)
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            return f"response of {declared} bytes is over the {self.max_bytes}-byte cap"
+            return _Problem(f"response of {declared} bytes is over the {self.max_bytes}-byte cap")
         chunks, size = [], 0
         for chunk in response.iter_bytes():
             size += len(chunk)

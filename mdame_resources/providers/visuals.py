@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from mdame_core.settings import mdame_home
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES, check_model_id
@@ -14,6 +14,9 @@ from mdame_domain.media_profile import SHORTS, media_profile
 from mdame_domain.visuals import render_procedural_clip
 from mdame_domain.visuals_chain import DIFFUSERS, GENERATED, PROCEDURAL, STOCK
 from mdame_resources.providers.base import ProviderResource
+
+if TYPE_CHECKING:
+    from mdame_resources.health import Health, HealthScope
 
 
 class VisualsResource(ProviderResource):
@@ -154,6 +157,14 @@ class DiffusersVisuals(VisualsResource):
 
     def model_root(self) -> Path:
         return resolve_model_dir(self.model_dir)
+
+    def health_check(self, timeout: float, scope: HealthScope | None = None) -> list[Health]:
+        """The model folders the active dimensions' engines need, where their chain has
+        diffusers: present and loadable offline (diffusers_health.py); no network call, so
+        `timeout` bounds nothing."""
+        from mdame_resources.providers.diffusers_health import diffusers_health
+
+        return diffusers_health(self, scope)
 
     def cache_key(self, engine: str | None = None) -> str | None:
         chosen = self.engine_for(engine)

@@ -54,6 +54,10 @@ def _dimensions(scope: HealthScope | None) -> Sequence[Any]:
     return scope.dimensions if scope else ()
 
 
+def _answers(scope: HealthScope | None) -> Any:
+    return scope.answers if scope else None
+
+
 def generated_models(scope: HealthScope | None, default: GeneratedSettings) -> Needed:
     """Each image model the active dimensions whose chain has `generated` use -> (dimension,
     YAML field) pairs; with no active dimension, `default`'s under the dimension ''."""
@@ -109,7 +113,7 @@ def generated_health(
         return [_unused(GENERATED)]
     key, key_name = setting(resource, "api_key")
     base_url = setting(resource, "base_url")[0] or None
-    found = models_health(key, key_name, base_url, needed, timeout)
+    found = models_health(key, key_name, base_url, needed, timeout, _answers(scope))
     dimensions = _dimensions(scope) or [None]
     priced: set[str] = set()
     for dim in dimensions:
@@ -138,7 +142,7 @@ def relevance_health(
         return [_unused("a judged engine")]
     key, key_name = setting(resource, "api_key")
     base_url = setting(resource, "base_url")[0] or None
-    return models_health(key, key_name, base_url, needed, timeout)
+    return models_health(key, key_name, base_url, needed, timeout, _answers(scope))
 
 
 def stock_health(resource: StockFootage, timeout: float, scope: HealthScope | None) -> list[Health]:

@@ -252,7 +252,8 @@ class GeminiScriptWriter(ScriptWriterResource):
         key, key_name = setting(self, "api_key")
         base_url = setting(self, "base_url")[0] or None
         dimensions = scope.dimensions if scope else ()
-        return gemini_health(key, key_name, base_url, dimensions, timeout)
+        answers = scope.answers if scope else None
+        return gemini_health(key, key_name, base_url, dimensions, timeout, answers)
 
 
 class _TopicWriter:

@@ -5,8 +5,9 @@ service."""
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from typing import Any
 
 from mdame_domain.dimensions import DimensionConfig
@@ -18,17 +19,27 @@ from mdame_resources.providers.gemini.client import BASE_URL_ENV, http_errors, m
 GOOGLE_BASE_URL = "https://generativelanguage.googleapis.com"
 
 
-def configured_models(dimensions: Sequence[DimensionConfig]) -> dict[str, list[tuple[str, str]]]:
-    """Each model the active dimensions configure -> (dimension, YAML field) pairs; with no
-    dimension, the defaults (mdame_domain/paid_calls.py) under the dimension '' ."""
-    needed: dict[str, list[tuple[str, str]]] = {}
+TEXT_MODEL, TTS_MODEL = "gemini_text_model", "gemini_tts_model"
+_DEFAULTS = {TEXT_MODEL: DEFAULT_TEXT_MODEL, TTS_MODEL: DEFAULT_TTS_MODEL}
+
+
+def configured_models(
+    dimensions: Sequence[DimensionConfig], fields: Sequence[str] = (TEXT_MODEL, TTS_MODEL)
+) -> dict[str, list[tuple[str, str]]]:
+    """Each model the active dimensions configure in `fields` (their YAML fields) ->
+    (dimension, field) pairs; with no dimension, the defaults (mdame_domain/paid_calls.py)
+    under the dimension '' ."""
     configured = [
-        (dim.slug, dim.gemini_text_model, dim.gemini_tts_model) for dim in dimensions
-    ] or [("", DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL)]
-    for slug, text_model, tts_model in configured:
-        needed.setdefault(text_model, []).append((slug, "gemini_text_model"))
-        needed.setdefault(tts_model, []).append((slug, "gemini_tts_model"))
+        (dim.slug, {name: getattr(dim, name) for name in fields}) for dim in dimensions
+    ] or [("", {name: _DEFAULTS[name] for name in fields})]
+    needed: dict[str, list[tuple[str, str]]] = {}
+    for slug, models in configured:
+        for name, model in models.items():
+            needed.setdefault(model, []).append((slug, name))
     return needed
+
+
+Answers = MutableMapping[Hashable, Any]
 
 
 def gemini_health(
@@ -37,11 +48,13 @@ def gemini_health(
     base_url: str | None,
     dimensions: Sequence[DimensionConfig],
     timeout: float,
+    answers: Answers | None = None,
 ) -> list[Health]:
     """models.get per configured model: one finding each (its subject the model); a problem of
     the whole service (no key, a refused key, nothing listening) is one finding with no
     subject, and ends the check. `key_name` names the key in messages (its variable)."""
-    return models_health(api_key, key_name, base_url, configured_models(dimensions), timeout)
+    needed = configured_models(dimensions)
+    return models_health(api_key, key_name, base_url, needed, timeout, answers)
 
 
 def models_health(
@@ -50,10 +63,13 @@ def models_health(
     base_url: str | None,
     needed: dict[str, list[tuple[str, str]]],
     timeout: float,
+    answers: Answers | None = None,
 ) -> list[Health]:
     """models.get for each model of `needed` (model -> (dimension, YAML field) pairs, the
     dimension '' for a default), as gemini_health: one finding per model, or one for the
-    whole service that ends the check."""
+    whole service that ends the check. `answers` (HealthScope.answers): a model already asked
+    with this key at this endpoint in this doctor run is not asked again; its answer (or
+    error) is judged for this caller's users."""
     redact = Redactor([api_key])
     found: list[Health] = []
 
@@ -68,9 +84,11 @@ def models_health(
     client = make_client(api_key, base_url, timeout_s=timeout)
     from google.genai import errors
 
+    # The key only as a digest: the answers outlive this call.
+    asker = (base, hashlib.sha256(api_key.encode()).hexdigest())
     for model, users in sorted(needed.items()):
         try:
-            client.models.get(model=model)
+            _ask(client, model, answers, (*asker, model))
         except errors.APIError as exc:
             said = f"HTTP {exc.code} {exc.status}: {first_line(exc.message or '')}"
             if _key_refused(exc):
@@ -98,6 +116,22 @@ def models_health(
             return found
         add(Status.OK, f"offered at {where}; {_model_users(users)}", model)
     return found
+
+
+def _ask(client: Any, model: str, answers: Answers | None, question: tuple[str, ...]) -> None:
+    """models.get of `model`, raising what it raised; from `answers` when asked before."""
+    if answers is not None and question in answers:
+        if answers[question] is not None:
+            raise answers[question]
+        return
+    try:
+        client.models.get(model=model)
+    except Exception as exc:
+        if answers is not None:
+            answers[question] = exc
+        raise
+    if answers is not None:
+        answers[question] = None
 
 
 def _key_refused(exc: Any) -> bool:
