@@ -13,11 +13,20 @@ order, each from one module of this package (CHECKS below):
     migrations    every file of sql/migrations applied, with the SHA-256 the runner recorded
     roles         the app role: not a superuser, no BYPASSRLS, no table writes, RLS on every
                   table with a read policy for it
+    trends        one fetch of each trend source the active dimensions list, through the trend
+                  reader's client, uncached: a missing or refused YOUTUBE_API_KEY FAILs, a
+                  source down (no answer, 429, 5xx) WARNs, any other unusable answer FAILs
     gemini        google-genai client.models.get() at MDAME_GEMINI_BASE_URL for each model the
                   active dimensions configure (gemini_text_model, gemini_tts_model): a missing
                   one FAILs naming the YAML field, 429/5xx or a timeout WARN
+    safety        the safety classifier: models.get of each gemini_text_model with its key; a
+                  model the gemini rows asked with the same key and endpoint is not asked again
     generated     the generated visuals engine: models.get per image model the active
                   dimensions' chains use (visuals.generated.model), and its price per image
+    diffusers     where an active dimension's visuals.chain has diffusers: each model folder
+                  its visuals.engine needs under MDAME_MODEL_DIR, loadable offline (the index
+                  or config JSON, its component folders, weights); missing names
+                  `mdame models pull`
     relevance     the relevance judge: models.get per judge model (visuals.relevance.model)
     stock         one search of 3 results per stock source with a key (MDAME_PEXELS_API_KEY,
                   MDAME_PIXABAY_API_KEY) at MDAME_PEXELS_URL / MDAME_PIXABAY_URL; a source
@@ -89,8 +98,11 @@ from mdame_domain.doctor import GIB, Check, Status, exit_code, first_line, rende
 CHECKS: tuple[tuple[str, Callable[[Doctor], None]], ...] = (
     ("env", environment.check_env),
     ("database", database.check_database),
+    ("trends", providers.check_trends),
     ("gemini", providers.check_gemini),
+    ("safety", providers.check_safety),
     ("generated", providers.check_generated),
+    ("diffusers", providers.check_diffusers),
     ("relevance", providers.check_relevance),
     ("stock", providers.check_stock),
     ("edge_tts", providers.check_edge_tts),

@@ -16,8 +16,11 @@ GROUPS = (
     "database",
     "migrations",
     "roles",
+    "trends",
     "gemini",
+    "safety",
     "generated",
+    "diffusers",
     "relevance",
     "stock",
     "edge_tts",
@@ -80,6 +83,8 @@ class Doctor:
     dimensions: list[Any] = field(default_factory=list)  # active DimensionConfigs
     dimension_rows: list[Any] = field(default_factory=list)  # mdame_core.state.Dimension
     resources: dict[str, Any] | None = None  # as the definitions bind them, once built
+    # The providers' checks' answers by question (HealthScope.answers): each asked once a run.
+    answers: dict[Any, Any] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -1,11 +1,15 @@
-"""gemini, generated, relevance, stock, edge_tts, youtube, tiktok, instagram, telegram: each
-production provider's own health check, on the provider as the runs build it
-(mdame_assets.resources.shared_resources, the function the definitions bind), so the doctor
-reads no provider setting of its own.
+"""trends, gemini, safety, generated, diffusers, relevance, stock, edge_tts, youtube, tiktok,
+instagram, telegram: each production provider's own health check, on the provider as the runs
+build it (mdame_assets.resources.shared_resources, the function the definitions bind), so the
+doctor reads no provider setting of its own.
 
+    trends    the trend reader: one uncached fetch of each source the active dimensions list
     gemini    the writer: models.get per model the active dimensions configure
+    safety    the safety classifier: models.get per text model; one the writer's check asked
+              with the same key at the same endpoint is not asked again (Doctor.answers)
     generated the generated visuals engine: models.get per image model the active dimensions'
               chains use, and its price per image
+    diffusers the diffusers engine: the model folders of the chains that have it (no call)
     relevance the relevance judge: models.get per judge model
     stock     the stock engine: one small search per source with a key (Pexels, Pixabay)
     edge_tts  the voice chain: the Edge-TTS voices list, the dimensions' voices on it
@@ -35,8 +39,11 @@ if TYPE_CHECKING:
     from mdame_resources.health import Health, HealthScope
 
 PROVIDER_GROUPS = (
+    "trends",
     "gemini",
+    "safety",
     "generated",
+    "diffusers",
     "relevance",
     "stock",
     "edge_tts",
@@ -66,7 +73,9 @@ def _scope(doctor: Doctor, state: Any = None) -> HealthScope:
 
     slugs = [row.slug for row in doctor.dimension_rows]
     lock = pipeline_lock(state) if state is not None else None
-    return HealthScope(dimensions=doctor.dimensions, slugs=slugs, state=state, lock=lock)
+    return HealthScope(
+        dimensions=doctor.dimensions, slugs=slugs, state=state, lock=lock, answers=doctor.answers
+    )
 
 
 def pipeline_lock(state: StateStore) -> Callable[[str], AbstractContextManager[StateStore | None]]:
@@ -109,6 +118,37 @@ def _provider_skip(doctor: Doctor, group: str) -> bool:
         )
         return True
     return False
+
+
+def _own_check(doctor: Doctor, group: str, key: str) -> None:
+    """The check of the provider bound under `key`; SKIPs one that has none of its own (the
+    procedural stand-in the fakes bind for the diffusers engine), saying why."""
+    if _provider_skip(doctor, group):
+        return
+    resource = _provider(doctor, key)
+    from mdame_resources.providers.base import ProviderResource
+
+    if type(resource).health_check is ProviderResource.health_check:
+        why = resource.no_health_check or "it has no health check"
+        doctor.add(
+            group,
+            Status.SKIP,
+            f"the {doctor.providers} providers bind {type(resource).__name__} for {key} ({why})",
+        )
+        return
+    _report(doctor, group, resource.health_check(doctor.options.timeout_s, _scope(doctor)))
+
+
+def check_trends(doctor: Doctor) -> None:
+    _own_check(doctor, "trends", "trend_source")
+
+
+def check_safety(doctor: Doctor) -> None:
+    _own_check(doctor, "safety", "safety")
+
+
+def check_diffusers(doctor: Doctor) -> None:
+    _own_check(doctor, "diffusers", "visuals")
 
 
 def check_gemini(doctor: Doctor) -> None:

@@ -13,11 +13,7 @@ from mdame_resources.providers.base import ProviderResource
 
 # Production providers that have no health check yet, each named with what it would check.
 # The list may only shrink: one that gains a check fails below until it is taken off.
-KNOWN_GAPS = {
-    "HttpFeedTrendSource": "the active dimensions' trend sources (and YOUTUBE_API_KEY)",
-    "GeminiSafetyClassifier": "models.get of each active dimension's text model",
-    "DiffusersVisuals": "the model folders the active dimensions' engines need (mdame models)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def bound_providers() -> list[tuple[str, str, Any]]:

@@ -220,12 +220,14 @@ def test_healthy_deployment_passes_every_check(
     for secret in SECRETS:
         assert secret not in out
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:-2] if line[:1] != " "}
-    expected_ok = ["env", "database", "migrations", "roles", "gemini:gemini-3.8-flash",
-                   "gemini:gemini-3.8-flash-tts", "edge_tts",
+    expected_ok = ["env", "database", "migrations", "roles", "trends:feeds/tech.xml",
+                   "gemini:gemini-3.8-flash", "gemini:gemini-3.8-flash-tts",
+                   "safety:gemini-3.8-flash", "edge_tts",
                    f"youtube:tech/{HANDLE}", "telegram", "redis", "object_store",
                    "ffmpeg:libx264", "disk:home"]  # fmt: skip
     assert {name: rows.get(name) for name in expected_ok} == dict.fromkeys(expected_ok, "OK"), out
     assert rows["gpu"] == "SKIP"  # fakes: procedural clips, and no NVIDIA device here
+    assert rows["diffusers"] == "SKIP"  # the fakes bind procedural clips: no model folder
     assert "channels.list answers" in out and "bot @mdame_local_bot" in out
     # Cheap calls: models.get per model (no generateContent), a token refresh + channels.list.
     assert deployment.gemini.request_count == 0
