@@ -18,6 +18,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,8 +28,9 @@ from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, S
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import MediaStore
 from mdame_domain.timing import spent
+from mdame_domain.visuals_chain import JUDGED
 from mdame_domain.waits import NotYet
-from mdame_pipeline.locks import LockBusy, held_named_lock, visuals_lock_name
+from mdame_pipeline.locks import LockBusy, held_named_lock, lock_ttl_s, visuals_lock_name
 from mdame_pipeline.scene_cache import CACHE_TTL_S, cached_clip
 from mdame_pipeline.scene_pictures import NoPicture, SceneEngines, SceneRequest, make_picture
 from mdame_resources.media import name_stored
@@ -163,8 +165,10 @@ def make_scene_clip(
     if claim.outcome in ("failed", "dead"):
         return SceneOutcome(scene_id, "failed", str(claim.holder or ""), claim.attempt)
     if claim.job is None:
-        if claim.outcome == "not_due" and claim.wait_s > SCENE_BUSY_POLL_S:
-            # Deferred (a wait the job recorded): this run leaves it, the hop sensor asks again.
+        if claim.outcome == "not_due" and claim.wait_s > lock_ttl_s():
+            # Deferred for longer than a lock's lease (a rate limit's reset, an outage, the
+            # day's budget): this run leaves it, and the hop sensor asks again then. A shorter
+            # wait is polled in the run, as a busy scene is.
             until = datetime.now(UTC) + timedelta(seconds=claim.wait_s)
             return SceneOutcome(scene_id, "waiting", "", claim.attempt, until.isoformat())
         raise SceneBusy(scene_id, claim)
@@ -216,7 +220,11 @@ def _chain_outcome(
         tomorrow = datetime.now(UTC).date() + timedelta(days=1)
         midnight = datetime.combine(tomorrow, datetime.min.time(), UTC)
         return _deferred(state, scene_id, job, midnight, str(exc))
-    except (PaidCallTransient, StockUnavailable, LockBusy) as exc:
+    except LockBusy as busy:
+        # A killed holder's visuals lock: its paid call may still be answered until the lock's
+        # lease ends, so the scene waits until then.
+        return _deferred(state, scene_id, job, busy.until, str(busy))
+    except (PaidCallTransient, StockUnavailable) as exc:
         until = datetime.now(UTC) + timedelta(seconds=scene_retry_s())
         return _deferred(state, scene_id, job, until, f"{type(exc).__name__}: {exc}")
     except NoPicture as none:
@@ -260,7 +268,7 @@ def _process_chain(
     dimension = dimension_from_json(row.config)
     out = scratch / f"{request.scene_hash}.{os.getpid()}.mp4"
     try:
-        with held_named_lock(state, visuals_lock_name(slug, request.scene_hash), me) as fenced:
+        with _paying(state, slug, request, me) as fenced:
             ctx = CallContext(fenced, dimension, _checkpoint(fenced))
             with spent("scene clips"):
                 picture = make_picture(
@@ -280,11 +288,24 @@ def _process_chain(
     return False
 
 
+def _paying(
+    state: StateStore, slug: str, request: SceneRequest, me: str
+) -> AbstractContextManager[StateStore]:
+    """The scene's visuals lock, the fence of its paid calls, where its chain has an engine
+    that pays (every judged one); a procedural chain pays nothing and takes none."""
+    if any(engine in JUDGED for engine in request.engines):
+        return held_named_lock(state, visuals_lock_name(slug, request.scene_hash), me)
+    return contextlib.nullcontext(state)
+
+
 def _checkpoint(fenced: StateStore) -> Callable[[], None]:
-    """Refuses a paid call once the visuals lock is known lost."""
+    """Refuses a paid call once the visuals lock is known lost (nothing without a fence)."""
     fence = fenced.fence
-    assert fence is not None
-    return fence.check
+    return fence.check if fence is not None else _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 def _process(

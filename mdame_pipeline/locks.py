@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from mdame_core.settings import seconds_setting
 from mdame_core.state import Fence, LeaseLost, StateStore
@@ -26,7 +27,12 @@ def lock_ttl_s() -> int:
 
 
 class LockBusy(Exception):
-    """Another live holder has the dimension's lock: transient, retried by the RetryPolicy."""
+    """Another live holder has the lock: transient, retried by the RetryPolicy. `until`: when
+    its lease ends, when known."""
+
+    def __init__(self, message: str, until: datetime | None = None) -> None:
+        super().__init__(message)
+        self.until = until
 
 
 def dimension_lock_name(dimension_slug: str) -> str:
@@ -56,7 +62,8 @@ def acquire_named_fence(state: StateStore, name: str, holder: str) -> Fence:
         raise LockBusy(
             f"pipeline lock {name!r} is held by {lock.holder if lock else '?'} "
             f"until {lock.expires_at if lock else '?'}; the run queue allows one run per "
-            "dimension, so this is a duplicate launch or a dead run's lease: retried later"
+            "dimension, so this is a duplicate launch or a dead run's lease: retried later",
+            lock.expires_at if lock else None,
         )
     fence = Fence(name, holder, grant, ttl)
     fence.renewed(started)
