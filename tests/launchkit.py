@@ -5,12 +5,15 @@ workspace (a code server of its own per location), a run created from its remote
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+from tests.leftovers import descendants, describe, stop
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,8 +37,17 @@ def workspace(instance: dg.DagsterInstance, location: str | None = None) -> Iter
             location_name=location,
         )
     )
-    with WorkspaceProcessContext(instance, target) as context:
-        yield context.create_request_context()
+    before = descendants(os.getpid())
+    try:
+        with WorkspaceProcessContext(instance, target) as context:
+            yield context.create_request_context()
+    finally:
+        # Dagster asks its code servers to stop only once the runs they started have ended, and
+        # a server that misses that keeps running: the test's own are stopped here.
+        servers = {
+            pid for pid in descendants(os.getpid()) - before if "dagster api grpc" in describe(pid)
+        }
+        stop(servers, grace_s=3.0)
 
 
 def launch(

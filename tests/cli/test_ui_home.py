@@ -3,6 +3,7 @@ repository's dagster.yaml "will not be used" (it is used: linked into DAGSTER_HO
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,11 +36,13 @@ def _startup_output(command: list[str], env: dict[str, str], cwd: str) -> str:
                 break
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        # Whatever of the group outlived its leader (a code server that ignores SIGTERM, or
+        # waits for runs to end) goes too: nothing the test started may outlive it.
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        proc.wait()
     return "".join(lines)
 
 
