@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 Role = Literal["app", "admin", "owner"]
 ENVIRONMENTS = ("dev", "prod")
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_ROLE = "mdame_app"
 # Operator commands (budget caps, channel grants, the dimension registry) act as this role;
 # the pipeline's app role cannot run them.
