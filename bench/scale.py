@@ -204,8 +204,8 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
 
     from mdame_assets import gpu
     from mdame_assets.jobs import partition_tags
-    from mdame_assets.run_server import WORKER_CPU_LINE, call
     from mdame_cli.runs import JOBS
+    from mdame_runtime.run_server import WORKER_CPU_LINE, call
     from tests.launchkit import launch, wait_finished, workspace
 
     stages = [("gpu" if defs is gpu.defs else "orchestrator", name) for defs, name in JOBS]
@@ -285,7 +285,7 @@ def run_workers(slugs: list[str], loop_cpu: float, loop_media: float) -> None:
 def _wait_reaped(instance, run_ids: list[str]) -> None:  # noqa: ANN001
     """Until every run's worker (the pid it reported) is gone from /proc, so its parent has
     counted its CPU."""
-    from mdame_assets.liveness import worker_pid
+    from mdame_runtime.liveness import worker_pid
 
     deadline = time.monotonic() + 60
     for run_id in run_ids:
@@ -309,7 +309,7 @@ def _wait_answering(address: str, call: Callable, idle: bool = False) -> None:  
 
 def _children_cpu() -> float:
     """CPU seconds of this process's child processes and of everything they reaped."""
-    from mdame_assets.liveness import stat_fields
+    from mdame_runtime.liveness import stat_fields
 
     total = 0
     for task in Path("/proc/self/task").iterdir():
@@ -357,9 +357,9 @@ def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> No
     from mdame_assets.defs.schedules import daily_content_schedule
     from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
     from mdame_assets.jobs import publishing_job, scene_clips_job
-    from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
     from mdame_pipeline.dimension_registry import sync_registry
     from mdame_resources.state import StateStoreResource
+    from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 
     slugs = write_dimensions(niches, dims)
     today = datetime.now(UTC).date()

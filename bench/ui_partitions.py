@@ -95,7 +95,7 @@ def seed(instance, dims: list[str], days: list[date], failed: int) -> tuple[int,
     from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
     from dagster._core.test_utils import create_run_for_test
 
-    from mdame_assets.partitions import partition_key
+    from mdame_runtime.partition_keys import partition_key
 
     key = dg.AssetKey(ASSET)
     batch: list[EventLogEntry] = []
@@ -341,7 +341,7 @@ def run(dims: int, days: int, materialized_days: int, failed: int, loads: int) -
         env = webserver_environ(owner, app, dagster_url, home)
         import dagster as dg
 
-        from mdame_assets.partitions import DIMENSION_PARTITION
+        from mdame_runtime.partition_keys import DIMENSION_PARTITION
 
         keys = dimension_keys(dims)
         status_days = [today - timedelta(days=n) for n in range(min(materialized_days, days))]

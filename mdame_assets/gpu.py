@@ -1,15 +1,15 @@
 """The GPU code location: scene_clips (one step per scene), its check, and the hop sensor that
 runs it for partitions whose scripts await their clips, all loaded from mdame_assets/gpu_defs/.
-Its executor comes from configuration (MDAME_GPU_EXECUTOR, mdame_assets/executors.py)."""
+Its executor comes from configuration (MDAME_GPU_EXECUTOR, mdame_runtime/executors.py)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
 import mdame_assets.gpu_defs
-from mdame_assets.executors import gpu_executor, step_io_manager
 from mdame_assets.folders import load_folder
 from mdame_assets.resources import shared_resources
+from mdame_runtime.executors import gpu_executor, step_io_manager
 
 defs = dg.Definitions.merge(
     load_folder(mdame_assets.gpu_defs),

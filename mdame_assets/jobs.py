@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from mdame_assets.executors import gpu_executor, gpu_run_tags
-from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.settings import count_setting, seconds_setting
+from mdame_runtime.executors import gpu_executor, gpu_run_tags
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 
 CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
 

@@ -1,16 +1,16 @@
-"""Every stage is partitioned by day x dimension; keys look like `2026-11-29|tech`."""
+"""Every stage is partitioned by day x dimension; keys look like `2026-11-29|tech`
+(mdame_runtime.partition_keys)."""
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
 from mdame_core.settings import SettingsError, date_setting
+from mdame_runtime.partition_keys import DATE_PARTITION, DIMENSION_PARTITION, WEEK_PARTITION
 
-DIMENSION_PARTITION = "dimension"
 dimension_partitions = dg.DynamicPartitionsDefinition(name=DIMENSION_PARTITION)
 
 # The first day partition: a deployment that starts later shows no days before its own start.
@@ -56,11 +56,10 @@ def first_day_setting(today: date | None = None) -> date:
 FIRST_DAY = first_day_setting()
 daily_partitions = daily_partitions_from(FIRST_DAY)
 content_partitions = dg.MultiPartitionsDefinition(
-    {"date": daily_partitions, DIMENSION_PARTITION: dimension_partitions}
+    {DATE_PARTITION: daily_partitions, DIMENSION_PARTITION: dimension_partitions}
 )
 
 # The weekly operations assets (Strategic Auditor, Adaptive Engine).
-WEEK_PARTITION = "week"
 weekly_partitions = weekly_partitions_from(FIRST_DAY)
 weekly_dimension_partitions = dg.MultiPartitionsDefinition(
     {WEEK_PARTITION: weekly_partitions, DIMENSION_PARTITION: dimension_partitions}
@@ -70,64 +69,13 @@ with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the map
     # A week x dimension partition reads the seven day x dimension partitions of that week.
     days_of_week = dg.MultiPartitionMapping(
         {
-            "date": dg.DimensionPartitionMapping(WEEK_PARTITION, dg.TimeWindowPartitionMapping()),
+            DATE_PARTITION: dg.DimensionPartitionMapping(
+                WEEK_PARTITION, dg.TimeWindowPartitionMapping()
+            ),
             DIMENSION_PARTITION: dg.DimensionPartitionMapping(
                 DIMENSION_PARTITION, dg.IdentityPartitionMapping()
             ),
         }
-    )
-
-
-@dataclass(frozen=True)
-class PartitionRef:
-    day: date
-    dimension: str
-
-    @property
-    def key(self) -> str:
-        return partition_key(self.day, self.dimension)
-
-    @property
-    def as_of(self) -> datetime:
-        """The partition's fixed 'now' (end of its day): scoring stays deterministic on re-runs."""
-        return datetime.combine(self.day + timedelta(days=1), time.min, tzinfo=UTC)
-
-    @classmethod
-    def parse(cls, key: str) -> PartitionRef:
-        # Multi-partition keys join the dimension names' keys in sorted order: date|dimension.
-        day, sep, dimension = str(key).partition("|")
-        try:
-            if not sep or not dimension:
-                raise ValueError("missing '|'")
-            return cls(date.fromisoformat(day), dimension)
-        except ValueError as exc:
-            raise ValueError(f"partition key {key!r} is not YYYY-MM-DD|dimension") from exc
-
-    @classmethod
-    def of(
-        cls,
-        context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.OpExecutionContext,
-    ) -> PartitionRef:
-        """A run's partition, by dimension name (Dagster's MultiPartitionKey), not by splitting
-        the key's string: the dimensions' order in it is Dagster's to choose."""
-        key = context.partition_key
-        if not isinstance(key, dg.MultiPartitionKey):
-            key = content_partitions.get_partition_key_from_str(str(key))
-        keys = key.keys_by_dimension
-        try:
-            return cls(date.fromisoformat(keys["date"]), keys[DIMENSION_PARTITION])
-        except (KeyError, ValueError) as exc:
-            raise ValueError(f"partition key {str(key)!r} is not YYYY-MM-DD|dimension") from exc
-
-
-def partition_key(day: date, dimension: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"date": day.isoformat(), DIMENSION_PARTITION: dimension})
-
-
-def week_partition_key(week_start: date, dimension: str) -> dg.MultiPartitionKey:
-    """The weekly operations assets' key of a week (its Monday) and a dimension."""
-    return dg.MultiPartitionKey(
-        {WEEK_PARTITION: week_start.isoformat(), DIMENSION_PARTITION: dimension}
     )
 
 

@@ -21,7 +21,6 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 
 from mdame_assets import gpu, orchestrator
 from mdame_assets.jobs import CONTENT_GROUP
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_cli.interrupts import (
     Interrupted,
     stop_exit_code,
@@ -31,6 +30,7 @@ from mdame_cli.interrupts import (
 from mdame_cli.runs import Outcome, run_in_order, run_partition
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import sync_registry
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 
 MAX_DAYS = 366  # a typo in a year should not queue a decade of runs
 

@@ -14,7 +14,7 @@ It replaces itself with
 
     celery -A dagster_celery.app worker --prefetch-multiplier=1 -Q QUEUE -n NAME@%h [-c N]
 
-with mdame_assets/celery_worker_config on PYTHONPATH: dagster_celery.app reads its settings
+with mdame_runtime/celery_worker_config on PYTHONPATH: dagster_celery.app reads its settings
 from the dagster_celery_config module there, which takes the broker and backend URLs from the
 environment. (`dagster-celery worker start` writes them, passwords included, into a new file
 under DAGSTER_HOME at every start.) A supervisor (systemd, supervisord) that starts it signals
@@ -35,9 +35,9 @@ import yaml
 
 def config_dir() -> Path:
     """The folder whose dagster_celery_config module holds the worker's Celery settings."""
-    import mdame_assets
+    import mdame_runtime
 
-    return Path(mdame_assets.__file__).resolve().parent / "celery_worker_config"
+    return Path(mdame_runtime.__file__).resolve().parent / "celery_worker_config"
 
 
 def worker_command(
@@ -56,15 +56,15 @@ def worker_command(
 
 
 def _start(args: argparse.Namespace) -> int:
-    from mdame_assets.executors import (
+    from mdame_core import settings
+    from mdame_core.dagster_home import apply_dagster_environment
+    from mdame_runtime.executors import (
         DEFAULT_QUEUE,
         GPU_QUEUE,
         RENDER_QUEUE,
         celery_worker_yaml,
         require_celery_env,
     )
-    from mdame_core import settings
-    from mdame_core.dagster_home import apply_dagster_environment
 
     if args.print_yaml:
         print(yaml.safe_dump(celery_worker_yaml(), sort_keys=False), end="")

@@ -16,9 +16,6 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from mdame_assets.liveness import sweep
-from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef, partition_key
-from mdame_assets.runtime import hold_storage_connections
 from mdame_cli.interrupts import Interrupted, stop_exit_code, stop_on_signals, stop_signal_name
 from mdame_cli.runs import Outcome, run_partition
 from mdame_core.state import StateStore
@@ -27,6 +24,9 @@ from mdame_domain.publish_summary import PartitionFacts, unpublished_reason
 from mdame_pipeline.dimension_registry import sync_registry
 from mdame_pipeline.partition_facts import partition_facts as gather_facts
 from mdame_resources.providers.publisher import OutboxPublisher
+from mdame_runtime.liveness import sweep
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, PartitionRef, partition_key
+from mdame_runtime.step import hold_storage_connections
 
 EXIT_WAITING = 75  # sysexits' EX_TEMPFAIL: nothing failed, the same command succeeds later
 

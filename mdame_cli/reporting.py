@@ -18,13 +18,13 @@ import dagster as dg
 
 from mdame_assets import orchestrator
 from mdame_assets.jobs import partition_tags
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_partition_key
 from mdame_core.settings import mdame_home
 from mdame_core.state import StateStore
 from mdame_domain.audit import Week
 from mdame_domain.media_store import MediaProblem
 from mdame_pipeline.dimension_registry import sync_registry
 from mdame_resources.media import MediaStoreResource
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key, week_partition_key
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mdame_assets.run_server import LOCATION_MODULES, RunServer, default_socket, socket_path
+from mdame_runtime.run_server import LOCATION_MODULES, RunServer, default_socket, socket_path
 
 
 def _start(args: argparse.Namespace) -> int:

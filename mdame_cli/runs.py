@@ -12,12 +12,12 @@ import dagster as dg
 
 from mdame_assets import gpu, orchestrator
 from mdame_assets.jobs import CONTENT_GROUP, PUBLISHING_GROUP, VISUALS_GROUP, partition_tags
-from mdame_assets.liveness import process_tags
-from mdame_assets.run_outcomes import record_run_outcome
 from mdame_cli.interrupts import raise_if_stopping
 from mdame_core.state import StateStore
 from mdame_domain import timing
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.liveness import process_tags
+from mdame_runtime.run_outcomes import record_run_outcome
 
 
 @dataclass

@@ -129,8 +129,8 @@ def run_server_commands() -> list[list[str]]:
     named to the daemon and the webserver in MDAME_RUN_SERVERS; none when the operator set
     MDAME_RUN_SERVERS (empty: no run servers), or when MDAME_HOME is too deep for a socket's
     path (then the code servers spawn the runs, as this says)."""
-    from mdame_assets.run_launcher import SERVERS_ENV
-    from mdame_assets.run_server import LOCATION_MODULES, default_socket
+    from mdame_runtime.run_launcher import SERVERS_ENV
+    from mdame_runtime.run_server import LOCATION_MODULES, default_socket
 
     if SERVERS_ENV in os.environ:
         return []

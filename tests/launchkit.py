@@ -25,7 +25,7 @@ def workspace(instance: dg.DagsterInstance, location: str | None = None) -> Iter
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import ModuleTarget, WorkspaceFileTarget
 
-    from mdame_assets.run_server import location_module
+    from mdame_runtime.run_server import location_module
 
     target: Any = (
         WorkspaceFileTarget(paths=[str(REPO / "workspace.yaml")])

@@ -64,10 +64,10 @@ def materialize_partition(db: scratch_db.DbUrls, home: Path, selection: Sequence
     """The snapshot's partition, on the offline providers, from an empty registry."""
     import dagster as dg
 
-    from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
     from mdame_core.state import StateStore
     from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
     from mdame_resources.state import close_clients
+    from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MDAME_HOME", str(home))

@@ -26,10 +26,10 @@ from mdame_assets.defs.hops import (
     runs_by_partition,
 )
 from mdame_assets.jobs import content_job, partition_tags
-from mdame_assets.partitions import partition_key
 from mdame_core.state import Dimension, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import partition_key
 
 
 def content_retry_result(

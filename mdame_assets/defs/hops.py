@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from mdame_assets.jobs import partition_tags
-from mdame_assets.partitions import PartitionRef, partition_key
 from mdame_core.settings import count_setting, seconds_setting
 from mdame_core.state import PartitionWork, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
 from mdame_domain.waits import waiting_words
 from mdame_pipeline.lifecycle import script_states
+from mdame_runtime.partition_keys import PartitionRef, partition_key
 
 AWAITING_CLIPS = ("planned",)
 

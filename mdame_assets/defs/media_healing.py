@@ -20,9 +20,9 @@ Clips heal through the GPU queue instead (gpu_defs/clips/healing.py).
 
 from __future__ import annotations
 
-from mdame_assets.runtime import Step
 from mdame_core.state import StateConflict
 from mdame_resources.media import MediaStoreResource
+from mdame_runtime.step import Step
 
 
 def _heal(step: Step, media: MediaStoreResource, kind: str, states: tuple[str, ...]) -> list[int]:

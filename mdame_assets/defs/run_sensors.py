@@ -4,7 +4,7 @@
   stage starts that row with the Dagster run id as execution id), for content_job and
   publishing_job here and scene_clips_job in the gpu location.
 - The liveness sensor fails runs whose process died, frees their pool slots and locks, and
-  finishes rows a missed sensor tick left 'running' (mdame_assets.liveness.sweep); the gpu
+  finishes rows a missed sensor tick left 'running' (mdame_runtime.liveness.sweep); the gpu
   location has its own for the run workers its code server starts.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from mdame_assets.liveness import make_liveness_sensor
-from mdame_assets.run_outcomes import record_run_outcome
+from mdame_assets.liveness_sensor import make_liveness_sensor
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.run_outcomes import record_run_outcome
 
 ORCHESTRATOR, GPU = "orchestrator", "gpu"
 MONITORED_JOBS = [

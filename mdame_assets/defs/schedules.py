@@ -5,8 +5,8 @@ partition whose run fails is requested again by the content retry sensor
 import dagster as dg
 
 from mdame_assets.jobs import content_job, partition_tags
-from mdame_assets.partitions import partition_key
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import partition_key
 
 
 @dg.schedule(

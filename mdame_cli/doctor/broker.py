@@ -9,7 +9,7 @@ from mdame_domain.doctor import Status, display_url, first_line
 
 
 def check_redis(doctor: Doctor) -> None:
-    from mdame_assets.executors import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, executor_name
+    from mdame_runtime.executors import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, executor_name
 
     try:
         executor = executor_name()

@@ -14,7 +14,7 @@ MIN_FREE_VRAM = 8 * GIB
 
 
 def _gpu_needed(doctor: Doctor) -> tuple[bool, str]:
-    from mdame_assets.executors import executor_name
+    from mdame_runtime.executors import executor_name
 
     if doctor.options.gpu == "required":
         return True, "--gpu required"

@@ -13,8 +13,8 @@ from mdame_domain.doctor import Status, first_line
 
 
 def check_run_servers(doctor: Doctor) -> None:
-    from mdame_assets.run_launcher import SERVERS_ENV, parse_servers
-    from mdame_assets.run_server import call
+    from mdame_runtime.run_launcher import SERVERS_ENV, parse_servers
+    from mdame_runtime.run_server import call
 
     raw = os.environ.get(SERVERS_ENV, "")
     try:

@@ -14,7 +14,6 @@ from mdame_domain.doctor import Status
 
 
 def check_object_store(doctor: Doctor) -> None:
-    from mdame_assets.executors import executor_name
     from mdame_domain.media_url import (
         MEDIA_URL_ENV,
         LocalMediaUrl,
@@ -22,6 +21,7 @@ def check_object_store(doctor: Doctor) -> None:
         parse_media_url,
     )
     from mdame_resources.media import media_root
+    from mdame_runtime.executors import executor_name
 
     try:
         parsed = parse_media_url(os.environ.get(MEDIA_URL_ENV, ""))

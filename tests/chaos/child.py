@@ -37,7 +37,6 @@ import dagster as dg
 
 import mdame_domain.probe
 import mdame_domain.visuals
-from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
 from mdame_cli.runs import run_partition
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_domain.probe import MediaAnalysis, PictureStats
@@ -50,6 +49,7 @@ from mdame_resources.providers.publisher import (
 )
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, PartitionRef
 from tests.chaos.crashpoint import CrashObserver, install_from_env
 
 # Set by the harness: memoize deterministic media work across cases (see install_memos).

@@ -26,11 +26,11 @@ import psycopg
 import pytest
 from checkkit import DIMENSION, KEY, graph
 
-from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.state import StateStore
 from mdame_domain.media_store import LocalMediaStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.state import close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 from tests import scratch_db
 from tests.adminkit import as_admin
 from tests.snapshots import Snapshot, offline_resources, shared_snapshot

@@ -10,10 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.settings import REPO_ROOT
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import sync_registry
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 from tests.adminkit import as_admin
 from tests.scratch_db import create_database, drop_database
 

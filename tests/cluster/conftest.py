@@ -212,12 +212,12 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
     """trends .. scene_plan for each partition, in this process (offline providers)."""
     from mdame_assets import orchestrator
     from mdame_assets.jobs import CONTENT_GROUP
-    from mdame_assets.partitions import DIMENSION_PARTITION
     from mdame_core.state import StateStore
     from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
     from mdame_resources.media import MediaStoreResource
     from mdame_resources.providers.selection import offline_providers
     from mdame_resources.state import StateStoreResource, close_clients
+    from mdame_runtime.partition_keys import DIMENSION_PARTITION
 
     content = [
         a

@@ -23,7 +23,7 @@ from dagster_k8s.job import (
 )
 
 from mdame_assets import executors
-from mdame_assets.executors import (
+from mdame_runtime.executors import (
     GPU_STEP_TAGS,
     ExecutorConfigError,
     gpu_executor,

@@ -24,13 +24,13 @@ import dagster as dg
 import pytest
 from faultkit import DAY, DIMENSION, close_short_clients
 
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_cli.ui import free_port
 from mdame_core import settings
 from mdame_core.migrate import migrate
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.state import close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 from tests import scratch_db
 from tests.adminkit import as_admin
 from tests.childenv import child_environ

@@ -32,13 +32,13 @@ from faultkit import (
 )
 
 from mdame_assets.gpu_defs.clips.assets import scene_clips
-from mdame_assets.partitions import DIMENSION_PARTITION, PartitionRef
 from mdame_core.state import StateStore
 from mdame_domain.idempotency import content_hash
 from mdame_domain.media_store import LocalMediaStore, sha256_file
 from mdame_pipeline.clip_worker import LEASE_ENV, worker_id
 from mdame_pipeline.scene_cache import SCENE_JOB_TYPE
 from mdame_resources.state import close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, PartitionRef
 from tests.childenv import child_environ
 from tests.snapshots import offline_resources
 

@@ -19,7 +19,6 @@ from faultkit import DAY, DIMENSION, end_attempt_leases, rows, seeding
 
 from mdame_assets.defs.hops import awaiting_publishing, hop_decision
 from mdame_assets.defs.publications.assets import publications
-from mdame_assets.partitions import partition_key
 from mdame_cli.demo import EXIT_WAITING, partition_facts, summary
 from mdame_cli.runs import Outcome
 from mdame_domain.idempotency import idempotency_key
@@ -27,6 +26,7 @@ from mdame_domain.outbox import list_outbox
 from mdame_domain.publish_summary import unpublished_reason
 from mdame_domain.retry_window import RetryWindow
 from mdame_resources.providers.publisher import OutboxPublisher
+from mdame_runtime.partition_keys import partition_key
 
 GRACE_S = 600  # the killed run's upload grace: its lease outlives its lock by ten minutes
 

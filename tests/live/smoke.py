@@ -111,11 +111,11 @@ def publish_one(slug: str, day: date) -> int:
     apply_dagster_environment()
     import dagster as dg
 
-    from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
     from mdame_cli.runs import run_partition
     from mdame_core.state import StateStore
     from mdame_domain.dimensions import load_dimension_file
     from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+    from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 
     instance = dg.DagsterInstance.get()
     state = StateStore()

@@ -24,7 +24,7 @@ from typing import Any
 import dagster as dg
 import psycopg
 
-from mdame_assets.liveness import FINISHED, PID_TAG
+from mdame_runtime.liveness import FINISHED, PID_TAG
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 29)

@@ -20,7 +20,7 @@ import dagster as dg
 import pytest
 from liveness_kit import Demo, World, kill_sequence, leftovers, rows, slot_holders, wait_for
 
-from mdame_assets.liveness import process_tags
+from mdame_runtime.liveness import process_tags
 
 DIMENSION = "science"
 # Generous for two busy cores: one partition's render dominates (about 100 s when busy).

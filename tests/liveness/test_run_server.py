@@ -33,9 +33,9 @@ import yaml
 from liveness_kit import REPO, World, wait_for
 
 from mdame_assets import liveness
-from mdame_assets.liveness import run_is_dead, sweep
-from mdame_assets.run_launcher import RUN_SERVER_TAG, WarmRunLauncher
-from mdame_assets.run_server import call
+from mdame_runtime.liveness import run_is_dead, sweep
+from mdame_runtime.run_launcher import RUN_SERVER_TAG, WarmRunLauncher
+from mdame_runtime.run_server import call
 from tests import launchkit
 
 LOCATION = "orchestrator"
@@ -385,7 +385,7 @@ def test_a_run_server_refuses_a_socket_folder_others_may_enter(tmp_path: Path):
 
 
 def test_launcher_settings_name_what_is_wrong():
-    from mdame_assets.run_launcher import parse_servers
+    from mdame_runtime.run_launcher import parse_servers
 
     assert parse_servers("") == {}
     assert parse_servers("orchestrator=/srv/run/orchestrator.sock, gpu=/srv/run/gpu.sock") == {
@@ -450,7 +450,7 @@ def test_a_bad_run_servers_setting_fails_the_launcher_naming_it(monkeypatch):
 
 def test_the_run_servers_locations_are_the_workspaces():
     """LOCATION_MODULES repeats workspace.yaml for processes that do not read it: they agree."""
-    from mdame_assets.run_server import LOCATION_MODULES
+    from mdame_runtime.run_server import LOCATION_MODULES
 
     entries = yaml.safe_load((REPO / "workspace.yaml").read_text())["load_from"]
     workspace = {

@@ -15,7 +15,10 @@ import pytest
 from dagster._core.events import EngineEventData
 from liveness_kit import World
 
-from mdame_assets.liveness import (
+from mdame_assets.partitions import content_partitions
+from mdame_core.state import StateStore
+from mdame_resources.state import StateStoreResource
+from mdame_runtime.liveness import (
     HOST_TAG,
     PID_TAG,
     START_SLACK_S,
@@ -24,10 +27,8 @@ from mdame_assets.liveness import (
     process_tags,
     sweep,
 )
-from mdame_assets.partitions import DIMENSION_PARTITION, content_partitions
-from mdame_assets.runtime import read_step
-from mdame_core.state import StateStore
-from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
+from mdame_runtime.step import read_step
 from tests.adminkit import as_admin
 
 
@@ -280,7 +281,7 @@ def _sessions(url: str) -> int:
 def test_a_process_running_partitions_holds_its_storage_connections(world: World, held: bool):
     """dagster_postgres opens a connection per storage call; every process that runs our steps
     keeps them open (the first step holds them), as `mdame demo` does."""
-    from mdame_assets.runtime import hold_storage_connections
+    from mdame_runtime.step import hold_storage_connections
 
     with world.instance() as instance:
         if held:

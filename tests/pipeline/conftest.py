@@ -11,12 +11,12 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 from tests.adminkit import as_admin
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
 from mdame_domain import timing
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import frame_signature, frames_differ, mean_volume_db, probe_media
+from mdame_runtime.partition_keys import partition_key
 
 DAY = date(2026, 11, 29)
 TABLES = (

@@ -16,12 +16,12 @@ import pytest
 from mdame_assets import orchestrator
 from mdame_assets.defs.content_retry import content_retry_sensor
 from mdame_assets.defs.hops import RETRY_BACKOFF_ENV, RETRY_WINDOW_DAYS_ENV
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_pipeline.lifecycle import script_states
 from mdame_pipeline.locks import held_lock
 from mdame_resources.state import StateStoreResource, close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 from tests import runkit
 from tests.adminkit import as_admin
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.partitions import partition_key
 from mdame_core.settings import REPO_ROOT
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+from mdame_runtime.partition_keys import partition_key
 
 DAY = date(2026, 11, 29)
 BAD_ITEM = (

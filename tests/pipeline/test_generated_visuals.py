@@ -13,7 +13,6 @@ from pathlib import Path
 import dagster as dg
 
 from fakes import gemini
-from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import sha256_file
@@ -24,6 +23,7 @@ from mdame_pipeline.scene_cache import CLIP_SECONDS
 from mdame_pipeline.scene_pictures import SceneEngines, scene_chain_for
 from mdame_resources.providers.diffusers_visuals import loaded_count
 from mdame_resources.providers.relevance import GeminiRelevanceJudge
+from mdame_runtime.partition_keys import partition_key
 from tests.gpu.conftest import tiny_model_dir, tiny_visuals  # noqa: F401 - fixtures
 
 DAY = date(2026, 11, 29)

@@ -19,11 +19,11 @@ import psycopg
 import pytest
 
 from fakes import gemini as fake_gemini
-from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
 from mdame_domain.prompt_data import DATA_BEGIN
 from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.writer import GeminiScriptWriter
+from mdame_runtime.partition_keys import partition_key
 from tests.providers.gemkit import KEY, assert_balanced
 
 DAY = date(2026, 11, 29)

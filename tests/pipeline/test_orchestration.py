@@ -16,12 +16,12 @@ from mdame_assets.defs.schedules import daily_content_schedule
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.executors import GPU_POOL
 from mdame_assets.gpu_defs.clips.assets import scene_clips
 from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
-from mdame_assets.partitions import partition_key
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from mdame_resources.providers.visuals import VisualsResource
+from mdame_runtime.executors import GPU_POOL
+from mdame_runtime.partition_keys import partition_key
 from tests.adminkit import as_admin
 
 DAY = date(2026, 11, 29)

@@ -14,13 +14,13 @@ from datetime import date
 import dagster as dg
 
 from fakes.demo import connect_demo_accounts, fake_services
-from mdame_assets.liveness import FINISHED
-from mdame_assets.partitions import partition_key
-from mdame_assets.run_outcomes import record_run_outcome
 from mdame_cli.runs import whole_graph
 from mdame_domain.video_metadata import publication_marker
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from mdame_resources.providers.selection import providers_for_environment
+from mdame_runtime.liveness import FINISHED
+from mdame_runtime.partition_keys import partition_key
+from mdame_runtime.run_outcomes import record_run_outcome
 from tests.adminkit import as_admin
 from tests.chaos.invariants import violations
 from tests.chaos.provider_ledgers import InProcessChannel, budget_against_gemini

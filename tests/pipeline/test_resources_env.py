@@ -6,10 +6,11 @@ from datetime import date
 import dagster as dg
 import pytest
 
-from mdame_assets.partitions import PartitionRef, content_partitions, partition_key
+from mdame_assets.partitions import content_partitions
 from mdame_assets.resources import shared_resources
 from mdame_resources.providers.selection import offline_providers, production_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from mdame_runtime.partition_keys import PartitionRef, partition_key
 
 
 @dg.asset

@@ -33,9 +33,10 @@ from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
 from mdame_assets.jobs import DIMENSION_TAG, TRANSIENT_RETRY
-from mdame_assets.partitions import content_partitions, partition_key
+from mdame_assets.partitions import content_partitions
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.retry_window import RetryWindow
+from mdame_runtime.partition_keys import partition_key
 from tests import runkit
 
 DAY = date(2026, 11, 29)

@@ -6,12 +6,12 @@ from datetime import date
 
 import dagster as dg
 
-from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
 from mdame_domain.media_profile import media_profile
 from mdame_domain.media_store import parse_media_uri
 from mdame_domain.outbox import list_outbox
 from mdame_domain.probe import probe_media
+from mdame_runtime.partition_keys import partition_key
 
 DAY = date(2026, 11, 29)
 

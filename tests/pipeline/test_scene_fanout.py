@@ -18,9 +18,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from mdame_assets.executors import EXECUTOR_ENV, GPU_POOL, GPU_STEP_TAGS, gpu_executor
 from mdame_assets.gpu_defs.clips.assets import scene_clip, scene_clips
-from mdame_assets.partitions import partition_key
 from mdame_core.state import StateStore
 from mdame_domain.idempotency import content_hash
 from mdame_pipeline.clip_worker import LEASE_ENV, WORKER_NAME_ENV, _LeaseKeeper, worker_id
@@ -31,6 +29,8 @@ from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import picture_engines
 from mdame_resources.providers.visuals import ProceduralVisuals
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import EXECUTOR_ENV, GPU_POOL, GPU_STEP_TAGS, gpu_executor
+from mdame_runtime.partition_keys import partition_key
 
 DAY = date(2026, 11, 29)
 DIMENSION = "science"

@@ -22,9 +22,9 @@ from dagster._serdes import serialize_value
 from fakes.feeds import INJECTION_TEXT, FeedServer, running
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.partitions import partition_key
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
 from mdame_resources.providers.selection import production_providers
+from mdame_runtime.partition_keys import partition_key
 from tests.adminkit import admin_connect
 
 DAY = datetime.now(UTC).date()  # the fake dates its stories hours before now

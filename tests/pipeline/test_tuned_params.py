@@ -10,8 +10,8 @@ import dagster as dg
 
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.partitions import partition_key
 from mdame_pipeline.locks import held_lock
+from mdame_runtime.partition_keys import partition_key
 
 WEEK, FROM = date(2026, 11, 16), date(2026, 11, 23)
 

@@ -22,12 +22,12 @@ import pytest
 
 from fakes import gemini as fake_gemini
 from fakes.edge_tts import running
-from mdame_assets.partitions import partition_key
 from mdame_cli.runs import whole_graph
 from mdame_core.state import RetryNotDue
 from mdame_domain.outbox import list_outbox
 from mdame_resources.notify import read_outbox
 from mdame_resources.providers.voice import EdgeGeminiVoiceChain
+from mdame_runtime.partition_keys import partition_key
 
 DAY = date(2026, 11, 29)
 

@@ -22,7 +22,6 @@ import pytest
 from mdame_assets.defs.analytics.assets import video_stats
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.defs.publications.assets import publications
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key, week_partition_key
 from mdame_cli.reporting import export_report
 from mdame_core.state import StateStore
 from mdame_domain.audit import Week
@@ -31,6 +30,7 @@ from mdame_resources.media import MediaStoreResource
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.state import StateStoreResource, close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key, week_partition_key
 from tests import scratch_db
 from tests.snapshots import SNAPSHOT_DAY as RENDERED_DAY
 from tests.snapshots import SNAPSHOT_DIMENSION as RENDERED_DIMENSION

@@ -18,7 +18,6 @@ import pytest
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.partitions import DIMENSION_PARTITION, partition_key
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
 from mdame_resources.media import MediaStoreResource
@@ -26,6 +25,7 @@ from mdame_resources.providers.safety import GeminiSafetyClassifier
 from mdame_resources.providers.selection import offline_providers
 from mdame_resources.providers.writer import GeminiScriptWriter
 from mdame_resources.state import StateStoreResource, close_clients
+from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
 from tests.adminkit import as_admin
 from tests.providers.gemkit import DIMENSION, assert_balanced
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from test_fencing import hold
 
-from mdame_assets.partitions import PartitionRef
-from mdame_assets.runtime import _dimension
 from mdame_cli.main import main as mdame
 from mdame_core.state import InvalidInput, NotFound, StateConflict, StateStore
 from mdame_domain.dimensions import parse_dimension
 from mdame_pipeline.adaptive import run_engine
+from mdame_runtime.partition_keys import PartitionRef
+from mdame_runtime.step import _dimension
 from tests.adminkit import as_admin
 
 WEEK, NEXT = date(2026, 11, 23), date(2026, 11, 30)  # Mondays

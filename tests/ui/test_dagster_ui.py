@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from uikit import ARTIFACTS, DagsterUI
 
-from mdame_assets.run_launcher import RUN_SERVER_TAG
+from mdame_runtime.run_launcher import RUN_SERVER_TAG
 
 pytestmark = pytest.mark.slow
 

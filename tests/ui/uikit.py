@@ -22,10 +22,10 @@ import dagster as dg
 import httpx
 import psycopg
 
-from mdame_assets.partitions import DIMENSION_PARTITION
 from mdame_cli.ui import GRACE_S, free_port, stop_group
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 from tests.adminkit import as_admin
 from tests.childenv import child_environ
 

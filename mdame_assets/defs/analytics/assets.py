@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import dagster as dg
 
-from mdame_assets.partitions import PartitionRef, content_partitions
+from mdame_assets.partitions import content_partitions
 from mdame_core.state import Account, PublishedVideo
 from mdame_domain.analytics import VideoCounters, quota_units
 from mdame_pipeline.locks import held_lock
@@ -22,6 +22,7 @@ from mdame_resources.providers.publisher import (
     publisher_for,
 )
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import PartitionRef
 
 ANALYTICS_GROUP = "operations"
 BATCH = 1000  # record_video_stats' limit per call

@@ -4,8 +4,8 @@ import dagster as dg
 
 from mdame_assets.defs.analytics.assets import video_stats
 from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
-from mdame_assets.partitions import partition_key
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import partition_key
 
 analytics_job = dg.define_asset_job(
     "analytics_job",

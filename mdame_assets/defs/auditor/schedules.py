@@ -8,9 +8,9 @@ import dagster as dg
 
 from mdame_assets.defs.auditor.assets import strategic_audit
 from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
-from mdame_assets.partitions import week_partition_key
 from mdame_domain.audit import Week
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import week_partition_key
 
 weekly_operations_job = dg.define_asset_job(
     "weekly_operations_job",

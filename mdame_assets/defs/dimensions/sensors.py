@@ -7,10 +7,11 @@ is logged on every evaluation until it is synced.
 
 import dagster as dg
 
-from mdame_assets.partitions import DIMENSION_PARTITION, dimension_partitions
+from mdame_assets.partitions import dimension_partitions
 from mdame_domain.dimensions import RegistryReader
 from mdame_pipeline.dimension_registry import registry_drift
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.partition_keys import DIMENSION_PARTITION
 
 # Kept by the code server between ticks: only changed niche files are parsed again.
 _FILES = RegistryReader()

@@ -20,7 +20,6 @@ import dagster as dg
 from mdame_assets.defs.renders.assets import renders
 from mdame_assets.partition_runs import status_of
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.state import Account, StateStore, WorkUnit
 from mdame_domain.credits import Credit, footage_credits
 from mdame_domain.dimensions import post_settings
@@ -47,6 +46,7 @@ from mdame_resources.providers.publisher import (
     publisher_for,
 )
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step, scripts_entering
 
 
 @contextmanager

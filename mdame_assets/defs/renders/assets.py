@@ -14,10 +14,8 @@ import dagster as dg
 
 from mdame_assets.defs.media_healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
-from mdame_assets.executors import render_step_tags
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.settings import seconds_setting
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
@@ -55,6 +53,8 @@ from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import render_step_tags
+from mdame_runtime.step import Step, pipeline_step, scripts_entering
 
 REVIEW_CHECK = "technical"
 CONTENT_REVIEW = "content"

@@ -6,13 +6,13 @@ mdame_domain.captions.build_captions)."""
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders
-from mdame_assets.runtime import read_step
 from mdame_domain.captions import (
     SHORTS_SAFE_ZONE,
     caption_layout_problems,
     caption_layout_stats,
 )
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import read_step
 
 
 @dg.asset_check(

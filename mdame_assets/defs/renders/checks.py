@@ -15,8 +15,6 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import planned_scene_durations, renders
-from mdame_assets.executors import render_step_tags
-from mdame_assets.runtime import Step, read_step
 from mdame_core.state import WorkUnit
 from mdame_domain import render_quality as q
 from mdame_domain.media_profile import media_profile
@@ -25,6 +23,8 @@ from mdame_domain.mediatools import MediaToolError
 from mdame_domain.probe import MediaAnalysis, analyze_media
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import render_step_tags
+from mdame_runtime.step import Step, read_step
 
 PROBE = "render_probe"
 CHECKS: tuple[str, ...] = (PROBE, *q.QUALITY_CHECKS)

@@ -15,8 +15,6 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders
-from mdame_assets.executors import render_step_tags
-from mdame_assets.runtime import read_step
 from mdame_domain.captions import (
     MAX_TEXT_BLOCKS,
     fill_colour,
@@ -29,6 +27,8 @@ from mdame_domain.media_store import MediaProblem
 from mdame_domain.mediatools import MediaToolError
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import render_step_tags
+from mdame_runtime.step import read_step
 
 CHECK = "text_on_screen"
 RENDER_FPS = 24  # renders made before the payload recorded their analysis

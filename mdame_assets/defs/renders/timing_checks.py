@@ -16,8 +16,6 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders, scene_timing
-from mdame_assets.executors import render_step_tags
-from mdame_assets.runtime import Step, read_step
 from mdame_core.settings import seconds_setting
 from mdame_core.state import WorkUnit
 from mdame_domain.media_store import MediaProblem, MediaStore
@@ -31,6 +29,8 @@ from mdame_domain.scene_cuts import (
 )
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import render_step_tags
+from mdame_runtime.step import Step, read_step
 
 CHECK = "scene_timing"
 TOLERANCE_ENV = "MDAME_SCENE_TIMING_TOLERANCE_S"

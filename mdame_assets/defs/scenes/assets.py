@@ -6,7 +6,6 @@ import dagster as dg
 
 from mdame_assets.defs.scripts.assets import script_from_payload, scripts
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.media_store import MediaStore
@@ -27,6 +26,7 @@ from mdame_resources.providers.relevance import GeminiRelevanceJudge
 from mdame_resources.providers.stock import StockFootage
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step
 
 
 def _plan_script(

@@ -3,9 +3,9 @@
 import dagster as dg
 
 from mdame_assets.defs.scenes.assets import scene_plan
-from mdame_assets.runtime import Step, read_step
 from mdame_pipeline.lifecycle import script_states
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, read_step
 
 MIN_SCENES, MAX_SCENES = 5, 10
 

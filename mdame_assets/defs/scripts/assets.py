@@ -7,7 +7,6 @@ import dagster as dg
 
 from mdame_assets.defs.topics.assets import choose_topics, topics
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.published_text import publishable_script
@@ -22,6 +21,7 @@ from mdame_resources.providers.writer import (
     WriteOutcome,
 )
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step
 
 # The audit rule of a script refused because it was mostly links, handles or contact details.
 CONTACT_DETAILS_RULE = "contact_details"

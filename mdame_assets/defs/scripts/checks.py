@@ -3,8 +3,8 @@
 import dagster as dg
 
 from mdame_assets.defs.scripts.assets import scripts
-from mdame_assets.runtime import read_step
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import read_step
 
 MIN_WORDS, MAX_WORDS = 80, 150
 

@@ -6,7 +6,6 @@ import dagster as dg
 
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
 from mdame_core.state import WorkUnit
 from mdame_domain.adaptive import topic_category
 from mdame_domain.idempotency import idempotency_key
@@ -14,6 +13,7 @@ from mdame_domain.topics import repeat_of
 from mdame_resources.providers.budget import BudgetExhausted
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step
 
 # Topics decided per video slot before giving up: the feed's best items are tried in order.
 CANDIDATES_PER_VIDEO = 5

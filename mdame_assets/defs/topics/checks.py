@@ -3,8 +3,8 @@
 import dagster as dg
 
 from mdame_assets.defs.topics.assets import topics
-from mdame_assets.runtime import read_step
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import read_step
 
 
 @dg.asset_check(

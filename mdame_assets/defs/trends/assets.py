@@ -5,7 +5,6 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step
 from mdame_domain.idempotency import idempotency_key
 from mdame_domain.trends import (
     FeedError,
@@ -18,6 +17,7 @@ from mdame_domain.trends import (
 from mdame_pipeline.recovery import recover
 from mdame_resources.providers.trends import SourceResult, TrendSourceResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step
 
 # The minimum a day needs is the dimension's trend_volume_gate (tuned weekly).
 MIN_TRENDS = 3  # its default: mdame_domain.adaptive.DEFAULT_TREND_VOLUME_GATE

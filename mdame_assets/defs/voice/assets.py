@@ -14,7 +14,6 @@ from mdame_assets.gpu_defs.clips.checks import (
 )
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_assets.runtime import Step, pipeline_step, scripts_entering
 from mdame_core.settings import seconds_setting
 from mdame_core.state import RetryNotDue, WorkUnit
 from mdame_domain.timing import spent
@@ -24,6 +23,7 @@ from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.providers.voice import VoiceResource, VoiceSynthesisError
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, pipeline_step, scripts_entering
 
 scene_clips_key = dg.AssetKey("scene_clips")
 TO_VOICE = ("visuals_ready", "voice_queued")

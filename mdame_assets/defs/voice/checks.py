@@ -4,12 +4,12 @@ bytes that were timed and captioned (a file replaced since is caught here)."""
 import dagster as dg
 
 from mdame_assets.defs.voice.assets import voice_tracks
-from mdame_assets.runtime import read_step
 from mdame_domain.media_store import MediaProblem
 from mdame_domain.probe import mean_volume_db
 from mdame_pipeline.lifecycle import script_states
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import read_step
 
 MIN_MEAN_VOLUME_DB = -40.0
 

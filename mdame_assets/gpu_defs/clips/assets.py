@@ -1,5 +1,5 @@
 """scene_clips (GPU code location): one Dagster step per scene, so the UI shows each scene's
-logs and retries, and the executor (mdame_assets/executors.py) decides where each runs.
+logs and retries, and the executor (mdame_runtime/executors.py) decides where each runs.
 
     scenes_to_clip -> scene_clip[scene_<id>] (one per scene; GPU pool, tags) -> scene_clips_done
 
@@ -22,10 +22,8 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.scenes.checks import scene_plan_problems
-from mdame_assets.executors import GPU_POOL, GPU_STEP_TAGS
 from mdame_assets.jobs import TRANSIENT_RETRY
-from mdame_assets.partitions import PartitionRef, content_partitions
-from mdame_assets.runtime import Step, pipeline_step
+from mdame_assets.partitions import content_partitions
 from mdame_core.logs import log_event
 from mdame_pipeline.clip_worker import (
     SceneAttemptFailed,
@@ -40,6 +38,9 @@ from mdame_resources.providers.relevance import GeminiRelevanceJudge
 from mdame_resources.providers.stock import StockFootage
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import GPU_POOL, GPU_STEP_TAGS
+from mdame_runtime.partition_keys import PartitionRef
+from mdame_runtime.step import Step, pipeline_step
 
 scene_plan_key = dg.AssetKey("scene_plan")
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 import dagster as dg
 
 from mdame_assets.gpu_defs.clips.assets import scene_clips
-from mdame_assets.runtime import Step, read_step
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.dimensions import DimensionConfig
 from mdame_domain.media_store import MediaStore
@@ -27,6 +26,7 @@ from mdame_pipeline.lifecycle import script_states
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.step import Step, read_step
 
 RELEVANCE_CHECK = "scene_relevance"
 

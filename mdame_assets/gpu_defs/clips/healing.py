@@ -6,9 +6,9 @@ claims the new job). Nothing is voiced or rendered from them."""
 from __future__ import annotations
 
 from mdame_assets.gpu_defs.clips.checks import clip_damage
-from mdame_assets.runtime import Step
 from mdame_pipeline.scene_cache import SCENE_JOB_MAX_ATTEMPTS, SCENE_JOB_TYPE, scene_job
 from mdame_resources.media import MediaStoreResource
+from mdame_runtime.step import Step
 
 
 def heal_damaged_clips(step: Step, media: MediaStoreResource, *states: str) -> list[int]:

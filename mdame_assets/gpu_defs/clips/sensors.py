@@ -3,9 +3,9 @@
 import dagster as dg
 
 from mdame_assets.defs.hops import AWAITING_CLIPS, HOP_SENSOR_INTERVAL_S, hop_sensor_result
-from mdame_assets.executors import GPU_POOL, ensure_pool_limit
 from mdame_assets.jobs import scene_clips_job
 from mdame_resources.state import StateStoreResource
+from mdame_runtime.executors import GPU_POOL, ensure_pool_limit
 
 
 @dg.sensor(

@@ -9,7 +9,7 @@ run. The child builds the instance from DAGSTER_HOME and runs the run as `dagste
 execute_run` does (the K8s and Docker launchers' run worker), reporting its pid in the same
 "Started process for run" event, so the liveness sweep judges it like any run worker.
 
-`WarmRunLauncher` (mdame_assets/run_launcher.py) sends the daemon's runs here. The protocol is
+`WarmRunLauncher` (mdame_runtime/run_launcher.py) sends the daemon's runs here. The protocol is
 one JSON line each way over a Unix socket:
 
     {"start": RUN_ID}       ->  {"pid": N}  or  {"error": "..."}
@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
 
-import mdame_assets
 from mdame_core import settings
 
 # Not under "mdame": that logger writes the JSON lines of MDAME_LOG_FILE (mdame_core/logs.py).
@@ -165,8 +164,8 @@ def peer_uid(conn: socket.socket) -> int:
 
 def _package_files(modules: Mapping[str, ModuleType]) -> dict[str, int]:
     """mtime_ns of every loaded source file of this project (the packages beside
-    mdame_assets), the code a fork would run."""
-    root = Path(mdame_assets.__file__).resolve().parent.parent
+    mdame_runtime), the code a fork would run."""
+    root = Path(__file__).resolve().parent.parent
     files: dict[str, int] = {}
     for name, module in list(modules.items()):
         if not name.startswith("mdame_"):
@@ -218,7 +217,7 @@ def run_in_child(location: str, run_id: str) -> int:
     from dagster._cli.api import _execute_run_command_body
     from dagster._utils.interrupts import capture_interrupts
 
-    from mdame_assets.runtime import hold_storage_connections
+    from mdame_runtime.step import hold_storage_connections
 
     # As `dagster api execute_run`: an interrupt is raised only where Dagster can handle it.
     with capture_interrupts(), dg.DagsterInstance.get() as instance:

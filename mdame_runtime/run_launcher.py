@@ -3,7 +3,7 @@
 dagster.yaml:
 
     run_launcher:
-      module: mdame_assets.run_launcher
+      module: mdame_runtime.run_launcher
       class: WarmRunLauncher
 
 The run servers are `MDAME_RUN_SERVERS`
@@ -12,7 +12,7 @@ in the environment of the processes that launch runs (the daemon) or terminate t
 webserver), or the `servers` key of its config. With neither it is the DefaultRunLauncher. A
 run server answers only its own user: these processes must run as it, on its host.
 
-A location named there has its runs started by its run server (mdame_assets/run_server.py),
+A location named there has its runs started by its run server (mdame_runtime/run_server.py),
 which forks a warm run worker instead of spawning a new interpreter. A location not named, or a
 server that cannot be reached or answers with an error (its code changed, it is stopping, it has
 as many runs as it may fork), has the run started by its code server as the DefaultRunLauncher
@@ -32,7 +32,7 @@ from dagster._core.launcher.base import LaunchRunContext
 from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes.config_class import ConfigurableClassData
 
-from mdame_assets.run_server import LOCATION_MODULES, call, socket_path
+from mdame_runtime.run_server import LOCATION_MODULES, call, socket_path
 
 SERVERS_ENV = "MDAME_RUN_SERVERS"
 

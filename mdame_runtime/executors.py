@@ -188,7 +188,7 @@ def celery_config() -> dict[str, Any]:
 
 def celery_worker_settings() -> dict[str, Any]:
     """A worker's Celery settings: the executor's config with the URLs resolved from the
-    environment (mdame_assets/celery_worker_config/dagster_celery_config.py reads them)."""
+    environment (mdame_runtime/celery_worker_config/dagster_celery_config.py reads them)."""
     require_celery_env()
     return {
         "broker_url": os.environ[CELERY_BROKER_ENV],

@@ -17,7 +17,8 @@ a run:
 `sweep` marks every dead run failed (a run failure event with the reason), frees its
 concurrency slots and pending steps, frees slots still held by runs that already ended, and
 finishes the matching `mdame.pipeline_runs` rows. `mdame demo` calls it before it starts work;
-in production the `liveness_sensor` of the orchestrator location calls it every minute.
+in production each code location's liveness sensor (mdame_assets.liveness_sensor) calls it every
+minute.
 """
 
 from __future__ import annotations
@@ -30,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.launcher import DefaultRunLauncher
 
-from mdame_assets.run_outcomes import record_run_outcome
 from mdame_core.state import StateError, StateStore
-from mdame_resources.state import StateStoreResource
+from mdame_runtime.run_outcomes import record_run_outcome
 
 HOST_TAG, PID_TAG, STARTED_TAG = "mdame/host", "mdame/pid", "mdame/pid_started"
 # A run worker starts before its run's RUN_START event; a pid whose process started later than
@@ -345,35 +344,3 @@ def finish_stale_rows(instance: dg.DagsterInstance, state: StateStore) -> list[s
             ):
                 finished.append(run.run_id)
     return finished
-
-
-def make_liveness_sensor(name: str) -> dg.SensorDefinition:
-    """The sweep every minute, in a code location. With the DefaultRunLauncher a run worker is a
-    subprocess of its location's code server, so each location judges the workers of its own
-    runs, on its own host; other launchers' workers are elsewhere: only runs tagged with their
-    process are judged then."""
-
-    @dg.sensor(
-        name=name,
-        minimum_interval_seconds=60,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Every minute: marks failed the runs of this code location whose process "
-        "died, frees their pool slots and pending steps and finishes their mdame.pipeline_runs "
-        "rows (their locks and job leases expire on their own). It logs what it swept.",
-    )
-    def _liveness(
-        context: dg.SensorEvaluationContext, state: StateStoreResource
-    ) -> dg.SensorResult:
-        local = isinstance(context.instance.run_launcher, DefaultRunLauncher)
-        origin = context.code_location_origin
-        report = sweep(
-            context.instance,
-            state.get_client(),
-            local_workers=local,
-            location=origin.location_name if origin is not None else None,
-        )
-        if report:
-            context.log.warning(f"liveness sweep: {report.summary()}")
-        return dg.SensorResult(skip_reason=report.summary())
-
-    return _liveness

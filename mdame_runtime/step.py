@@ -24,7 +24,6 @@ from typing import Any
 
 import dagster as dg
 
-from mdame_assets.partitions import PartitionRef
 from mdame_core.logs import log_event
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.adaptive import TunedParams
@@ -33,6 +32,7 @@ from mdame_domain.media_store import MediaProblem
 from mdame_pipeline.locks import held_lock
 from mdame_pipeline.work import advance
 from mdame_resources.providers.budget import CallContext
+from mdame_runtime.partition_keys import PartitionRef
 
 
 @dataclass
