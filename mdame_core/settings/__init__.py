@@ -7,11 +7,41 @@ $MDAME_HOME/pg.env.
 
 from __future__ import annotations
 
-import os
-from datetime import date
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
+
+from mdame_core.settings.model import Settings
+from mdame_core.settings.reader import (
+    SettingsError,
+    default,
+    effective,
+    environment,
+    get,
+    is_set,
+    os_variable,
+    raw,
+    set_default,
+    set_variable,
+    validate,
+)
+from mdame_core.settings.reference import reference_markdown
+
+__all__ = [
+    "Settings",
+    "SettingsError",
+    "default",
+    "effective",
+    "environment",
+    "get",
+    "is_set",
+    "os_variable",
+    "raw",
+    "reference_markdown",
+    "set_default",
+    "set_variable",
+    "validate",
+]
 
 Role = Literal["app", "admin", "owner"]
 ENVIRONMENTS = ("dev", "prod")
@@ -24,13 +54,9 @@ OWNER_ROLE = "mdame_owner"
 DEFAULT_DBNAME = "mdame"
 
 
-class SettingsError(RuntimeError):
-    """A setting is missing or wrong; the message says which and how to fix it."""
-
-
 def mdame_home() -> Path:
     """Project-local state that is not in PostgreSQL: the dev cluster, media store, outbox."""
-    return Path(os.environ.get("MDAME_HOME") or REPO_ROOT / ".mdame")
+    return Path(raw("MDAME_HOME") or REPO_ROOT / ".mdame")
 
 
 DIMENSIONS_DIR_ENV = "MDAME_DIMENSIONS_DIR"
@@ -39,12 +65,12 @@ DIMENSIONS_DIR_ENV = "MDAME_DIMENSIONS_DIR"
 def dimensions_dir() -> Path:
     """Where the dimensions' YAML files are: MDAME_DIMENSIONS_DIR (an operator's own folder of
     niches), else the checkout's dimensions/."""
-    return Path(os.environ.get(DIMENSIONS_DIR_ENV) or REPO_ROOT / "dimensions")
+    return Path(raw(DIMENSIONS_DIR_ENV) or REPO_ROOT / "dimensions")
 
 
 def mdame_env() -> str:
     """ENV is mandatory: the database belongs to one environment and refuses the other."""
-    env = os.environ.get("ENV", "")
+    env = raw("ENV")
     if env not in ENVIRONMENTS:
         raise SettingsError(
             f"ENV must be set to one of {', '.join(ENVIRONMENTS)} (got {env!r}); "
@@ -61,9 +87,9 @@ DEFAULT_ENV = "dev"
 def default_env() -> bool:
     """Set ENV to dev when it is unset or empty; True when it did. A wrong value is left for
     mdame_env() to refuse. Library code and code servers keep requiring ENV."""
-    if os.environ.get("ENV"):
+    if raw("ENV"):
         return False
-    os.environ["ENV"] = DEFAULT_ENV
+    set_variable("ENV", DEFAULT_ENV)
     return True
 
 
@@ -76,13 +102,13 @@ def use_scratch_tmpdir() -> Path | None:
     """TMPDIR for this process and its children (Dagster runs, ffmpeg): $MDAME_HOME/tmp, unless
     TMPDIR is set already. What a killed run leaves there stays with the rest of the
     deployment's scratch files instead of piling up as empty /tmp/tmpXXXXXXXX folders."""
-    if os.environ.get("TMPDIR"):
+    if os_variable("TMPDIR"):
         return None
     folder = mdame_home() / "tmp"
     if len(str(folder)) > _MAX_TMPDIR_LEN:
         return None
     folder.mkdir(parents=True, exist_ok=True)
-    os.environ["TMPDIR"] = str(folder)
+    set_variable("TMPDIR", str(folder))
     import tempfile  # only here: settings is imported everywhere
 
     tempfile.tempdir = None
@@ -101,7 +127,7 @@ def _local_cluster() -> tuple[str, int]:
 
 
 def is_external() -> bool:
-    return bool(os.environ.get("MDAME_DATABASE_URL"))
+    return is_set("MDAME_DATABASE_URL")
 
 
 def database_url(role: Role = "app", dbname: str | None = None) -> str:
@@ -114,19 +140,19 @@ def database_url(role: Role = "app", dbname: str | None = None) -> str:
     owner URL (to migrate) may act as admin, which is a subset of the owner's rights.
     """
     if role == "admin":
-        admin_url = os.environ.get("MDAME_ADMIN_DATABASE_URL")
+        admin_url = get("MDAME_ADMIN_DATABASE_URL")
         if admin_url:
             return _with_dbname(admin_url, dbname) if dbname else admin_url
         role = "owner"
-    external = os.environ.get("MDAME_DATABASE_URL")
+    external = get("MDAME_DATABASE_URL")
     if external:
         url = external
         if role == "app":
-            app_url = os.environ.get("MDAME_APP_DATABASE_URL")
-            if not app_url and os.environ.get("ENV") != "dev":
+            app_url = get("MDAME_APP_DATABASE_URL")
+            if not app_url and raw("ENV") != "dev":
                 raise SettingsError(
                     f"MDAME_APP_DATABASE_URL is required with an external database outside "
-                    f"ENV=dev (ENV={os.environ.get('ENV', '')!r}): set it to a URL that logs in "
+                    f"ENV=dev (ENV={raw('ENV')!r}): set it to a URL that logs in "
                     f"as {APP_ROLE}; the owner URL with SET ROLE is a dev convenience only"
                 )
             url = app_url or external
@@ -145,48 +171,3 @@ def superuser_url(dbname: str = "postgres") -> str:
 def _with_dbname(url: str, dbname: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + dbname))
-
-
-def seconds_setting(name: str, default: float) -> float:
-    """A positive duration from the environment (lock TTLs, leases), else the default."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise SettingsError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
-def count_setting(name: str, default: int) -> int:
-    """A whole number, zero or more, from the environment (retry windows in days), else the
-    default."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise SettingsError(f"{name} must be zero or more, got {raw!r}")
-    return value
-
-
-def date_setting(name: str, default: date) -> date:
-    """A calendar day, YYYY-MM-DD, from the environment (the first partition day), else the
-    default."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = date.fromisoformat(raw)
-    except ValueError:
-        value = None
-    # fromisoformat also takes 20261101 and week dates (2026-W44-7); one spelling is simpler.
-    if value is None or value.isoformat() != raw:
-        raise SettingsError(f"{name} must be a date YYYY-MM-DD, got {raw!r}")
-    return value
