@@ -33,11 +33,13 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from mdame_core import settings
+
 MASTER_KEY_VAR = "MDAME_MASTER_KEY"
 MASTER_KEY_FILE_VAR = "MDAME_MASTER_KEY_FILE"
 PREVIOUS_KEY_VAR = "MDAME_MASTER_KEY_PREVIOUS"
 KEY_GRACE_VAR = "MDAME_KEY_GRACE_S"
-DEFAULT_KEY_GRACE_S = 7 * 24 * 3600
+DEFAULT_KEY_GRACE_S: float = settings.default(KEY_GRACE_VAR)
 NONCE = 12
 
 
@@ -97,7 +99,7 @@ def write_key_file(path: Path, key: MasterKey) -> None:
 
 def key_file(default_file: Path) -> Path:
     """The key file in use: MDAME_MASTER_KEY_FILE, default `default_file`."""
-    return Path(os.environ.get(MASTER_KEY_FILE_VAR) or default_file)
+    return Path(settings.raw(MASTER_KEY_FILE_VAR) or default_file)
 
 
 def previous_key_file(path: Path) -> Path:
@@ -108,7 +110,7 @@ def previous_key_file(path: Path) -> Path:
 def load_master_key(default_file: Path) -> MasterKey:
     """MDAME_MASTER_KEY (base64 of 32 bytes) or else the 0600 key file
     (MDAME_MASTER_KEY_FILE, default `default_file`)."""
-    text = os.environ.get(MASTER_KEY_VAR)
+    text = settings.get(MASTER_KEY_VAR)
     if text:
         return MasterKey.parse(text, MASTER_KEY_VAR)
     return read_key_file(key_file(default_file))
@@ -133,7 +135,7 @@ def load_master_keys(default_file: Path) -> KeyRing:
     """load_master_key's key, with the previous one from MDAME_MASTER_KEY_PREVIOUS or else the
     key file's `.previous` (0600), when there is one."""
     current = load_master_key(default_file)
-    text = os.environ.get(PREVIOUS_KEY_VAR)
+    text = settings.get(PREVIOUS_KEY_VAR)
     previous: MasterKey | None = None
     if text:
         previous = MasterKey.parse(text, PREVIOUS_KEY_VAR)
@@ -147,16 +149,10 @@ def load_master_keys(default_file: Path) -> KeyRing:
 def key_grace_s() -> float:
     """How long after a rotation the replaced key still opens grants (MDAME_KEY_GRACE_S,
     seconds, default 7 days)."""
-    text = os.environ.get(KEY_GRACE_VAR, "").strip()
-    if not text:
-        return float(DEFAULT_KEY_GRACE_S)
     try:
-        grace = float(text)
-    except ValueError:
-        grace = -1.0
-    if not grace >= 0 or grace == float("inf"):
-        raise CredentialError(f"{KEY_GRACE_VAR} must be a number of seconds >= 0, not {text!r}")
-    return grace
+        return float(settings.get(KEY_GRACE_VAR))
+    except settings.SettingsError as exc:
+        raise CredentialError(str(exc)) from None
 
 
 def associated_data(env: str, platform: str, handle: str) -> bytes:

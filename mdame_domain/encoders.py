@@ -9,11 +9,11 @@ when unavailable, rather than silently rendering on the CPU).
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from mdame_core import settings
 from mdame_domain.mediatools import FFMPEG_BASE, MediaToolError, run_tool
 
 ENCODER_ENV = "MDAME_VIDEO_ENCODER"
@@ -129,5 +129,6 @@ def nvenc_usable() -> bool:
 
 def video_encoder(environ: Mapping[str, str] | None = None) -> EncoderPreset:
     """The preset this host renders with (MDAME_VIDEO_ENCODER, default auto)."""
-    env = os.environ if environ is None else environ
-    return choose_encoder(env.get(ENCODER_ENV, "auto"), listed_encoders(), nvenc_usable)
+    return choose_encoder(
+        settings.raw(ENCODER_ENV, environ) or "auto", listed_encoders(), nvenc_usable
+    )

@@ -12,9 +12,10 @@ the profile; the default is `shorts`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from mdame_core import settings
 
 PROFILE_ENV = "MDAME_MEDIA_PROFILE"
 # The frame captions are laid out on, in every profile.
@@ -37,11 +38,7 @@ PROFILES = {p.name: p for p in (SHORTS, TINY)}
 
 def media_profile(environ: Mapping[str, str] | None = None) -> MediaProfile:
     """The profile this process makes media with (MDAME_MEDIA_PROFILE, default shorts)."""
-    env = os.environ if environ is None else environ
-    name = (env.get(PROFILE_ENV) or SHORTS.name).strip().lower()
     try:
-        return PROFILES[name]
-    except KeyError:
-        raise ValueError(
-            f"{PROFILE_ENV} must be one of {', '.join(PROFILES)}, not {env.get(PROFILE_ENV)!r}"
-        ) from None
+        return PROFILES[settings.get(PROFILE_ENV, environ)]
+    except settings.SettingsError as exc:
+        raise ValueError(str(exc)) from None

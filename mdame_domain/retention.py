@@ -29,16 +29,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mdame_core import settings
+
 RENDER_DAYS_ENV = "MDAME_RETENTION_RENDER_DAYS"
 VOICE_DAYS_ENV = "MDAME_RETENTION_VOICE_DAYS"
 DISK_LOW_BYTES_ENV = "MDAME_DISK_LOW_BYTES"
 DISK_LOW_PERCENT_ENV = "MDAME_DISK_LOW_PERCENT"
 RUN_DAYS_ENV = "MDAME_RUN_RETENTION_DAYS"
-DEFAULT_RUN_DAYS = 30
-DEFAULT_RENDER_DAYS = 30
-DEFAULT_VOICE_DAYS = 7
-DEFAULT_DISK_LOW_BYTES = 5 * 1024**3
-DEFAULT_DISK_LOW_PERCENT = 10.0
+DEFAULT_RUN_DAYS: int = settings.default(RUN_DAYS_ENV)
+DEFAULT_RENDER_DAYS: int = settings.default(RENDER_DAYS_ENV)
+DEFAULT_VOICE_DAYS: int = settings.default(VOICE_DAYS_ENV)
+DEFAULT_DISK_LOW_BYTES: int = settings.default(DISK_LOW_BYTES_ENV)
+DEFAULT_DISK_LOW_PERCENT: float = settings.default(DISK_LOW_PERCENT_ENV)
 MAX_DAYS = 3650  # as the database checks (mdame._retention_days)
 
 # disk_usage_by_kind's keys, in report order.
@@ -79,16 +81,11 @@ def check_days(name: str, value: Any) -> int:
     return value
 
 
-def _env_int(name: str, default: int, env: Mapping[str, str]) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _env_int(name: str, env: Mapping[str, str] | None) -> int:
     try:
-        return check_days(name, int(raw))
-    except ValueError as exc:
-        raise RetentionConfigError(
-            f"{name} must be a whole number of days from 0 to {MAX_DAYS}: {raw!r}"
-        ) from exc
+        return int(settings.get(name, env))
+    except settings.SettingsError as exc:
+        raise RetentionConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -116,10 +113,9 @@ def retention_policy(
     dimensions: Iterable[tuple[str, RetentionSettings]], env: Mapping[str, str] | None = None
 ) -> RetentionPolicy:
     """The policy from the environment's defaults and each dimension's `retention:` block."""
-    env = os.environ if env is None else env
     return RetentionPolicy(
-        render_days=_env_int(RENDER_DAYS_ENV, DEFAULT_RENDER_DAYS, env),
-        voice_days=_env_int(VOICE_DAYS_ENV, DEFAULT_VOICE_DAYS, env),
+        render_days=_env_int(RENDER_DAYS_ENV, env),
+        voice_days=_env_int(VOICE_DAYS_ENV, env),
         dimensions=dict(dimensions),
     )
 
@@ -127,11 +123,7 @@ def retention_policy(
 # -- Dagster runs ---------------------------------------------------------------------------
 def run_retention_days(env: Mapping[str, str] | None = None) -> int:
     """$MDAME_RUN_RETENTION_DAYS: from 1 (a run finished today is never deleted) to MAX_DAYS."""
-    env = os.environ if env is None else env
-    days = _env_int(RUN_DAYS_ENV, DEFAULT_RUN_DAYS, env)
-    if days < 1:
-        raise RetentionConfigError(f"{RUN_DAYS_ENV} must be from 1 to {MAX_DAYS} days: {days}")
-    return days
+    return _env_int(RUN_DAYS_ENV, env)
 
 
 @dataclass(frozen=True)
@@ -198,25 +190,12 @@ class DiskThreshold:
 
 
 def disk_threshold(env: Mapping[str, str] | None = None) -> DiskThreshold:
-    env = os.environ if env is None else env
-    low_bytes, low_percent = DEFAULT_DISK_LOW_BYTES, DEFAULT_DISK_LOW_PERCENT
-    raw = env.get(DISK_LOW_BYTES_ENV, "").strip()
-    if raw:
-        try:
-            low_bytes = int(raw)
-        except ValueError:
-            low_bytes = -1
-        if low_bytes < 0:
-            raise RetentionConfigError(f"{DISK_LOW_BYTES_ENV} must be bytes (>= 0): {raw!r}")
-    raw = env.get(DISK_LOW_PERCENT_ENV, "").strip()
-    if raw:
-        try:
-            low_percent = float(raw)
-        except ValueError:
-            low_percent = -1.0
-        if not 0 <= low_percent <= 100:
-            raise RetentionConfigError(f"{DISK_LOW_PERCENT_ENV} must be 0-100: {raw!r}")
-    return DiskThreshold(low_bytes, low_percent)
+    try:
+        return DiskThreshold(
+            settings.get(DISK_LOW_BYTES_ENV, env), settings.get(DISK_LOW_PERCENT_ENV, env)
+        )
+    except settings.SettingsError as exc:
+        raise RetentionConfigError(str(exc)) from None
 
 
 def disk_low(home: Path, threshold: DiskThreshold | None = None) -> str | None:

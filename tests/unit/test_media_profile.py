@@ -25,7 +25,7 @@ def test_the_default_is_the_products_frame_and_tiny_is_chosen_by_name() -> None:
 
 def test_an_unknown_profile_is_refused_naming_the_setting_and_the_choices() -> None:
     with pytest.raises(
-        ValueError, match=r"MDAME_MEDIA_PROFILE must be one of shorts, tiny, not '4k'"
+        ValueError, match=r"MDAME_MEDIA_PROFILE='4k' is not allowed: it takes one of shorts, tiny"
     ):
         media_profile({"MDAME_MEDIA_PROFILE": "4k"})
 
