@@ -31,9 +31,7 @@ def var(
     extra = {"unit": unit, "shown": shown}
     # A duration of nan or inf is a typo, never a setting.
     finite = {"allow_inf_nan": False} if isinstance(default, float) else {}
-    return Field(
-        default, description=description, ge=ge, le=le, json_schema_extra=extra, **finite
-    )
+    return Field(default, description=description, ge=ge, le=le, json_schema_extra=extra, **finite)
 
 
 class _Group(BaseSettings):
@@ -134,7 +132,18 @@ class Orchestration(_Group):
 
 
 class RunServers(_Group):
-    """Run servers: where run workers start"""
+    """Code and run servers: where definitions load and run workers start"""
+
+    MDAME_ORCHESTRATOR_CODE_SERVER_HOST: str = var(
+        "", "Production: the orchestrator location's code server host (deploy/workspace.prod.yaml)"
+    )
+    MDAME_ORCHESTRATOR_CODE_SERVER_PORT: PositiveInt | None = var(
+        None, "Production: the orchestrator location's code server port"
+    )
+    MDAME_GPU_CODE_SERVER_HOST: str = var("", "Production: the GPU location's code server host")
+    MDAME_GPU_CODE_SERVER_PORT: PositiveInt | None = var(
+        None, "Production: the GPU location's code server port"
+    )
 
     MDAME_RUN_SERVERS: str = var(
         "",
