@@ -285,7 +285,9 @@ class Stock(_Group):
     MDAME_STOCK_SEARCH_CACHE_S: PositiveFloat = var(
         86400.0, "How long a search's answer is reused", "s"
     )
-    MDAME_STOCK_CACHE_DIR: str = var("", "Where search answers are cached; unset: not cached")
+    MDAME_STOCK_CACHE_DIR: str = var(
+        "", "Where search answers are cached", shown="$MDAME_HOME/stock-cache"
+    )
 
 
 class Trends(_Group):
