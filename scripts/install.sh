@@ -36,10 +36,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 [ -x "$venv/bin/python" ] || { log "creating $venv"; "$python" -m venv "$venv"; }
-log "pip install -e .[dev,cloud,gpu,cluster] (first time takes a few minutes)"
+log "pip install -e .[dev,cloud,gpu,cluster,docs] (first time takes a few minutes)"
 pip_log=$venv/pip-install.log
 if ! { "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip \
-       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev,cloud,gpu,cluster]"; } \
+       && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[dev,cloud,gpu,cluster,docs]"; } \
        >"$pip_log" 2>&1; then
   tail -n 40 "$pip_log" >&2
   log "pip install failed (full log: $pip_log)"
