@@ -26,7 +26,7 @@ def test_make_help_lists_chaos_and_clean() -> None:
     )
     assert done.returncode == 0, done.stderr
     listed = set(re.findall(r"^make ([\w-]+)", done.stdout, re.M))
-    assert {"demo", "test", "ui", "chaos", "clean"} <= listed, done.stdout
+    assert {"demo", "test", "docs", "ui", "chaos", "clean"} <= listed, done.stdout
 
 
 def test_clean_keeps_the_venv_and_the_local_state() -> None:
