@@ -118,20 +118,26 @@ bench-scale: db
 bench-ui: db
 	@PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.ui_partitions $(BENCH_ARGS)
 
-# `dg check defs` loads each code location as Dagster's tools do, on a scratch instance. The GPU
-# location's project (mdame_assets/gpu_defs/dg.toml) is a folder that links this package.
+# `dg check defs` loads each code location as Dagster's tools do, on a scratch instance. A dg
+# project is the folder holding its package, and both locations share mdame_assets, so each
+# location's project file (generated from mdame_runtime/locations.py, which checks them first)
+# goes into a scratch folder that links the package.
 lint: install
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy
+	@$(BIN)/python -m mdame_runtime.locations
 	@scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT \
-	  && mkdir "$$scratch/home" "$$scratch/gpu" \
+	  && mkdir "$$scratch/home" \
 	  && printf 'telemetry:\n  enabled: false\n' > "$$scratch/home/dagster.yaml" \
-	  && cp mdame_assets/gpu_defs/dg.toml "$$scratch/gpu/" \
-	  && ln -s "$(CURDIR)/mdame_assets" "$$scratch/gpu/mdame_assets" \
 	  && export DAGSTER_HOME="$$scratch/home" \
-	  && echo "dg check defs: orchestrator" && $(BIN)/dg check defs \
-	  && echo "dg check defs: gpu" && cd "$$scratch/gpu" && $(abspath $(BIN))/dg check defs
+	  && for project in $$($(BIN)/python -m mdame_runtime.locations --dg-projects); do \
+	       name=$$(basename "$$(dirname "$$project")") && mkdir "$$scratch/$$name" \
+	       && cp "$$project" "$$scratch/$$name/" \
+	       && ln -s "$(CURDIR)/mdame_assets" "$$scratch/$$name/mdame_assets" \
+	       && echo "dg check defs: $$name" \
+	       && (cd "$$scratch/$$name" && $(abspath $(BIN))/dg check defs) || exit 1; \
+	     done
 
 # Caches and scratch files only: .venv, the local cluster, media and the outbox stay.
 clean:
