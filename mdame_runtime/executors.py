@@ -19,16 +19,16 @@ deploy/ and docs/deployment.md show the whole set-up.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterable
 from typing import Any
 
 import dagster as dg
 
+from mdame_core import settings
 from mdame_domain.media_url import MediaUrlError, S3MediaUrl, parse_media_url
 
 EXECUTOR_ENV = "MDAME_GPU_EXECUTOR"
 ORCHESTRATOR_EXECUTOR_ENV = "MDAME_ORCHESTRATOR_EXECUTOR"
-EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 GPU_QUEUE = "gpu"
 # Encodes and their probes: CPU-bound minutes per video, scaled out on hosts of their own.
 RENDER_QUEUE = "render"
@@ -41,17 +41,17 @@ DEFAULT_QUEUE = "dagster"
 CELERY_BROKER_ENV = "MDAME_CELERY_BROKER_URL"
 CELERY_BACKEND_ENV = "MDAME_CELERY_BACKEND_URL"
 CELERY_VISIBILITY_ENV = "MDAME_CELERY_VISIBILITY_TIMEOUT_S"
-# Longer than any GPU step can take: a step still running when it lapses is handed to a second
-# worker (the generation lease in PostgreSQL keeps that from generating twice, but the work
-# would be wasted). It is also how long a step of a killed worker waits before it is redelivered.
-DEFAULT_VISIBILITY_TIMEOUT_S = 2 * 3600
+# Its default is longer than any GPU step can take: a step still running when it lapses is handed
+# to a second worker (the generation lease in PostgreSQL keeps that from generating twice, but
+# the work would be wasted). It is also how long a step of a killed worker waits before it is
+# redelivered.
 
 # A GPU run that outlives this is failed by the daemon's run monitoring (Dagster's
 # `dagster/max_runtime` tag), and the run-failure sensor alerts the operator: a queue no worker
 # consumes, or a worker that never answers, ends in an alert instead of a run waiting forever.
-# Longer than the visibility timeout, so a killed worker's step can still come back in time.
+# Its default is longer than the visibility timeout's, so a killed worker's step can still come
+# back in time.
 GPU_RUN_MAX_ENV = "MDAME_GPU_RUN_MAX_S"
-DEFAULT_GPU_RUN_MAX_S = 6 * 3600
 MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 K8S_IMAGE_ENV = "MDAME_K8S_IMAGE"
@@ -83,17 +83,33 @@ GPU_STEP_TAGS: dict[str, Any] = {
 }
 
 
-def render_step_tags() -> dict[str, Any]:
-    """Tags of the render and probe steps: celery routes them to the `render` queue; a k8s step
-    pod requests the CPU and memory an encode needs (settings, read when definitions load)."""
+# Tags of the render and probe steps: celery routes them to the `render` queue. What a k8s step
+# pod of theirs requests (MDAME_K8S_RENDER_CPU, MDAME_K8S_RENDER_MEMORY) is in the k8s
+# executor's per-step config, built when the definitions load (k8s_config), so these tags are
+# the same whatever the settings.
+RENDER_STEP_TAGS: dict[str, Any] = {"dagster-celery/queue": RENDER_QUEUE}
+
+
+def render_op_names(defs: dg.Definitions) -> list[str]:
+    """The ops of the assets and checks in `defs` that carry the render steps' tags."""
+    names = set()
+    for item in [*(defs.assets or ()), *(defs.asset_checks or ())]:
+        if not isinstance(item, dg.AssetsDefinition) or not item.is_executable:
+            continue
+        if not isinstance(item.node_def, dg.OpDefinition):
+            continue
+        if item.op.tags.get("dagster-celery/queue") == RENDER_QUEUE:
+            names.add(item.op.name)
+    return sorted(names)
+
+
+def render_pod_config() -> dict[str, Any]:
+    """A render step pod's container config: the CPU and memory an encode requests."""
     requests = {
-        "cpu": os.environ.get(RENDER_CPU_ENV, "").strip() or "2",
-        "memory": os.environ.get(RENDER_MEMORY_ENV, "").strip() or "2Gi",
+        "cpu": settings.get(RENDER_CPU_ENV),
+        "memory": settings.get(RENDER_MEMORY_ENV),
     }
-    return {
-        "dagster-celery/queue": RENDER_QUEUE,
-        "dagster-k8s/config": {"container_config": {"resources": {"requests": requests}}},
-    }
+    return {"container_config": {"resources": {"requests": requests}}}
 
 
 def ensure_pool_limit(instance: dg.DagsterInstance, pool: str) -> None:
@@ -110,38 +126,20 @@ class ExecutorConfigError(ValueError):
     """The environment names an executor that cannot be built as configured."""
 
 
-def executor_name(var: str = EXECUTOR_ENV, default: str = "in_process") -> str:
-    name = os.environ.get(var, "").strip() or default
-    if name not in EXECUTORS:
-        raise ExecutorConfigError(f"{var} must be one of {', '.join(EXECUTORS)}, not {name!r}")
-    return name
+def executor_name(var: str = EXECUTOR_ENV) -> str:
+    """The executor MDAME_GPU_EXECUTOR or MDAME_ORCHESTRATOR_EXECUTOR names; a name it does not
+    take raises SettingsError naming the variable, the value and the choices."""
+    return str(settings.get(var))
 
 
 def _require(var: str, why: str) -> None:
-    if not os.environ.get(var):
+    if not settings.is_set(var):
         raise ExecutorConfigError(f"{var} must be set: {why}")
-
-
-def _seconds(var: str, default: int) -> int:
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ExecutorConfigError(f"{var} must be a positive integer of seconds, not {raw!r}")
-    return value
-
-
-def _visibility_timeout() -> int:
-    return _seconds(CELERY_VISIBILITY_ENV, DEFAULT_VISIBILITY_TIMEOUT_S)
 
 
 def gpu_run_tags() -> dict[str, str]:
     """Tags of every run of the GPU location's job: its longest allowed runtime."""
-    return {MAX_RUNTIME_TAG: str(_seconds(GPU_RUN_MAX_ENV, DEFAULT_GPU_RUN_MAX_S))}
+    return {MAX_RUNTIME_TAG: str(settings.get(GPU_RUN_MAX_ENV))}
 
 
 def require_celery_env() -> None:
@@ -172,7 +170,7 @@ def celery_config() -> dict[str, Any]:
             "worker_cancel_long_running_tasks_on_connection_loss": True,
             "broker_connection_retry_on_startup": True,
             "broker_transport_options": {
-                "visibility_timeout": _visibility_timeout(),
+                "visibility_timeout": settings.get(CELERY_VISIBILITY_ENV),
                 # How often a live worker looks for messages of dead ones (one ZRANGE).
                 "unacked_restore_interval": 5,
                 "unacked_restore_throttle": 1,
@@ -191,8 +189,8 @@ def celery_worker_settings() -> dict[str, Any]:
     environment (mdame_runtime/celery_worker_config/dagster_celery_config.py reads them)."""
     require_celery_env()
     return {
-        "broker_url": os.environ[CELERY_BROKER_ENV],
-        "result_backend": os.environ[CELERY_BACKEND_ENV],
+        "broker_url": settings.get(CELERY_BROKER_ENV),
+        "result_backend": settings.get(CELERY_BACKEND_ENV),
         **celery_config()["config_source"],
     }
 
@@ -202,37 +200,40 @@ def celery_worker_yaml() -> dict[str, Any]:
     return {"execution": {"config": celery_config()}}
 
 
-def k8s_config() -> dict[str, Any]:
+def k8s_config(render_ops: Iterable[str] = ()) -> dict[str, Any]:
     """The k8s_job_executor's config: image and namespace from the environment; secrets only as
-    the names of Kubernetes Secrets mounted as environment variables."""
+    the names of Kubernetes Secrets mounted as environment variables. The ops in `render_ops`
+    (render_op_names) request the CPU and memory of an encode."""
     config: dict[str, Any] = {
         "job_image": {"env": K8S_IMAGE_ENV},
-        "job_namespace": os.environ.get(K8S_NAMESPACE_ENV, "").strip() or "default",
-        "env_vars": [name for name in K8S_FORWARDED_ENV if os.environ.get(name)],
+        "job_namespace": settings.get(K8S_NAMESPACE_ENV),
+        "env_vars": [name for name in K8S_FORWARDED_ENV if settings.is_set(name)],
         "env_secrets": [
-            s.strip() for s in os.environ.get(K8S_ENV_SECRETS_ENV, "").split(",") if s.strip()
+            s.strip() for s in settings.raw(K8S_ENV_SECRETS_ENV).split(",") if s.strip()
         ],
     }
-    kubeconfig = os.environ.get(K8S_KUBECONFIG_ENV, "").strip()
+    if render_ops:
+        config["per_step_k8s_config"] = {name: render_pod_config() for name in render_ops}
+    kubeconfig = settings.raw(K8S_KUBECONFIG_ENV)
     if kubeconfig:  # the run worker runs outside the cluster
         config.update(load_incluster_config=False, kubeconfig_file=kubeconfig)
     return config
 
 
 def gpu_executor() -> dg.ExecutorDefinition:
-    return _executor(executor_name(EXECUTOR_ENV, "in_process"))
+    return _executor(executor_name(EXECUTOR_ENV))
 
 
-def orchestrator_executor() -> dg.ExecutorDefinition:
+def orchestrator_executor(render_ops: Iterable[str] = ()) -> dg.ExecutorDefinition:
     """in_process unless configured otherwise. A partition's steps form one chain, so a process
     per step (multiprocess, Dagster's default) buys no parallelism, and each of those processes
     imports Dagster and loads the definitions again: measured on a content run of 7 steps,
     about 29 s of CPU against 4.5 s in process. celery or k8s send the render and probe steps
-    to render hosts."""
-    return _executor(executor_name(ORCHESTRATOR_EXECUTOR_ENV, "in_process"))
+    (`render_ops`) to render hosts."""
+    return _executor(executor_name(ORCHESTRATOR_EXECUTOR_ENV), render_ops)
 
 
-def _executor(name: str) -> dg.ExecutorDefinition:
+def _executor(name: str, render_ops: Iterable[str] = ()) -> dg.ExecutorDefinition:
     if name == "in_process":
         return dg.in_process_executor
     if name == "multiprocess":
@@ -245,7 +246,7 @@ def _executor(name: str) -> dg.ExecutorDefinition:
     _require(K8S_IMAGE_ENV, "the image step pods run")
     from dagster_k8s import k8s_job_executor
 
-    return k8s_job_executor.configured(k8s_config(), name="mdame_k8s")
+    return k8s_job_executor.configured(k8s_config(render_ops), name="mdame_k8s")
 
 
 def io_bucket(url: str) -> S3MediaUrl:
@@ -263,7 +264,7 @@ def io_bucket(url: str) -> S3MediaUrl:
 def step_io_manager() -> Any:
     """The IO manager a location's steps pass outputs through. Celery and k8s steps run in
     other processes, maybe on other hosts: they need storage they all reach."""
-    url = os.environ.get(IO_URL_ENV, "").strip()
+    url = settings.raw(IO_URL_ENV)
     if not url:
         # Dagster's default, files under $DAGSTER_HOME/storage: shared by every process of one
         # host (and by several hosts only if that folder is a shared mount).

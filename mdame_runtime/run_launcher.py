@@ -21,7 +21,6 @@ does, with an engine event saying why: a run server that is down costs CPU, neve
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from typing import Any, Self
@@ -32,6 +31,7 @@ from dagster._core.launcher.base import LaunchRunContext
 from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes.config_class import ConfigurableClassData
 
+from mdame_core import settings
 from mdame_runtime.run_server import LOCATION_MODULES, call, socket_path
 
 SERVERS_ENV = "MDAME_RUN_SERVERS"
@@ -89,7 +89,7 @@ class WarmRunLauncher(DefaultRunLauncher):
         try:
             return cls(
                 inst_data=inst_data,
-                servers=configured or os.environ.get(SERVERS_ENV, ""),
+                servers=configured or settings.raw(SERVERS_ENV),
                 request_timeout_s=config_value.get("request_timeout_s", REQUEST_TIMEOUT_S),
             )
         except ValueError as exc:

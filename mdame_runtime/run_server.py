@@ -79,10 +79,8 @@ MAX_REQUEST_BYTES = 4096
 # How long a request may take to arrive whole, from its connection; a client that stalls is
 # dropped.
 REQUEST_TIMEOUT_ENV = "MDAME_RUN_SERVER_REQUEST_TIMEOUT_S"
-REQUEST_TIMEOUT_S = 5.0
 # The most run workers alive at once (dagster.yaml runs at most 4 runs at a time in all).
 MAX_RUNS_ENV = "MDAME_RUN_SERVER_MAX_RUNS"
-MAX_RUNS = 16
 # The run ids remembered as started (their pids), so that none is forked twice; the oldest
 # are forgotten past this many (Dagster itself refuses a worker for a run already started).
 REMEMBERED_RUNS = 100_000
@@ -198,7 +196,7 @@ def warm_up(location: str) -> ModuleType:
     import dagster as dg
 
     module = importlib.import_module(location_module(location))
-    repository = module.defs.get_repository_def()
+    repository = module.defs().get_repository_def()  # a @dg.definitions function
     for job in repository.get_all_jobs():
         job.get_job_snapshot_id()
     for name in WARM_IMPORTS:
@@ -228,7 +226,7 @@ def run_in_child(location: str, run_id: str) -> int:
             log.error(
                 "run %s is not in the instance of DAGSTER_HOME %s",
                 run_id,
-                os.environ.get("DAGSTER_HOME"),
+                settings.raw("DAGSTER_HOME"),
             )
             return 2
         origin = run.remote_job_origin
@@ -249,10 +247,8 @@ def run_in_child(location: str, run_id: str) -> int:
 class RunServer:
     location: str
     path: str
-    request_timeout_s: float = field(
-        default_factory=lambda: settings.seconds_setting(REQUEST_TIMEOUT_ENV, REQUEST_TIMEOUT_S)
-    )
-    max_runs: int = field(default_factory=lambda: settings.count_setting(MAX_RUNS_ENV, MAX_RUNS))
+    request_timeout_s: float = field(default_factory=lambda: settings.get(REQUEST_TIMEOUT_ENV))
+    max_runs: int = field(default_factory=lambda: settings.get(MAX_RUNS_ENV))
     children: dict[int, str] = field(default_factory=dict)  # pid -> run id, alive
     started: dict[str, int] = field(default_factory=dict)  # run id -> pid, alive or not
     stopping: bool = False
