@@ -351,12 +351,12 @@ def _cpu_seconds(resource) -> tuple[float, float]:  # noqa: ANN001
 def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> None:
     import dagster as dg
 
-    from mdame_assets.defs.content_retry import content_retry_sensor
+    from mdame_assets.defs.content_retry import make_content_retry_sensor
     from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
-    from mdame_assets.defs.publications.sensors import publishing_sensor
+    from mdame_assets.defs.publications.sensors import make_publishing_sensor
     from mdame_assets.defs.schedules import daily_content_schedule
-    from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
-    from mdame_assets.jobs import publishing_job, scene_clips_job
+    from mdame_assets.gpu_defs.clips.sensors import make_scene_jobs_sensor
+    from mdame_assets.jobs import PUBLISHING_JOB, SCENE_CLIPS_JOB
     from mdame_pipeline.dimension_registry import sync_registry
     from mdame_resources.state import StateStoreResource
     from mdame_runtime.partition_keys import DIMENSION_PARTITION, partition_key
@@ -383,8 +383,8 @@ def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> No
         runs = seed_runs(
             instance,
             {
-                scene_clips_job.name: [str(partition_key(today, s)) for s in slugs],
-                publishing_job.name: [str(partition_key(yesterday, s)) for s in slugs],
+                SCENE_CLIPS_JOB: [str(partition_key(today, s)) for s in slugs],
+                PUBLISHING_JOB: [str(partition_key(yesterday, s)) for s in slugs],
             },
         )
         started = time.perf_counter()
@@ -412,9 +412,9 @@ def measure(dims: int, ticks: int, niches: Path, owner: str, app_url: str) -> No
         rows = [
             timed("daily_content_schedule", ticks, schedule),
             timed("dimension_registry_sensor", ticks, sensor(dimension_registry_sensor)),
-            timed("scene_jobs_sensor (GPU hop)", ticks, sensor(scene_jobs_sensor)),
-            timed("publishing_sensor (hop)", ticks, sensor(publishing_sensor)),
-            timed("content_retry_sensor", ticks, sensor(content_retry_sensor)),
+            timed("scene_jobs_sensor (GPU hop)", ticks, sensor(make_scene_jobs_sensor())),
+            timed("publishing_sensor (hop)", ticks, sensor(make_publishing_sensor())),
+            timed("content_retry_sensor", ticks, sensor(make_content_retry_sensor())),
         ]
     app.close()
     print(

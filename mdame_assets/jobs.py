@@ -1,6 +1,8 @@
 """The jobs that schedules and sensors launch; the run hops code locations at scene_clips.
 
-Jobs select their stage's assets by group. Two rules of orchestration live here:
+Jobs select their stage's assets by group. They are built when a code location loads (its
+`defs()`), from the settings of that moment: their retry policy and the GPU job's executor and
+runtime limit. Two rules of orchestration live here:
 
 - one run per dimension at a time, kept in the run queue: every run of a partition carries the
   dimension tag, and dagster.yaml limits it to one run per value. The pipeline lock in
@@ -13,12 +15,16 @@ Jobs select their stage's assets by group. Two rules of orchestration live here:
 from __future__ import annotations
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition as AssetJob,  # what define_asset_job returns; not exported
+)
 
-from mdame_core.settings import count_setting, seconds_setting
+from mdame_core import settings
 from mdame_runtime.executors import gpu_executor, gpu_run_tags
 from mdame_runtime.partition_keys import DIMENSION_PARTITION
 
 CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishing"
+CONTENT_JOB, PUBLISHING_JOB, SCENE_CLIPS_JOB = "content_job", "publishing_job", "scene_clips_job"
 
 # The tag Dagster itself puts on every run of a multi-partition key (schedule, sensor, backfill,
 # a UI launch): the run queue's one-run-per-dimension limit keys on it (dagster.yaml), so
@@ -26,37 +32,50 @@ CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP = "content", "visuals", "publishi
 DIMENSION_TAG = f"dagster/partition/{DIMENSION_PARTITION}"
 PARTITION_TAG = "mdame/partition"
 
-# 4 retries at about 3, 6, 12, 24 s (+-50 % jitter, so retries of several steps spread out):
-# long enough for a database restart or a lease to lapse, short enough that a real failure
-# surfaces within a minute. Settings, read when the definitions load.
 STEP_RETRIES_VAR, STEP_RETRY_DELAY_VAR = "MDAME_STEP_RETRIES", "MDAME_STEP_RETRY_DELAY_S"
-TRANSIENT_RETRY = dg.RetryPolicy(
-    max_retries=count_setting(STEP_RETRIES_VAR, 4),
-    delay=seconds_setting(STEP_RETRY_DELAY_VAR, 3.0),
-    backoff=dg.Backoff.EXPONENTIAL,
-    jitter=dg.Jitter.PLUS_MINUS,
-)
 
-content_job = dg.define_asset_job(
-    "content_job",
-    selection=dg.AssetSelection.groups(CONTENT_GROUP),
-    op_retry_policy=TRANSIENT_RETRY,
-    description="trends -> topics -> scripts -> scene_plan; the GPU location takes it from there.",
-)
-publishing_job = dg.define_asset_job(
-    "publishing_job",
-    selection=dg.AssetSelection.groups(PUBLISHING_GROUP),
-    op_retry_policy=TRANSIENT_RETRY,
-    description="voice_tracks -> renders -> publications, once the scene clips are ready.",
-)
-scene_clips_job = dg.define_asset_job(
-    "scene_clips_job",
-    selection=dg.AssetSelection.groups(VISUALS_GROUP),
-    executor_def=gpu_executor(),
-    op_retry_policy=TRANSIENT_RETRY,
-    tags=gpu_run_tags(),
-    description="One partition's scene clips, one step per scene, on the configured executor.",
-)
+
+def transient_retry() -> dg.RetryPolicy:
+    """The steps' retry policy, from the settings as the definitions load. By default 4 retries
+    at about 3, 6, 12, 24 s (+-50 % jitter, so retries of several steps spread out): long enough
+    for a database restart or a lease to lapse, short enough that a real failure surfaces within
+    a minute. The jobs apply it to every step without a policy of its own."""
+    return dg.RetryPolicy(
+        max_retries=settings.get(STEP_RETRIES_VAR),
+        delay=settings.get(STEP_RETRY_DELAY_VAR),
+        backoff=dg.Backoff.EXPONENTIAL,
+        jitter=dg.Jitter.PLUS_MINUS,
+    )
+
+
+def content_job() -> AssetJob:
+    return dg.define_asset_job(
+        CONTENT_JOB,
+        selection=dg.AssetSelection.groups(CONTENT_GROUP),
+        op_retry_policy=transient_retry(),
+        description="trends -> topics -> scripts -> scene_plan; the GPU location takes it from "
+        "there.",
+    )
+
+
+def publishing_job() -> AssetJob:
+    return dg.define_asset_job(
+        PUBLISHING_JOB,
+        selection=dg.AssetSelection.groups(PUBLISHING_GROUP),
+        op_retry_policy=transient_retry(),
+        description="voice_tracks -> renders -> publications, once the scene clips are ready.",
+    )
+
+
+def scene_clips_job() -> AssetJob:
+    return dg.define_asset_job(
+        SCENE_CLIPS_JOB,
+        selection=dg.AssetSelection.groups(VISUALS_GROUP),
+        executor_def=gpu_executor(),
+        op_retry_policy=transient_retry(),
+        tags=gpu_run_tags(),
+        description="One partition's scene clips, one step per scene, on the configured executor.",
+    )
 
 
 def partition_tags(key: str) -> dict[str, str]:

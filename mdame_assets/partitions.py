@@ -8,14 +8,14 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
-from mdame_core.settings import SettingsError, date_setting
+from mdame_core import settings
+from mdame_core.settings import SettingsError
 from mdame_runtime.partition_keys import DATE_PARTITION, DIMENSION_PARTITION, WEEK_PARTITION
 
 dimension_partitions = dg.DynamicPartitionsDefinition(name=DIMENSION_PARTITION)
 
 # The first day partition: a deployment that starts later shows no days before its own start.
 FIRST_DAY_ENV = "MDAME_FIRST_DAY"
-DEFAULT_FIRST_DAY = date(2026, 11, 1)
 
 
 def first_monday(day: date) -> date:
@@ -43,7 +43,7 @@ def weekly_partitions_from(first_day: date) -> dg.WeeklyPartitionsDefinition:
 def first_day_setting(today: date | None = None) -> date:
     """MDAME_FIRST_DAY, never after today (UTC): a later first day leaves no partition for the
     schedule to run."""
-    first = date_setting(FIRST_DAY_ENV, DEFAULT_FIRST_DAY)
+    first: date = settings.get(FIRST_DAY_ENV)
     today = today or datetime.now(UTC).date()
     if first > today:
         raise SettingsError(
@@ -53,6 +53,10 @@ def first_day_setting(today: date | None = None) -> date:
     return first
 
 
+# The one setting read as this module is imported, not as a location loads: every partitioned
+# asset of both locations is defined at import with these partitions (a Dagster partitions
+# definition holds its start date), so moving this read to load time would mean building every
+# asset there. A bad value still stops the import with the variable's name.
 FIRST_DAY = first_day_setting()
 daily_partitions = daily_partitions_from(FIRST_DAY)
 content_partitions = dg.MultiPartitionsDefinition(

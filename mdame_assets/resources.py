@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import dagster as dg
 
+from mdame_core import settings
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.providers.selection import providers_for_environment
 from mdame_resources.state import StateStoreResource
@@ -19,7 +19,7 @@ DATABASE_URL_VARS = ("MDAME_APP_DATABASE_URL", "MDAME_DATABASE_URL")
 
 def state_store_resource() -> StateStoreResource:
     for name in DATABASE_URL_VARS:
-        if os.environ.get(name):
+        if settings.is_set(name):
             return StateStoreResource(database_url=dg.EnvVar(name))
     return StateStoreResource()  # the project-local cluster: a derived URL, no secret
 

@@ -7,8 +7,9 @@ failed, this sensor requests content_job again under the rule of mdame_domain.re
 (retry n = the failed runs in a row, after a capped backoff with jitter), unless a run of it is
 queued or in progress or the partition has published a video. The run_key names the failed run
 it follows, `content:<partition>:retry<n>:<run id>`: the same facts give the same key, and each
-new failure a new one. It looks as often as the hop sensors (MDAME_HOP_SENSOR_INTERVAL_S), and
-reads the content runs of every candidate partition in one query.
+new failure a new one. It looks as often as the hop sensors (MDAME_HOP_SENSOR_INTERVAL_S, read
+as the location loads: the sensor is built then), and reads the content runs of every candidate
+partition in one query.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 
 from mdame_assets.defs.hops import (
-    HOP_SENSOR_INTERVAL_S,
     ended_at,
     failures_in_a_row,
+    hop_sensor_interval,
     in_progress,
     retry_window,
     runs_by_partition,
 )
-from mdame_assets.jobs import content_job, partition_tags
+from mdame_assets.jobs import CONTENT_JOB, content_job, partition_tags
 from mdame_core.state import Dimension, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
 from mdame_resources.state import StateStoreResource
@@ -42,7 +43,7 @@ def content_retry_result(
     for dimension in client.list_dimensions(active_only=True):
         for day in days:
             candidates[str(partition_key(day, dimension.slug))] = (day, dimension)
-    runs = runs_by_partition(instance, content_job.name, candidates)
+    runs = runs_by_partition(instance, CONTENT_JOB, candidates)
     requests, skipped = [], []
     for key, (day, dimension) in candidates.items():
         records = runs.get(key, [])
@@ -76,19 +77,30 @@ def content_retry_result(
     return dg.SensorResult(run_requests=requests, skip_reason=reason)
 
 
-@dg.sensor(
-    job=content_job,
-    minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests content_job again for each partition of the retry window "
-    "(MDAME_RETRY_WINDOW_DAYS) whose newest content run failed, after a capped backoff with "
-    "jitter (MDAME_RETRY_BACKOFF_S, MDAME_RETRY_BACKOFF_MAX_S), unless a run of it is queued or "
-    f"in progress or it published. Looks every {HOP_SENSOR_INTERVAL_S} s "
-    "(MDAME_HOP_SENSOR_INTERVAL_S).",
-)
-def content_retry_sensor(
+def content_retry(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
     return content_retry_result(
         context.instance, state.get_client(), datetime.now(UTC), retry_window()
     )
+
+
+def make_content_retry_sensor() -> dg.SensorDefinition:
+    interval = hop_sensor_interval()
+    return dg.sensor(
+        name="content_retry_sensor",
+        job_name=CONTENT_JOB,
+        minimum_interval_seconds=interval,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Requests content_job again for each partition of the retry window "
+        "(MDAME_RETRY_WINDOW_DAYS) whose newest content run failed, after a capped backoff with "
+        "jitter (MDAME_RETRY_BACKOFF_S, MDAME_RETRY_BACKOFF_MAX_S), unless a run of it is queued "
+        f"or in progress or it published. Looks every {interval} s "
+        "(MDAME_HOP_SENSOR_INTERVAL_S).",
+    )(content_retry)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The content job (the daily schedule names it too) and the sensor that retries it."""
+    return dg.Definitions(jobs=[content_job()], sensors=[make_content_retry_sensor()])

@@ -18,7 +18,6 @@ The content job's own retries use the same rule (mdame_assets.defs.content_retry
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from mdame_assets.jobs import partition_tags
-from mdame_core.settings import count_setting, seconds_setting
+from mdame_core import settings
 from mdame_core.state import PartitionWork, StateStore
 from mdame_domain.retry_window import RetryWindow, retry_verdict
 from mdame_domain.waits import waiting_words
@@ -38,7 +37,7 @@ AWAITING_CLIPS = ("planned",)
 
 # How often each hop sensor looks for work. MDAME_HOP_SENSOR_INTERVAL_S shortens it where a
 # person or a test waits on the hop (the UI browser test: a backfill crosses both hops).
-HOP_SENSOR_INTERVAL_S = int(os.environ.get("MDAME_HOP_SENSOR_INTERVAL_S") or 30)
+HOP_SENSOR_INTERVAL_ENV = "MDAME_HOP_SENSOR_INTERVAL_S"
 RETRY_WINDOW_DAYS_ENV = "MDAME_RETRY_WINDOW_DAYS"
 RETRY_BACKOFF_ENV = "MDAME_RETRY_BACKOFF_S"
 RETRY_BACKOFF_MAX_ENV = "MDAME_RETRY_BACKOFF_MAX_S"
@@ -52,13 +51,18 @@ IN_PROGRESS = [
 ]
 
 
+def hop_sensor_interval() -> int:
+    """The hop sensors' minimum interval, in seconds: read as the code location loads, since
+    Dagster takes it from the sensor's definition."""
+    return int(settings.get(HOP_SENSOR_INTERVAL_ENV))
+
+
 def retry_window() -> RetryWindow:
     """The retry rule's settings, read at every evaluation (a test shortens them)."""
-    default = RetryWindow()
     return RetryWindow(
-        days=count_setting(RETRY_WINDOW_DAYS_ENV, default.days),
-        backoff_s=seconds_setting(RETRY_BACKOFF_ENV, default.backoff_s),
-        backoff_max_s=seconds_setting(RETRY_BACKOFF_MAX_ENV, default.backoff_max_s),
+        days=settings.get(RETRY_WINDOW_DAYS_ENV),
+        backoff_s=settings.get(RETRY_BACKOFF_ENV),
+        backoff_max_s=settings.get(RETRY_BACKOFF_MAX_ENV),
     )
 
 

@@ -4,13 +4,13 @@ partition whose run fails is requested again by the content retry sensor
 
 import dagster as dg
 
-from mdame_assets.jobs import content_job, partition_tags
+from mdame_assets.jobs import CONTENT_JOB, partition_tags
 from mdame_resources.state import StateStoreResource
 from mdame_runtime.partition_keys import partition_key
 
 
 @dg.schedule(
-    job=content_job,
+    job_name=CONTENT_JOB,  # built with the content retry sensor, as the location loads
     cron_schedule="0 10 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,

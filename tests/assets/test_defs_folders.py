@@ -40,7 +40,7 @@ import mdame_assets
 
 location = __import__(sys.argv[1], fromlist=["defs"])
 assert Path(mdame_assets.__file__).is_relative_to(Path.cwd()), mdame_assets.__file__
-keys = location.defs.resolve_asset_graph().get_all_asset_keys()
+keys = location.defs().resolve_asset_graph().get_all_asset_keys()
 print("found" if dg.AssetKey("throwaway_probe") in keys else "missing")
 """
 

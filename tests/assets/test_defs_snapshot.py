@@ -43,7 +43,7 @@ def location_snapshot(defs: dg.Definitions) -> dict[str, list[str]]:
 
 def current() -> dict[str, Any]:
     return {
-        name: location_snapshot(importlib.import_module(module).defs)
+        name: location_snapshot(importlib.import_module(module).defs())
         for name, module in LOCATIONS.items()
     }
 
@@ -62,7 +62,7 @@ def _differences(pinned: dict[str, Any], now: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("location", sorted(LOCATIONS))
 def test_location_holds_what_the_snapshot_pins(location: str) -> None:
     pinned = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    now = {location: location_snapshot(importlib.import_module(LOCATIONS[location]).defs)}
+    now = {location: location_snapshot(importlib.import_module(LOCATIONS[location]).defs())}
     changed = _differences({location: pinned.get(location, {})}, now)
     assert not changed, (
         f"the {location} code location's definitions differ from {SNAPSHOT.name} "

@@ -29,7 +29,7 @@ def described(location: str) -> dict[str, str | None]:
     """'<kind> <name>' -> the description the UI shows, for every definition of the location
     (an asset Dagster made up for a dependency another location defines is left out: the UI
     shows that location's description)."""
-    repo = importlib.import_module(LOCATIONS[location]).defs.get_repository_def()
+    repo = importlib.import_module(LOCATIONS[location]).defs().get_repository_def()
     graph = repo.asset_graph
     found: dict[str, str | None] = {}
     for key in graph.get_all_asset_keys():

@@ -221,7 +221,7 @@ def _prepare_partitions(cluster: Cluster, keys: list[str]) -> None:
 
     content = [
         a
-        for a in orchestrator.defs.assets or ()
+        for a in orchestrator.defs().assets or ()
         if isinstance(a, dg.AssetsDefinition) and a.group_names_by_key.get(a.key) == CONTENT_GROUP
     ]
     with pytest.MonkeyPatch.context() as mp:

@@ -65,10 +65,13 @@ def generations(log_dir: Path) -> list[tuple[str, str, str]]:
     ]
 
 
-defs = dg.Definitions(
-    assets=gpu.defs.assets,
-    asset_checks=gpu.defs.asset_checks,
-    jobs=gpu.defs.jobs,
-    executor=gpu.defs.executor,
-    resources={**(gpu.defs.resources or {}), "visuals": LoggedVisuals()},
-)
+@dg.definitions
+def defs() -> dg.Definitions:
+    location = gpu.defs()  # built as this location loads, from the settings of that moment
+    return dg.Definitions(
+        assets=location.assets,
+        asset_checks=location.asset_checks,
+        jobs=location.jobs,
+        executor=location.executor,
+        resources={**(location.resources or {}), "visuals": LoggedVisuals()},
+    )

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from mdame_assets import orchestrator
-from mdame_assets.defs.content_retry import content_retry_sensor
+from mdame_assets.defs.content_retry import make_content_retry_sensor
 from mdame_assets.defs.hops import RETRY_BACKOFF_ENV, RETRY_WINDOW_DAYS_ENV
 from mdame_core.state import StateStore
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, sync_registry
@@ -42,7 +42,7 @@ class Setup:
         context = dg.build_sensor_context(
             instance=self.instance, resources={"state": self.resource}
         )
-        return content_retry_sensor(context)
+        return make_content_retry_sensor()(context)
 
 
 @pytest.fixture
@@ -136,6 +136,6 @@ def live_instance():
 
 
 def test_the_orchestrator_runs_the_content_retry_sensor(live_instance):
-    sensor = orchestrator.defs.resolve_sensor_def("content_retry_sensor")
+    sensor = orchestrator.defs().resolve_sensor_def("content_retry_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert sensor.job_name == CONTENT_JOB

@@ -31,8 +31,8 @@ from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
-from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
-from mdame_assets.jobs import DIMENSION_TAG, TRANSIENT_RETRY
+from mdame_assets.gpu_defs.clips.sensors import make_scene_jobs_sensor
+from mdame_assets.jobs import DIMENSION_TAG, transient_retry
 from mdame_assets.partitions import content_partitions
 from mdame_core.settings import REPO_ROOT
 from mdame_domain.retry_window import RetryWindow
@@ -146,7 +146,7 @@ def evaluate(pipeline) -> dg.SensorResult:
     context = dg.build_sensor_context(
         instance=pipeline.instance, resources={"state": pipeline.resources["state"]}
     )
-    return scene_jobs_sensor(context)
+    return make_scene_jobs_sensor()(context)
 
 
 def test_hop_sensor_requests_one_tagged_run_and_the_same_key_on_every_tick(planned):
@@ -295,15 +295,15 @@ def live_instance():
 
 def test_every_job_retries_with_backoff_and_jitter(live_instance):
     for defs, name in (
-        (orchestrator.defs, "content_job"),
-        (gpu.defs, "scene_clips_job"),
-        (orchestrator.defs, "publishing_job"),
+        (orchestrator.defs(), "content_job"),
+        (gpu.defs(), "scene_clips_job"),
+        (orchestrator.defs(), "publishing_job"),
     ):
         policy = defs.resolve_job_def(name).op_retry_policy
-        assert policy == TRANSIENT_RETRY
-    assert TRANSIENT_RETRY.backoff == dg.Backoff.EXPONENTIAL
-    assert TRANSIENT_RETRY.jitter == dg.Jitter.PLUS_MINUS
-    assert TRANSIENT_RETRY.max_retries >= 3
+        assert policy == transient_retry()
+    assert transient_retry().backoff == dg.Backoff.EXPONENTIAL
+    assert transient_retry().jitter == dg.Jitter.PLUS_MINUS
+    assert transient_retry().max_retries >= 3
 
 
 calls: list[str] = []
@@ -324,11 +324,12 @@ def permanent() -> None:
 
 def run_with_policy(asset, instance) -> dg.ExecuteInProcessResult:
     # The jobs' own policy, with the delay shortened so the test does not sleep for seconds.
+    jobs_policy = transient_retry()
     policy = dg.RetryPolicy(
-        max_retries=TRANSIENT_RETRY.max_retries,
+        max_retries=jobs_policy.max_retries,
         delay=0.1,
-        backoff=TRANSIENT_RETRY.backoff,
-        jitter=TRANSIENT_RETRY.jitter,
+        backoff=jobs_policy.backoff,
+        jitter=jobs_policy.jitter,
     )
     job = dg.define_asset_job("retrying", selection=[asset.key], op_retry_policy=policy)
     return (

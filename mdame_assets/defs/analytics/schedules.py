@@ -3,20 +3,25 @@
 import dagster as dg
 
 from mdame_assets.defs.analytics.assets import video_stats
-from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
+from mdame_assets.jobs import AssetJob, partition_tags, transient_retry
 from mdame_resources.state import StateStoreResource
 from mdame_runtime.partition_keys import partition_key
 
-analytics_job = dg.define_asset_job(
-    "analytics_job",
-    selection=dg.AssetSelection.assets(video_stats),
-    op_retry_policy=TRANSIENT_RETRY,
-    description="Each published video's views, likes and comments of the day.",
-)
+ANALYTICS_JOB = "analytics_job"
+
+
+def analytics_job() -> AssetJob:
+    """Built as the location loads: its retry policy is a setting."""
+    return dg.define_asset_job(
+        ANALYTICS_JOB,
+        selection=dg.AssetSelection.assets(video_stats),
+        op_retry_policy=transient_retry(),
+        description="Each published video's views, likes and comments of the day.",
+    )
 
 
 @dg.schedule(
-    job=analytics_job,
+    job_name=ANALYTICS_JOB,
     cron_schedule="0 23 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
@@ -34,3 +39,8 @@ def daily_analytics_schedule(context: dg.ScheduleEvaluationContext, state: State
         dg.RunRequest(run_key=f"analytics:{key}", partition_key=key, tags=partition_tags(key))
         for key in keys
     ]
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.Definitions(jobs=[analytics_job()], schedules=[daily_analytics_schedule])

@@ -7,21 +7,26 @@ Engine), so the tuning runs after, and from, the week's report.
 import dagster as dg
 
 from mdame_assets.defs.auditor.assets import strategic_audit
-from mdame_assets.jobs import TRANSIENT_RETRY, partition_tags
+from mdame_assets.jobs import AssetJob, partition_tags, transient_retry
 from mdame_domain.audit import Week
 from mdame_resources.state import StateStoreResource
 from mdame_runtime.partition_keys import week_partition_key
 
-weekly_operations_job = dg.define_asset_job(
-    "weekly_operations_job",
-    selection=dg.AssetSelection.assets(strategic_audit).downstream(),
-    op_retry_policy=TRANSIENT_RETRY,
-    description="The Strategic Auditor's weekly report, then what tunes from it.",
-)
+WEEKLY_OPERATIONS_JOB = "weekly_operations_job"
+
+
+def weekly_operations_job() -> AssetJob:
+    """Built as the location loads: its retry policy is a setting."""
+    return dg.define_asset_job(
+        WEEKLY_OPERATIONS_JOB,
+        selection=dg.AssetSelection.assets(strategic_audit).downstream(),
+        op_retry_policy=transient_retry(),
+        description="The Strategic Auditor's weekly report, then what tunes from it.",
+    )
 
 
 @dg.schedule(
-    job=weekly_operations_job,
+    job_name=WEEKLY_OPERATIONS_JOB,
     cron_schedule="30 23 * * 0",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
@@ -40,3 +45,8 @@ def weekly_audit_schedule(context: dg.ScheduleEvaluationContext, state: StateSto
         dg.RunRequest(run_key=f"audit:{key}", partition_key=key, tags=partition_tags(key))
         for key in keys
     ]
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.Definitions(jobs=[weekly_operations_job()], schedules=[weekly_audit_schedule])

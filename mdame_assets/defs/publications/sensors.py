@@ -1,23 +1,15 @@
 """Orchestrator: resumes a partition once its clips are ready, or once a halted script's voice
-backoff has expired (mdame_assets.defs.hops decides)."""
+backoff has expired (mdame_assets.defs.hops decides). The sensor and its job are built as the
+location loads: the sensor's interval and the job's retry policy are settings."""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import HOP_SENSOR_INTERVAL_S, awaiting_publishing, hop_sensor_result
-from mdame_assets.jobs import publishing_job
+from mdame_assets.defs.hops import awaiting_publishing, hop_sensor_interval, hop_sensor_result
+from mdame_assets.jobs import PUBLISHING_JOB, publishing_job
 from mdame_resources.state import StateStoreResource
 
 
-@dg.sensor(
-    job=publishing_job,
-    minimum_interval_seconds=HOP_SENSOR_INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Requests publishing_job (voice, render, publication) for each partition with "
-    "scripts whose clips are ready and are not yet published, or whose halted voice's backoff "
-    "ran out; a run that failed or moved nothing is retried after the retry window's backoff. "
-    f"Looks every {HOP_SENSOR_INTERVAL_S} s (MDAME_HOP_SENSOR_INTERVAL_S).",
-)
-def publishing_sensor(
+def publishing_work(
     context: dg.SensorEvaluationContext, state: StateStoreResource
 ) -> dg.SensorResult:
     client = state.get_client()
@@ -29,4 +21,23 @@ def publishing_sensor(
         for due in client.partitions_with_voice_retry_due()
         if (due.partition_date, due.dimension_slug) not in waiting
     ]
-    return hop_sensor_result(context, publishing_job.name, "publish", work)
+    return hop_sensor_result(context, PUBLISHING_JOB, "publish", work)
+
+
+def make_publishing_sensor() -> dg.SensorDefinition:
+    interval = hop_sensor_interval()
+    return dg.sensor(
+        name="publishing_sensor",
+        job_name=PUBLISHING_JOB,
+        minimum_interval_seconds=interval,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Requests publishing_job (voice, render, publication) for each partition "
+        "with scripts whose clips are ready and are not yet published, or whose halted voice's "
+        "backoff ran out; a run that failed or moved nothing is retried after the retry "
+        f"window's backoff. Looks every {interval} s (MDAME_HOP_SENSOR_INTERVAL_S).",
+    )(publishing_work)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.Definitions(jobs=[publishing_job()], sensors=[make_publishing_sensor()])

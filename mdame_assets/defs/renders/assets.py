@@ -16,10 +16,10 @@ from mdame_assets.defs.media_healing import heal_damaged_renders
 from mdame_assets.defs.voice.assets import voice_tracks
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import StateStore, WorkUnit
 from mdame_domain.audio_mix import MAX_TRUE_PEAK_DBTP, TARGET_LUFS, MusicTrack, music_bed
-from mdame_domain.captions import HOOK_MAX_S, HOOK_MIN_S, build_captions
+from mdame_domain.captions import build_captions
 from mdame_domain.contact_sheet import (
     SHEET_RECIPE_VERSION,
     SheetScene,
@@ -53,7 +53,7 @@ from mdame_pipeline.work import series_key
 from mdame_resources.media import MediaStoreResource, name_stored
 from mdame_resources.providers.safety import SafetyClassifierResource
 from mdame_resources.state import StateStoreResource
-from mdame_runtime.executors import render_step_tags
+from mdame_runtime.executors import RENDER_STEP_TAGS
 from mdame_runtime.step import Step, pipeline_step, scripts_entering
 
 REVIEW_CHECK = "technical"
@@ -105,8 +105,8 @@ def _render_inputs(
         words,
         step.dimension.captions,
         hook=script.payload["script"]["hook"],
-        hook_min_s=seconds_setting(HOOK_MIN_ENV, HOOK_MIN_S),
-        hook_max_s=seconds_setting(HOOK_MAX_ENV, HOOK_MAX_S),
+        hook_min_s=settings.get(HOOK_MIN_ENV),
+        hook_max_s=settings.get(HOOK_MAX_ENV),
         width=CAPTION_FRAME[0],
         height=CAPTION_FRAME[1],
     )
@@ -404,7 +404,7 @@ def _sheets_metadata(media: MediaStoreResource, done: dict[str, dict]) -> dict[s
     group_name="publishing",
     deps=[voice_tracks],
     kinds={"ffmpeg"},
-    op_tags=render_step_tags(),
+    op_tags=RENDER_STEP_TAGS,
 )
 def renders(
     context: dg.AssetExecutionContext,

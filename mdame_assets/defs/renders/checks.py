@@ -23,7 +23,7 @@ from mdame_domain.mediatools import MediaToolError
 from mdame_domain.probe import MediaAnalysis, analyze_media
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
-from mdame_runtime.executors import render_step_tags
+from mdame_runtime.executors import RENDER_STEP_TAGS
 from mdame_runtime.step import Step, read_step
 
 PROBE = "render_probe"
@@ -208,7 +208,7 @@ def _result(name: str, tally: _Tally, checked: int) -> dg.AssetCheckResult:
         for name in CHECKS
     ],
     can_subset=False,
-    op_tags=render_step_tags(),
+    op_tags=RENDER_STEP_TAGS,
 )
 def render_quality(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource

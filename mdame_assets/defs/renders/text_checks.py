@@ -27,7 +27,7 @@ from mdame_domain.media_store import MediaProblem
 from mdame_domain.mediatools import MediaToolError
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
-from mdame_runtime.executors import render_step_tags
+from mdame_runtime.executors import RENDER_STEP_TAGS
 from mdame_runtime.step import read_step
 
 CHECK = "text_on_screen"
@@ -43,7 +43,7 @@ RENDER_FPS = 24  # renders made before the payload recorded their analysis
     "a check_blocked alert. When it fails, per_render shows the blocks found in each sampled "
     "frame: text outside the boxes is most often a scene picture with lettering in the caption "
     "colour ringed in black (see the render's contact sheet); report any other case.",
-    op_tags=render_step_tags(),
+    op_tags=RENDER_STEP_TAGS,
 )
 def text_on_screen(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource

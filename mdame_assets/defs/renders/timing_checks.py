@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.renders.assets import renders, scene_timing
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import WorkUnit
 from mdame_domain.media_store import MediaProblem, MediaStore
 from mdame_domain.mediatools import MediaToolError
@@ -29,12 +29,11 @@ from mdame_domain.scene_cuts import (
 )
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.state import StateStoreResource
-from mdame_runtime.executors import render_step_tags
+from mdame_runtime.executors import RENDER_STEP_TAGS
 from mdame_runtime.step import Step, read_step
 
 CHECK = "scene_timing"
 TOLERANCE_ENV = "MDAME_SCENE_TIMING_TOLERANCE_S"
-TOLERANCE_S = 0.25
 RENDER_FPS = 24  # renders made before the payload recorded their analysis
 
 
@@ -78,18 +77,19 @@ def _readings(
     name=CHECK,
     blocking=True,
     description="Each scene's clip starts on its first spoken word (the voice's word timings), "
-    f"within {TOLERANCE_ENV} (default {TOLERANCE_S} s): measured on the rendered frames; cuts "
-    "the words could not place are reported, not failed. Blocking: the partition's "
-    "publications wait, with a check_blocked alert. When it fails, per_render shows each "
-    "cut's word time and where its clip was found: a miss is a render or measurement fault, "
+    f"within {TOLERANCE_ENV} (default {settings.default(TOLERANCE_ENV)} s): measured on the "
+    "rendered frames; cuts the words could not place are reported, not failed. Blocking: the "
+    "partition's publications wait, with a check_blocked alert. When it fails, per_render "
+    "shows each cut's word time and where its clip was found: a miss is a render or "
+    "measurement fault, "
     f"so report it; raise {TOLERANCE_ENV} only to accept such offsets.",
-    op_tags=render_step_tags(),
+    op_tags=RENDER_STEP_TAGS,
 )
 def scene_timing_check(
     context: dg.AssetCheckExecutionContext, state: StateStoreResource, media: MediaStoreResource
 ) -> dg.AssetCheckResult:
     step = read_step(context, state.get_client(), CHECK)
-    tolerance = seconds_setting(TOLERANCE_ENV, TOLERANCE_S)
+    tolerance = settings.get(TOLERANCE_ENV)
     store = media.store()
     problems: list[str] = []
     per_render: dict[str, dict[str, Any]] = {}

@@ -14,7 +14,7 @@ from mdame_assets.gpu_defs.clips.checks import (
 )
 from mdame_assets.gpu_defs.clips.healing import heal_damaged_clips
 from mdame_assets.partitions import content_partitions
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import RetryNotDue, WorkUnit
 from mdame_domain.timing import spent
 from mdame_domain.waits import NotYet
@@ -32,8 +32,6 @@ TO_VOICE = ("visuals_ready", "voice_queued")
 # MDAME_RETRY_WINDOW_DAYS). The backoff lives in PostgreSQL (mdame.voice_halts).
 VOICE_BACKOFF_ENV = "MDAME_VOICE_BACKOFF_S"
 VOICE_BACKOFF_MAX_ENV = "MDAME_VOICE_BACKOFF_MAX_S"
-VOICE_BACKOFF_S = 900.0
-VOICE_BACKOFF_MAX_S = 3600.0
 
 
 def retry_halted_voice(step: Step) -> list[int]:
@@ -65,8 +63,8 @@ def _halt(step: Step, script: WorkUnit, exc: VoiceSynthesisError) -> NoReturn:
         script.id,
         reason,
         permanent=exc.permanent,
-        backoff_s=seconds_setting(VOICE_BACKOFF_ENV, VOICE_BACKOFF_S),
-        backoff_max_s=seconds_setting(VOICE_BACKOFF_MAX_ENV, VOICE_BACKOFF_MAX_S),
+        backoff_s=settings.get(VOICE_BACKOFF_ENV),
+        backoff_max_s=settings.get(VOICE_BACKOFF_MAX_ENV),
         retry_until=closes,
     )
     if next_retry is not None:

@@ -13,6 +13,9 @@ logs and retries, and the executor (mdame_runtime/executors.py) decides where ea
 - scene_clips_done takes the lock again, settles each planned script (finish_visuals) and
   records the asset's materialization.
 Only scene ids and small outcome dicts travel between steps; everything else is in PostgreSQL.
+A transient failure of any of these steps is retried by scene_clips_job's retry policy
+(mdame_assets.jobs.transient_retry, a setting read as the location loads), which applies to every
+step without one of its own: the ops carry none.
 """
 
 import time
@@ -22,7 +25,6 @@ from typing import Any
 import dagster as dg
 
 from mdame_assets.defs.scenes.checks import scene_plan_problems
-from mdame_assets.jobs import TRANSIENT_RETRY
 from mdame_assets.partitions import content_partitions
 from mdame_core.logs import log_event
 from mdame_pipeline.clip_worker import (
@@ -64,7 +66,6 @@ def scenes_needing_clips(step: Step) -> list[int]:
 @dg.op(
     ins={"scene_plan": dg.In(dg.Nothing)},
     out={"scenes": dg.DynamicOut(int), "started_at": dg.Out(float)},
-    retry_policy=TRANSIENT_RETRY,
 )
 def scenes_to_clip(
     context: dg.OpExecutionContext, state: StateStoreResource
@@ -85,7 +86,7 @@ def scenes_to_clip(
         yield dg.DynamicOutput(scene_id, mapping_key=f"scene_{scene_id}", output_name="scenes")
 
 
-@dg.op(tags=GPU_STEP_TAGS, pool=GPU_POOL, retry_policy=TRANSIENT_RETRY)
+@dg.op(tags=GPU_STEP_TAGS, pool=GPU_POOL)
 def scene_clip(
     context: dg.OpExecutionContext,
     scene_id: int,
@@ -135,7 +136,7 @@ def scene_clip(
     return outcome.as_dict()
 
 
-@dg.op(out=dg.Out(dg.Nothing), retry_policy=TRANSIENT_RETRY)
+@dg.op(out=dg.Out(dg.Nothing))
 def scene_clips_done(
     context: dg.OpExecutionContext,
     outcomes: list[dict[str, Any]],
