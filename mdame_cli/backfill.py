@@ -65,17 +65,18 @@ def plan_phases(selection: str) -> list[Phase]:
     """The selected assets in the order the pipeline hands over: the content stages, the GPU
     location's scene clips, then the publishing stages. The selection is resolved on the
     orchestrator's graph, which holds the whole lineage (scene_clips as a spec)."""
-    graph = orchestrator.defs.resolve_asset_graph()
+    here_defs, gpu_defs = orchestrator.defs(), gpu.defs()
+    graph = here_defs.resolve_asset_graph()
     try:
         selected = dg.AssetSelection.from_string(selection).resolve(graph)
     except Exception as exc:  # Dagster's parser errors have no common public base
         raise BackfillError(f"--select {selection!r}: {str(exc).splitlines()[0]}") from None
-    here = selected & _materializable(orchestrator.defs)
+    here = selected & _materializable(here_defs)
     content = {k for k in here if graph.get(k).group_name == CONTENT_GROUP}
     phases = [
-        Phase(orchestrator.defs, tuple(sorted(content))),
-        Phase(gpu.defs, tuple(sorted(selected & _materializable(gpu.defs)))),
-        Phase(orchestrator.defs, tuple(sorted(here - content))),
+        Phase(here_defs, tuple(sorted(content))),
+        Phase(gpu_defs, tuple(sorted(selected & _materializable(gpu_defs)))),
+        Phase(here_defs, tuple(sorted(here - content))),
     ]
     phases = [p for p in phases if p.keys]
     if not phases:

@@ -53,12 +53,16 @@ def export_report(state: StateStore, dimension: str, week: Week, folder: Path) -
 
 
 def _run(job: str, key: str, instance: dg.DagsterInstance) -> str:
-    result = orchestrator.defs.resolve_job_def(job).execute_in_process(
-        partition_key=key,
-        instance=instance,
-        tags=partition_tags(key),
-        raise_on_error=False,
-        run_config=QUIET,
+    result = (
+        orchestrator.defs()
+        .resolve_job_def(job)
+        .execute_in_process(
+            partition_key=key,
+            instance=instance,
+            tags=partition_tags(key),
+            raise_on_error=False,
+            run_config=QUIET,
+        )
     )
     if result.success:
         return ""

@@ -34,6 +34,8 @@ class Outcome:
 # Step-level detail stays in the Dagster UI and the JSON log; the terminal gets warnings only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 PIPELINE_GROUPS = {CONTENT_GROUP, VISUALS_GROUP, PUBLISHING_GROUP}
+# Each job with its location's loader (`defs()` builds the definitions from the settings of the
+# moment it is called).
 JOBS = (
     (orchestrator.defs, "content_job"),
     (gpu.defs, "scene_clips_job"),
@@ -63,7 +65,7 @@ def whole_graph(*, without: tuple[str, ...] = ()) -> list:
     """Every asset and asset check of both code locations (minus the named assets), for
     materializing a partition in one in-process run, as tests and tools do."""
     items: list = []
-    for defs in (orchestrator.defs, gpu.defs):
+    for defs in (orchestrator.defs(), gpu.defs()):
         items += [
             a
             for a in defs.assets or ()
@@ -84,7 +86,7 @@ def run_partition(
     pipeline_runs row. A stop signal ends the run (failed) and raises `Interrupted` here."""
     # The same client the steps' StateStoreResource() uses (settings' URL, cached per process).
     state = state or StateStoreResource().get_client()
-    runs = [(defs.resolve_job_def(job_name), None) for defs, job_name in JOBS]
+    runs = [(load().resolve_job_def(job_name), None) for load, job_name in JOBS]
     before = timing.totals()
     outcome = run_in_order(instance, key, runs, state, "run_partition")
     outcome.spent = timing.since(before)
