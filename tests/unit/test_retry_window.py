@@ -7,7 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from mdame_core.settings import SettingsError, count_setting
+from mdame_core import settings
+from mdame_core.settings import SettingsError
 from mdame_domain.retry_window import JITTER, RetryWindow, retry_verdict
 
 KEY = "2026-11-29|science"
@@ -68,13 +69,18 @@ def test_the_window_closes_at_midnight_utc_after_the_partitions_day_plus_its_day
 
 
 def test_the_window_in_days_is_a_whole_number_setting(monkeypatch):
-    monkeypatch.delenv("MDAME_TEST_DAYS", raising=False)
-    assert count_setting("MDAME_TEST_DAYS", 1) == 1
-    monkeypatch.setenv("MDAME_TEST_DAYS", "0")
-    assert count_setting("MDAME_TEST_DAYS", 1) == 0
-    monkeypatch.setenv("MDAME_TEST_DAYS", "3")
-    assert count_setting("MDAME_TEST_DAYS", 1) == 3
-    for bad, message in (("-1", "zero or more"), ("1.5", "whole number"), ("x", "whole number")):
-        monkeypatch.setenv("MDAME_TEST_DAYS", bad)
-        with pytest.raises(SettingsError, match=f"MDAME_TEST_DAYS must be .*{message}"):
-            count_setting("MDAME_TEST_DAYS", 1)
+    name = "MDAME_RETRY_WINDOW_DAYS"
+    assert settings.default(name) == RetryWindow().days == 1
+    monkeypatch.delenv(name, raising=False)
+    assert settings.get(name) == 1
+    monkeypatch.setenv(name, "0")
+    assert settings.get(name) == 0
+    monkeypatch.setenv(name, "3")
+    assert settings.get(name) == 3
+    for bad in ("-1", "1.5", "x"):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(SettingsError) as refused:
+            settings.get(name)
+        assert str(refused.value) == (
+            f"{name}={bad!r} is not allowed: it takes a whole number >= 0, in days"
+        )
