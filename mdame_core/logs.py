@@ -18,6 +18,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from mdame_core import settings
 from mdame_domain.redaction import redact
 
 _logger = logging.getLogger("mdame")
@@ -68,7 +69,7 @@ def configure_process_logging(level: int = logging.INFO) -> None:
 def _ensure_handler() -> None:
     if _logger.handlers:
         return
-    path = os.environ.get("MDAME_LOG_FILE")
+    path = settings.raw("MDAME_LOG_FILE")
     if path:
         # A log file in a folder not made yet (a new home) would fail the step that logs.
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
