@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import Job, LeaseLost, NotFound, SceneClaim, StateError, StateStore
 from mdame_domain.dimensions import dimension_from_json
 from mdame_domain.media_store import MediaStore
@@ -55,12 +55,12 @@ def worker_id() -> str:
     """`<host>:<pid>`, or `<host>:<name>:<pid>` with MDAME_WORKER_NAME: the pid stays last and
     the host first, as the liveness sweep reads them."""
     host, pid = socket.gethostname(), os.getpid()
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", os.environ.get(WORKER_NAME_ENV, "").strip())[:64]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", settings.raw(WORKER_NAME_ENV))[:64]
     return f"{host}:{name}:{pid}" if name else f"{host}:{pid}"
 
 
 def lease_s() -> int:
-    return max(1, round(seconds_setting(LEASE_ENV, 300)))
+    return max(1, round(settings.get(LEASE_ENV)))
 
 
 class _LeaseKeeper(threading.Thread):
@@ -138,7 +138,7 @@ class SceneRefused(Exception):
 
 def scene_retry_s() -> float:
     """How long a scene waits after a transient provider failure (MDAME_SCENE_RETRY_S)."""
-    return seconds_setting(SCENE_RETRY_ENV, 300)
+    return float(settings.get(SCENE_RETRY_ENV))
 
 
 def make_scene_clip(

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import Fence, LeaseLost, StateStore
 
 # Read per use so a harness can shorten it (a SIGKILLed run's lock must expire before the next
@@ -23,7 +23,7 @@ RENEW_RETRY_S = 0.5
 
 
 def lock_ttl_s() -> int:
-    return max(1, round(seconds_setting(LOCK_TTL_ENV, 120)))
+    return max(1, round(settings.get(LOCK_TTL_ENV)))
 
 
 class LockBusy(Exception):

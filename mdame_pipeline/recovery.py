@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from mdame_core.settings import count_setting, seconds_setting
+from mdame_core import settings
 from mdame_core.state import Attempt, StateConflict, StateStore, WorkUnit
 from mdame_pipeline.locks import held_lock
 
@@ -38,10 +38,12 @@ RETRY_STATES = ("voice_queued", "render_queued")
 PUBLISHING = "publishing"
 STALLED_STATES = (*RETRY_STATES, PUBLISHING)
 UNSETTLED = ("submitted", "unknown")  # attempt outcomes nobody knows yet
-STALL_AFTER_S = 600.0  # unchanged this long in an in-progress state: a run crashed there
-MAX_ATTEMPTS = 3  # resumed this often and stalled again: failed, not retried forever
 STALL_AFTER_VAR = "MDAME_STALL_AFTER_S"
 MAX_ATTEMPTS_VAR = "MDAME_STALL_MAX_ATTEMPTS"
+# Unchanged this long in an in-progress state: a run crashed there.
+STALL_AFTER_S: float = settings.default(STALL_AFTER_VAR)
+# Resumed this often and stalled again: failed, not retried forever.
+MAX_ATTEMPTS: int = settings.default(MAX_ATTEMPTS_VAR)
 _RACE_RETRIES = 3
 
 
@@ -63,11 +65,11 @@ class Uploads:
 
 
 def stall_after_setting() -> float:
-    return seconds_setting(STALL_AFTER_VAR, STALL_AFTER_S)
+    return float(settings.get(STALL_AFTER_VAR))
 
 
 def max_attempts_setting() -> int:
-    return max(1, count_setting(MAX_ATTEMPTS_VAR, MAX_ATTEMPTS))
+    return int(settings.get(MAX_ATTEMPTS_VAR))
 
 
 def decide(
