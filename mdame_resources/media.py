@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -11,9 +10,9 @@ from typing import TypeVar
 
 import dagster as dg
 
+from mdame_core import settings
 from mdame_core.settings import mdame_home
 from mdame_core.state import MediaCollected, StateStore
-from mdame_domain.media_cache import DEFAULT_CACHE_BYTES
 from mdame_domain.media_store import LocalMediaStore, MediaStore
 from mdame_domain.media_url import MEDIA_URL_ENV, LocalMediaUrl, parse_media_url
 from mdame_domain.scratch import owned_dir, scratch_space, sweep_scratch
@@ -28,7 +27,7 @@ class MediaStoreResource(dg.ConfigurableResource):
     url: str = ""  # empty: $MDAME_MEDIA_URL; s3://bucket/prefix?endpoint_url=... for shared media
 
     def store(self) -> MediaStore:
-        parsed = parse_media_url(self.url or os.environ.get(MEDIA_URL_ENV, ""))
+        parsed = parse_media_url(self.url or settings.raw(MEDIA_URL_ENV))
         if isinstance(parsed, LocalMediaUrl):
             return LocalMediaStore(Path(parsed.path) if parsed.path else media_root(self.root))
         from mdame_resources.media_s3 import s3_media_store  # boto3 only where S3 is used
@@ -98,7 +97,7 @@ MEDIA_CACHE_BYTES_ENV = "MDAME_MEDIA_CACHE_BYTES"
 def media_root(configured: str = "") -> Path:
     """The store's folder. MDAME_MEDIA_ROOT lets several homes share one store (the crash
     harness: content-addressed files and derived-output memos are valid across databases)."""
-    return Path(configured or os.environ.get(MEDIA_ROOT_ENV) or mdame_home() / "media")
+    return Path(configured or settings.raw(MEDIA_ROOT_ENV) or mdame_home() / "media")
 
 
 def media_cache_dir() -> Path:
@@ -108,13 +107,7 @@ def media_cache_dir() -> Path:
 
 def media_cache_bytes() -> int:
     """The cache's size cap in bytes: $MDAME_MEDIA_CACHE_BYTES, default 4 GiB."""
-    raw = os.environ.get(MEDIA_CACHE_BYTES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CACHE_BYTES
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{MEDIA_CACHE_BYTES_ENV} must be a positive whole number of bytes")
-    return value
+        return int(settings.get(MEDIA_CACHE_BYTES_ENV))
+    except settings.SettingsError as exc:
+        raise ValueError(str(exc)) from None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from typing import Any, ClassVar
 import dagster as dg
 import httpx
 
+from mdame_core import settings
 from mdame_core.settings import dimensions_dir, mdame_home
 from mdame_domain.dimensions import SLUG_PATTERN, DimensionConfigError, load_dimension_file
 from mdame_domain.doctor import Redactor, Status, display_url
@@ -114,13 +114,13 @@ class TelegramNotifier(NotifierResource):
 
     # -- configuration -------------------------------------------------------------------------
     def _token(self) -> str:
-        token = self.bot_token or os.environ.get(TOKEN_VAR, "")
+        token = self.bot_token or settings.raw(TOKEN_VAR)
         if not token:
             raise NotifyConfigError(f"no Telegram bot token: set {TOKEN_VAR}")
         return token
 
     def base_url(self) -> str:
-        return (self.api_url or os.environ.get(API_URL_VAR) or DEFAULT_API_URL).rstrip("/")
+        return (self.api_url or settings.raw(API_URL_VAR) or DEFAULT_API_URL).rstrip("/")
 
     def dimension_chat(self, dimension: str) -> str:
         """The chat the dimension's YAML names ('' when none, or the file is missing or
@@ -138,7 +138,7 @@ class TelegramNotifier(NotifierResource):
 
     def chat_for(self, dimension: str | None) -> str:
         chat = self.dimension_chat(dimension) if dimension else ""
-        chat = chat or self.chat_id or os.environ.get(CHAT_VAR, "")
+        chat = chat or self.chat_id or settings.raw(CHAT_VAR)
         if not chat:
             where = f"alerts.telegram_chat in dimensions/{dimension}.yaml or " if dimension else ""
             raise NotifyConfigError(

@@ -20,15 +20,11 @@ _lock = threading.Lock()
 # definitions: each kind of process (code server, run worker, Celery worker) gets its own from
 # its environment, and docs/deployment.md sizes PostgreSQL's max_connections with it.
 POOL_MAX_ENV = "MDAME_STATE_POOL_MAX"
-DEFAULT_POOL_MAX = 4
 
 
 def pool_max_setting() -> int:
-    """MDAME_STATE_POOL_MAX (a whole number, at least 1), else 4."""
-    value = settings.count_setting(POOL_MAX_ENV, DEFAULT_POOL_MAX)
-    if value < 1:
-        raise settings.SettingsError(f"{POOL_MAX_ENV} must be at least 1, got {value}")
-    return value
+    """MDAME_STATE_POOL_MAX (a whole number, at least 1), else its declared default."""
+    return int(settings.get(POOL_MAX_ENV))
 
 
 class StateStoreResource(dg.ConfigurableResource):

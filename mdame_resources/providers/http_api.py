@@ -37,7 +37,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from mdame_core.settings import SettingsError, seconds_setting
+from mdame_core import settings
+from mdame_core.settings import SettingsError
 from mdame_domain.channel import NotSent, TransferInterrupted
 from mdame_domain.redaction import display_url
 
@@ -51,7 +52,7 @@ def trusted(url: str, what: str) -> str:
     protocol servers) but not with ENV=prod. The refusal names the URL without its query."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
-    local = parts.scheme == "http" and loopback(host) and os.environ.get("ENV") != "prod"
+    local = parts.scheme == "http" and loopback(host) and settings.get("ENV") != "prod"
     if not host or not (parts.scheme == "https" or local):
         raise SettingsError(
             f"the {what} {display_url(url)!r} must be an https URL "
@@ -63,7 +64,6 @@ def trusted(url: str, what: str) -> str:
 # How long a connection may idle before it is closed instead of reused. Servers close idle
 # connections after a while (often 60 s or more); one found closed is never reused.
 KEEPALIVE_VAR = "MDAME_HTTP_KEEPALIVE_S"
-KEEPALIVE_DEFAULT_S = 15.0
 # Idle connections kept per origin (httpx: per client): threads sending at once open more, and
 # those beyond this are closed after use.
 IDLE_PER_ORIGIN = 4
@@ -117,7 +117,7 @@ atexit.register(close_pools)
 
 
 def _keepalive_s() -> float:
-    return seconds_setting(KEEPALIVE_VAR, KEEPALIVE_DEFAULT_S)
+    return float(settings.get(KEEPALIVE_VAR))
 
 
 def http_client(name: str, trust_env: bool = True) -> httpx.Client:

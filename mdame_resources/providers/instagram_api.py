@@ -27,13 +27,13 @@ answer).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from mdame_core import settings
 from mdame_domain.channel import ChannelError, GrantRevoked, NotSent, TransferInterrupted
 from mdame_resources.providers.http_api import OneShotHttp, exchange, trusted
 
@@ -95,7 +95,7 @@ class InstagramApi(OneShotHttp):
         on_rotate: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(timeout_s)
-        root = graph_url or os.environ.get(GRAPH_URL_VAR) or GRAPH_URL
+        root = graph_url or settings.raw(GRAPH_URL_VAR) or GRAPH_URL
         self.graph_url = trusted(root, f"Instagram graph URL ({GRAPH_URL_VAR})").rstrip("/")
         self._token = token
         self.on_rotate = on_rotate

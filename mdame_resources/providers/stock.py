@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,8 @@ from typing import Any
 import dagster as dg
 import httpx
 
-from mdame_core.settings import count_setting, mdame_home, seconds_setting
+from mdame_core import settings
+from mdame_core.settings import mdame_home
 from mdame_domain.media_profile import media_profile
 from mdame_domain.paid_calls import backoff_s
 from mdame_domain.redaction import display_url, redact
@@ -86,36 +86,36 @@ BACKOFF_ENV = "MDAME_STOCK_BACKOFF_S"
 RATE_WAIT_ENV = "MDAME_STOCK_RATE_WAIT_S"
 CACHE_S_ENV = "MDAME_STOCK_SEARCH_CACHE_S"
 CACHE_DIR_ENV = "MDAME_STOCK_CACHE_DIR"
-MiB = 1024 * 1024
 _BLOCK = 64 * 1024
 CLIP_FPS = 24  # as the procedural clips
 
 
 @dataclass(frozen=True)
 class StockSettings:
-    """The durations, caps and tries of the stock client (MDAME_STOCK_*)."""
+    """The durations, caps and tries of the stock client (MDAME_STOCK_*); each defaults to its
+    variable's declared default."""
 
-    timeout_s: float = 20.0  # each socket operation
-    download_s: float = 180.0  # a whole download, on the wall clock
-    max_bytes: int = 64 * MiB
-    transient_tries: int = 3
-    backoff_s: float = 1.0
-    rate_wait_s: float = 60.0  # a 429 that says nothing of its reset
-    cache_s: float = 86400.0
+    timeout_s: float = settings.default(TIMEOUT_ENV)  # each socket operation
+    download_s: float = settings.default(DOWNLOAD_ENV)  # a whole download, on the wall clock
+    max_bytes: int = settings.default(MAX_BYTES_ENV)
+    transient_tries: int = settings.default(TRIES_ENV)
+    backoff_s: float = settings.default(BACKOFF_ENV)
+    rate_wait_s: float = settings.default(RATE_WAIT_ENV)  # a 429 that says nothing of its reset
+    cache_s: float = settings.default(CACHE_S_ENV)
     cache_dir: Path | None = None  # None: no search cache
 
 
 def stock_settings() -> StockSettings:
     """The settings from the environment (each with its default)."""
-    cache = os.environ.get(CACHE_DIR_ENV, "").strip()
+    cache = settings.raw(CACHE_DIR_ENV)
     return StockSettings(
-        timeout_s=seconds_setting(TIMEOUT_ENV, 20.0),
-        download_s=seconds_setting(DOWNLOAD_ENV, 180.0),
-        max_bytes=count_setting(MAX_BYTES_ENV, 64 * MiB),
-        transient_tries=max(1, count_setting(TRIES_ENV, 3)),
-        backoff_s=seconds_setting(BACKOFF_ENV, 1.0),
-        rate_wait_s=seconds_setting(RATE_WAIT_ENV, 60.0),
-        cache_s=seconds_setting(CACHE_S_ENV, 86400.0),
+        timeout_s=settings.get(TIMEOUT_ENV),
+        download_s=settings.get(DOWNLOAD_ENV),
+        max_bytes=settings.get(MAX_BYTES_ENV),
+        transient_tries=settings.get(TRIES_ENV),
+        backoff_s=settings.get(BACKOFF_ENV),
+        rate_wait_s=settings.get(RATE_WAIT_ENV),
+        cache_s=settings.get(CACHE_S_ENV),
         cache_dir=Path(cache) if cache else mdame_home() / "stock-cache",
     )
 
@@ -534,12 +534,12 @@ class StockFootage(ProviderResource):
 
     def client(self, clock: Callable[[], float] = time.time) -> StockClient:
         keys = {
-            PEXELS: self.pexels_api_key or os.environ.get(KEY_VARS[PEXELS], ""),
-            PIXABAY: self.pixabay_api_key or os.environ.get(KEY_VARS[PIXABAY], ""),
+            PEXELS: self.pexels_api_key or settings.raw(KEY_VARS[PEXELS]),
+            PIXABAY: self.pixabay_api_key or settings.raw(KEY_VARS[PIXABAY]),
         }
         urls = {
-            PEXELS: self.pexels_url or os.environ.get(URL_VARS[PEXELS], ""),
-            PIXABAY: self.pixabay_url or os.environ.get(URL_VARS[PIXABAY], ""),
+            PEXELS: self.pexels_url or settings.raw(URL_VARS[PEXELS]),
+            PIXABAY: self.pixabay_url or settings.raw(URL_VARS[PIXABAY]),
         }
         return StockClient(
             keys,

@@ -25,13 +25,13 @@ NotSent (nothing left this host), TransferInterrupted (no answer: ask the post's
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from mdame_core import settings
 from mdame_domain.channel import (
     AppRefused,
     ChannelError,
@@ -98,7 +98,7 @@ class TikTokApi(OneShotHttp):
         pace: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(timeout_s)
-        root = base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL
+        root = base_url or settings.raw(BASE_URL_VAR) or TIKTOK_BASE_URL
         self.base_url = trusted(root, f"TikTok API base URL ({BASE_URL_VAR})").rstrip("/")
         self._refresh_token = refresh_token
         self._client = (client_key, client_secret)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from urllib.parse import quote
 
 import httpx
 
+from mdame_core import settings
 from mdame_core.settings import REPO_ROOT
 from mdame_core.state import Fenced
 from mdame_domain.feed_formats import cached_items, parse_source_body
@@ -223,7 +223,7 @@ class HttpFeedTrendSource(TrendSourceResource):
 
     def endpoints(self) -> Endpoints:
         def pick(value: str, env: str, default: str) -> str:
-            return value or os.environ.get(env, "") or default
+            return value or settings.raw(env) or default
 
         return Endpoints(
             youtube_root_url=pick(

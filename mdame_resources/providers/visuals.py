@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from mdame_core import settings
 from mdame_core.settings import mdame_home
 from mdame_domain.diffusion import DEFAULT_ENGINE, ENGINES, check_model_id
 from mdame_domain.media_profile import SHORTS, media_profile
@@ -92,7 +92,7 @@ MODEL_DIR_VAR = "MDAME_MODEL_DIR"
 
 def resolve_model_dir(configured: str = "") -> Path:
     """The configured folder, else $MDAME_MODEL_DIR, else $MDAME_HOME/models."""
-    chosen = configured or os.environ.get(MODEL_DIR_VAR, "")
+    chosen = configured or settings.raw(MODEL_DIR_VAR)
     return Path(chosen).expanduser() if chosen else mdame_home() / "models"
 
 

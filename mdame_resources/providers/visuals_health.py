@@ -9,11 +9,10 @@ whose chain leaves an engine out needs nothing of it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mdame_core.settings import SettingsError
+from mdame_core.settings import SettingsError, raw
 from mdame_domain.doctor import Redactor, Status
 from mdame_domain.generated_stills import GeneratedSettings
 from mdame_domain.paid_calls import UnknownPrice
@@ -165,8 +164,8 @@ def stock_health(resource: StockFootage, timeout: float, scope: HealthScope | No
     found: list[Health] = []
     for source in (PEXELS, PIXABAY):
         name, variable = SOURCE_NAMES[source], KEY_VARS[source]
-        key = getattr(resource, f"{fields[source]}_api_key") or os.environ.get(variable, "")
-        url = getattr(resource, f"{fields[source]}_url") or os.environ.get(URL_VARS[source], "")
+        key = getattr(resource, f"{fields[source]}_api_key") or raw(variable)
+        url = getattr(resource, f"{fields[source]}_url") or raw(URL_VARS[source])
         if not key.strip():
             if users:
                 status, why = Status.WARN, f"{', '.join(users)} use stock: {name} is not searched"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import tempfile
 import threading
 import wave
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from mdame_core.settings import os_variable, raw, set_variable
 from mdame_domain.dimensions import VoiceSettings
 from mdame_domain.doctor import Status, display_url, edge_voice_list_url
 from mdame_domain.paid_calls import failure_class
@@ -192,7 +192,7 @@ class EdgeGeminiVoiceChain(VoiceResource):
 
     # -- Edge-TTS ---------------------------------------------------------------------------
     def _endpoint(self) -> str | None:
-        url = self.edge_url or os.environ.get(EDGE_URL_ENV, "")
+        url = self.edge_url or raw(EDGE_URL_ENV)
         if not url:
             return None
         if "?" not in url:
@@ -206,9 +206,9 @@ class EdgeGeminiVoiceChain(VoiceResource):
         host = urlsplit(url).hostname or ""
         if host in ("127.0.0.1", "localhost", "::1"):
             # edge-tts honours proxy variables; a local server is never behind the proxy.
-            current = os.environ.get("NO_PROXY", "")
+            current = os_variable("NO_PROXY")
             if host not in current.split(","):
-                os.environ["NO_PROXY"] = ",".join(filter(None, [current, host]))
+                set_variable("NO_PROXY", ",".join(filter(None, [current, host])))
         return url
 
     def _edge(self, text: str, settings: VoiceSettings, out_wav: Path) -> VoiceTrack:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from googleapiclient.discovery import build_from_document  # type: ignore[import
 from googleapiclient.errors import HttpError  # type: ignore[import-untyped]
 from googleapiclient.http import build_http  # type: ignore[import-untyped]
 
+from mdame_core import settings
 from mdame_core.settings import SettingsError
 from mdame_domain.channel import (
     AppRefused,
@@ -209,7 +209,7 @@ class YouTubeApi:
         self._credentials = Credentials(
             None,
             refresh_token=refresh_token,
-            token_uri=token_uri or os.environ.get(TOKEN_URI_VAR) or GOOGLE_TOKEN_URI,
+            token_uri=token_uri or settings.raw(TOKEN_URI_VAR) or GOOGLE_TOKEN_URI,
             client_id=client_id,
             client_secret=client_secret,
             scopes=list(SCOPES),
@@ -222,7 +222,7 @@ class YouTubeApi:
         self.http = google_auth_httplib2.AuthorizedHttp(
             self._credentials, http=base, max_refresh_attempts=1
         )
-        document = _discovery(root_url if root_url is not None else os.environ.get(ROOT_URL_VAR))
+        document = _discovery(root_url if root_url is not None else settings.raw(ROOT_URL_VAR))
         self._origin = _api_origin(str(document["rootUrl"]))
         self.service = build_from_document(document, http=self.http)
 

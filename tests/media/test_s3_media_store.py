@@ -243,5 +243,5 @@ def test_the_resource_picks_the_backend_from_the_url(s3_bucket, tmp_path, monkey
     assert remote.verified_path(stored.uri).read_bytes() == b"through env"
 
     monkeypatch.setenv("MDAME_MEDIA_CACHE_BYTES", "lots")
-    with pytest.raises(ValueError, match="MDAME_MEDIA_CACHE_BYTES"):
+    with pytest.raises(ValueError, match="MDAME_MEDIA_CACHE_BYTES='lots' is not allowed"):
         MediaStoreResource().store()

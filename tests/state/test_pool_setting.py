@@ -55,5 +55,5 @@ def test_default_and_explicit_config(pool_env, fresh_db) -> None:
 @pytest.mark.parametrize("raw", ["0", "-2", "four", "2.5"])
 def test_a_bad_value_is_refused_naming_the_variable(pool_env, fresh_db, raw: str) -> None:
     pool_env.setenv(POOL_MAX_ENV, raw)
-    with pytest.raises(SettingsError, match=POOL_MAX_ENV):
+    with pytest.raises(SettingsError, match=f"{POOL_MAX_ENV}={raw!r} is not allowed"):
         StateStoreResource(database_url=fresh_db.app).get_client()

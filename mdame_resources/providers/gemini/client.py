@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import httpx
+
+from mdame_core import settings
 
 if TYPE_CHECKING:  # the SDK costs most of a second to import: loaded when a client is made
     from google import genai
@@ -54,7 +55,7 @@ def make_client(
     from google.genai import types
 
     options = types.HttpOptions(
-        base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
+        base_url=base_url or settings.raw(BASE_URL_ENV) or None,
         api_version=API_VERSION,
         timeout=int(timeout_s * 1000),
         retry_options=None,

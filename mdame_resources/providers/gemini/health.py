@@ -6,10 +6,10 @@ service."""
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Hashable, MutableMapping, Sequence
 from typing import Any
 
+from mdame_core import settings
 from mdame_domain.dimensions import DimensionConfig
 from mdame_domain.doctor import Redactor, Status, display_url, first_line
 from mdame_domain.paid_calls import DEFAULT_TEXT_MODEL, DEFAULT_TTS_MODEL
@@ -79,7 +79,7 @@ def models_health(
     if not api_key:
         add(Status.FAIL, f"{key_name} is not set")
         return found
-    base = base_url or os.environ.get(BASE_URL_ENV) or GOOGLE_BASE_URL
+    base = base_url or settings.raw(BASE_URL_ENV) or GOOGLE_BASE_URL
     where = display_url(base)
     client = make_client(api_key, base_url, timeout_s=timeout)
     from google.genai import errors

@@ -39,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_domain.model_output import InvalidModelOutput
 from mdame_domain.paid_calls import (
     backoff_s,
@@ -75,7 +74,6 @@ if TYPE_CHECKING:  # the SDK is imported with the first client (client.make_clie
 DEFAULT_MAX_ATTEMPTS = 4
 # A paid call's lease outlives its lock by the longest single request (a setting, so a crash
 # test need not wait out a killed run's call).
-GRACE_S = 180
 GRACE_ENV = "MDAME_GEMINI_GRACE_S"
 TRANSIENT_TRIES_ENV = "MDAME_GEMINI_TRANSIENT_TRIES"
 BACKOFF_ENV = "MDAME_GEMINI_BACKOFF_S"
@@ -146,15 +144,6 @@ class _Outcome:
         return "blocked" if self.detail.get("blocked") else "unusable"
 
 
-def _int_setting(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name} must be a positive whole number, got {raw!r}")
-    return int(raw)
-
-
 def _images_in(response: types.GenerateContentResponse) -> int:
     """The images an answer carries (inline parts of an image/* type), over its candidates."""
     return sum(
@@ -187,12 +176,12 @@ class PaidCaller:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client, self.ctx, self.max_attempts, self.sleep = client, ctx, max_attempts, sleep
-        self.transient_tries = transient_tries or _int_setting(TRANSIENT_TRIES_ENV, 4)
+        self.transient_tries = transient_tries or int(settings.get(TRANSIENT_TRIES_ENV))
         self.backoff_base_s = (
-            backoff_base_s if backoff_base_s is not None else seconds_setting(BACKOFF_ENV, 1.0)
+            backoff_base_s if backoff_base_s is not None else float(settings.get(BACKOFF_ENV))
         )
         self.backoff_max_s = (
-            backoff_max_s if backoff_max_s is not None else seconds_setting(BACKOFF_MAX_ENV, 30.0)
+            backoff_max_s if backoff_max_s is not None else float(settings.get(BACKOFF_MAX_ENV))
         )
 
     def call(
@@ -249,7 +238,7 @@ class PaidCaller:
                 estimate,
                 self.ctx.dimension.daily_budget_micros,
                 self.max_attempts,
-                round(seconds_setting(GRACE_ENV, GRACE_S)),
+                round(settings.get(GRACE_ENV)),
                 {"model": model},
             )
             if start.action == "done":
