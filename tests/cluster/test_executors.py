@@ -22,7 +22,7 @@ from dagster_k8s.job import (
     get_user_defined_k8s_config,
 )
 
-from mdame_assets import executors
+from mdame_runtime import executors
 from mdame_runtime.executors import (
     GPU_STEP_TAGS,
     ExecutorConfigError,

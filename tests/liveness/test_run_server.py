@@ -32,7 +32,7 @@ import pytest
 import yaml
 from liveness_kit import REPO, World, wait_for
 
-from mdame_assets import liveness
+from mdame_runtime import liveness
 from mdame_runtime.liveness import run_is_dead, sweep
 from mdame_runtime.run_launcher import RUN_SERVER_TAG, WarmRunLauncher
 from mdame_runtime.run_server import call
@@ -232,7 +232,7 @@ def test_a_forked_run_is_terminated_through_its_run_server(setup):
 
 def test_a_run_server_whose_code_changed_refuses_and_exits_for_a_restart(setup):
     world, server = setup
-    loaded = REPO / "mdame_assets" / "run_outcomes.py"
+    loaded = REPO / "mdame_runtime" / "run_outcomes.py"
     stat = loaded.stat()
     try:
         os.utime(loaded, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
