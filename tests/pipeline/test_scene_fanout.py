@@ -17,8 +17,11 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from dagster._core.definitions.dependency import NodeHandle
 
+from mdame_assets import gpu
 from mdame_assets.gpu_defs.clips.assets import scene_clip, scene_clips
+from mdame_assets.jobs import SCENE_CLIPS_JOB, transient_retry
 from mdame_core.state import StateStore
 from mdame_domain.idempotency import content_hash
 from mdame_pipeline.clip_worker import LEASE_ENV, WORKER_NAME_ENV, _LeaseKeeper, worker_id
@@ -121,7 +124,13 @@ def test_the_scene_step_is_a_gpu_step() -> None:
     assert scene_clip.tags["dagster-celery/queue"] == GPU_STEP_TAGS["dagster-celery/queue"]
     assert "dagster-k8s/config" in scene_clip.tags
     assert scene_clip.pool == GPU_POOL
-    assert scene_clip.retry_policy is not None
+    # Its transient failures are retried under its job's policy, which applies to every step
+    # without a policy of its own (the policy is a setting, read as the location loads).
+    assert scene_clip.retry_policy is None
+    job = gpu.defs().resolve_job_def(SCENE_CLIPS_JOB)
+    for op in ("scenes_to_clip", "scene_clip", "scene_clips_done"):
+        handle = NodeHandle(op, parent=NodeHandle("scene_clips", parent=None))
+        assert job.get_retry_policy_for_handle(handle) == transient_retry()
 
 
 def test_a_scene_hash_held_by_a_live_worker_is_waited_for_and_then_a_cache_hit(
