@@ -29,17 +29,21 @@
                                      what waits until when, open alerts and their fix
     mdame doctor [--only GROUPS]     check a deployment before the first real run (a table;
                                      exit 1 on any FAIL): mdame_cli/doctor/
+    mdame config [--set] [--long] [--json]
+                                     every setting's effective value and its source, secrets
+                                     masked (mdame_core/settings/model.py declares them)
 
 The crash harness is test machinery under tests/, run by the Makefile (README: Crash safety).
 
 Errors print one line to stderr and exit 1 (set MDAME_DEBUG=1 for the traceback).
 ENV defaults to dev when unset, as in the Makefile (never to prod).
+Every setting is validated before a command starts: a bad value exits 1 with one line per bad
+variable (its value, unless a secret, and what it takes); `mdame config` still prints its table.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -52,6 +56,8 @@ from psycopg import sql
 from mdame_cli.accounts import add_parsers as add_account_parsers
 from mdame_cli.calls import add_parsers as add_calls_parsers
 from mdame_cli.celery_worker import add_parser as add_celery_worker_parser
+from mdame_cli.config import add_parser as add_config_parser
+from mdame_cli.config import show as show_config
 from mdame_cli.doctor import add_parser as add_doctor_parser
 from mdame_cli.models import add_parsers as add_model_parsers
 from mdame_cli.params import add_parsers as add_params_parsers
@@ -89,7 +95,7 @@ def _db_status(args: argparse.Namespace) -> None:
         if _exists(conn, "mdame.environment"):
             row = conn.execute("SELECT env FROM mdame.environment").fetchone()
             env = row[0] if row else None
-        current = os.environ.get("ENV") or "unset"
+        current = settings.raw("ENV") or "unset"
         note = "" if env == current else f"  (this shell has ENV={current}: clients will refuse)"
         print(f"env: {env or 'not recorded'}{note}")
         print("rows:")
@@ -113,8 +119,7 @@ def _backfill(args: argparse.Namespace) -> int:
     settings.mdame_env()
     settings.use_scratch_tmpdir()
     apply_dagster_environment()
-    os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
-    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    _default_log_file()
     from mdame_cli.backfill import backfill  # Dagster loads only for these commands
 
     return backfill(args.dimension, args.first, args.last or args.first, args.select)
@@ -133,13 +138,21 @@ def run_demo(
         _refuse_prod_without_live_sources()
     settings.use_scratch_tmpdir()
     apply_dagster_environment()
-    os.environ.setdefault("MDAME_LOG_FILE", str(settings.mdame_home() / "logs" / "pipeline.jsonl"))
-    Path(os.environ["MDAME_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    log_file = _default_log_file()
     from mdame_cli.demo import main as demo_main  # Dagster loads only for these commands
 
     code = demo_main(day, only=only, videos_at=videos_at, dimensions=dimensions)
-    print(f"JSON pipeline log: {os.environ['MDAME_LOG_FILE']}")
+    print(f"JSON pipeline log: {log_file}")
     return code
+
+
+def _default_log_file() -> Path:
+    """MDAME_LOG_FILE for this process and the runs it starts: $MDAME_HOME/logs/pipeline.jsonl
+    unless it is set; its folder made."""
+    default = settings.mdame_home() / "logs" / "pipeline.jsonl"
+    path = Path(settings.set_default("MDAME_LOG_FILE", str(default)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _refuse_prod_without_live_sources() -> None:
@@ -149,7 +162,7 @@ def _refuse_prod_without_live_sources() -> None:
     from mdame_resources.providers.selection import provider_set
 
     registry = load_registry(settings.REPO_ROOT / "dimensions")
-    problems = prod_problems(registry.dimensions, provider_set(), os.environ)
+    problems = prod_problems(registry.dimensions, provider_set(), settings.environment())
     if problems:
         raise settings.SettingsError(prod_problems_message(problems))
 
@@ -246,28 +259,51 @@ def _parser() -> argparse.ArgumentParser:
     add_calls_parsers(groups)
     add_doctor_parser(groups)
     add_status_parser(groups)
+    add_config_parser(groups)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if settings.default_env() and args.group == "env":
+    args.env_defaulted = settings.default_env()
+    if args.env_defaulted and args.group == "env":
         print("mdame: ENV is not set: using dev (the Makefile's default)", file=sys.stderr)
     try:
+        if args.func is not show_config:  # config prints the table, the bad rows marked
+            settings.validate()  # a bad value stops every command before it does anything
         code = args.func(args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # an operator command: one clear line, no traceback
-        if os.environ.get("MDAME_DEBUG"):
+        if _debug():
             raise
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"mdame: error: {message}", file=sys.stderr)
+        for message in _error_lines(exc):
+            print(f"mdame: error: {message}", file=sys.stderr)
         if args.group == "env":
             # Read by `eval "$(mdame env)"`: a failing statement, so eval fails too (and a
             # `set -e` script or `&&` chain stops) instead of going on with nothing exported.
             print("false")
         return 1
     return code or 0
+
+
+def _debug() -> bool:
+    """MDAME_DEBUG, read where an error is handled: a bad MDAME_DEBUG is no traceback."""
+    try:
+        return bool(settings.get("MDAME_DEBUG"))
+    except settings.SettingsError:
+        return False
+
+
+def _error_lines(exc: Exception) -> list[str]:
+    """One line per bad variable of a failed validation; else the error's first line."""
+    text = str(exc).strip()
+    if not text:
+        return [type(exc).__name__]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if isinstance(exc, settings.SettingsError) and lines[0] == "bad settings:":
+        return lines[1:]
+    return lines[:1]
 
 
 if __name__ == "__main__":

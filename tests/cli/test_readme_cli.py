@@ -75,8 +75,7 @@ def test_a_failing_mdame_env_makes_eval_fail_with_one_line(tmp_path: Path) -> No
     done = fresh_shell('eval "$(.venv/bin/mdame env)" && echo went-on', env, timeout=60)
     assert done.returncode == 1 and "went-on" not in done.stdout
     assert done.stderr.strip().splitlines() == [
-        "mdame: error: ENV must be set to one of dev, prod (got 'staging'); the database "
-        "records its environment and refuses clients of another"
+        "mdame: error: ENV='staging' is not allowed: it takes one of dev, prod"
     ]
     # Never a default to prod: unset ENV is dev, and prod only when asked for.
     done = fresh_shell(".venv/bin/mdame env", {**env, "ENV": ""}, timeout=60)

@@ -57,8 +57,7 @@ def test_errors_are_one_line_without_traceback(fresh_db) -> None:
     unknown_env = _mdame("db", "migrate", MDAME_DATABASE_URL=fresh_db.owner, ENV="production")
     assert unknown_env.returncode == 1
     assert unknown_env.stderr.strip().splitlines() == [
-        "mdame: error: ENV must be set to one of dev, prod (got 'production'); the database "
-        "records its environment and refuses clients of another"
+        "mdame: error: ENV='production' is not allowed: it takes one of dev, prod"
     ]
     unreachable = _mdame("db", "status", MDAME_DATABASE_URL="postgresql://x@127.0.0.1:1/none")
     assert unreachable.returncode == 1
