@@ -54,25 +54,25 @@ SCOPES = [
 
 
 def default_key_file() -> Path:
-    return Path(os.environ.get(MASTER_KEY_FILE_VAR) or settings.mdame_home() / "master.key")
+    return Path(settings.get(MASTER_KEY_FILE_VAR) or settings.mdame_home() / "master.key")
 
 
 def master_key(create: bool) -> MasterKey:
     """The master key; with `create`, a new 0600 key file when neither source exists yet."""
     path = default_key_file()
-    if create and not os.environ.get(MASTER_KEY_VAR) and not path.exists():
+    if create and not settings.is_set(MASTER_KEY_VAR) and not path.exists():
         write_key_file(path, MasterKey.generate())
         print(f"created master key file {path} (mode 0600): back it up", file=sys.stderr)
     return load_master_key(path)
 
 
 def _key_here() -> bool:
-    return bool(os.environ.get(MASTER_KEY_VAR)) or default_key_file().exists()
+    return settings.is_set(MASTER_KEY_VAR) or default_key_file().exists()
 
 
 def _key_source() -> str:
     return (
-        MASTER_KEY_VAR if os.environ.get(MASTER_KEY_VAR) else f"the key file {default_key_file()}"
+        MASTER_KEY_VAR if settings.is_set(MASTER_KEY_VAR) else f"the key file {default_key_file()}"
     )
 
 
@@ -114,12 +114,13 @@ def _flow(client_secrets: str) -> Any:
     from google_auth_oauthlib.flow import InstalledAppFlow
 
     flow = InstalledAppFlow.from_client_secrets_file(client_secrets, scopes=SCOPES)
-    if os.environ.get(TOKEN_URI_VAR):
-        flow.client_config["token_uri"] = os.environ[TOKEN_URI_VAR]
+    token_uri = settings.get(TOKEN_URI_VAR)
+    if token_uri:
+        flow.client_config["token_uri"] = token_uri
     if urlsplit(flow.client_config["token_uri"]).hostname in ("127.0.0.1", "localhost"):
         # oauthlib insists on https; a token endpoint on this host (a local test server) is
         # reached over plain http, never anything beyond it.
-        os.environ["OAUTHLIB_INSECURE_TRANSPORT"] = "1"
+        settings.set_variable("OAUTHLIB_INSECURE_TRANSPORT", "1")
     return flow
 
 
@@ -165,15 +166,13 @@ def _grant(args: argparse.Namespace) -> dict[str, object]:
             return instagram_grant(args.redirect_uri)
     except ConsentError as exc:
         raise SystemExit(f"mdame: error: {exc}; nothing was stored") from None
-    secrets = args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
+    secrets = args.client_secrets or settings.get(CLIENT_SECRETS_VAR)
     return {"refresh_token": obtain_refresh_token(str(secrets), args.console, args.port)}
 
 
 def connect(args: argparse.Namespace) -> int:
     env = settings.mdame_env()
-    if args.platform == "youtube" and not (
-        args.client_secrets or os.environ.get(CLIENT_SECRETS_VAR)
-    ):
+    if args.platform == "youtube" and not (args.client_secrets or settings.get(CLIENT_SECRETS_VAR)):
         raise SystemExit(f"mdame: error: set {CLIENT_SECRETS_VAR} or pass --client-secrets")
     with StateStore(role="admin") as state:
         account = _account(state, args.dimension, args.account, args.platform)
@@ -225,7 +224,7 @@ def _store_sealed(
                 file=sys.stderr,
             )
             key = fresh
-        elif os.environ.get(MASTER_KEY_VAR) or attempt == 5:
+        elif settings.is_set(MASTER_KEY_VAR) or attempt == 5:
             break
         else:
             time.sleep(0.5)
@@ -272,7 +271,7 @@ def rotate_keys(args: argparse.Namespace) -> int:
     grace = key_grace_s()  # a bad setting is refused before anything changes
     keys = load_master_keys(default_key_file())
     old, new = keys.current, MasterKey.generate()
-    from_env = bool(os.environ.get(MASTER_KEY_VAR))
+    from_env = settings.is_set(MASTER_KEY_VAR)
     target = Path(args.new_key_file) if args.new_key_file else default_key_file()
     if from_env and not args.new_key_file:
         raise SystemExit(

@@ -85,9 +85,9 @@ def _start(args: argparse.Namespace) -> int:
         concurrency = 1
     label = f"{args.queue}{args.gpu if args.gpu is not None else ''}"
     name = args.name or label
-    child: dict[str, Any] = {**os.environ, **env}
+    child: dict[str, Any] = {**settings.environment(), **env}
     child["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(config_dir()), os.environ.get("PYTHONPATH", "")) if p
+        p for p in (str(config_dir()), settings.os_variable("PYTHONPATH")) if p
     )
     if args.gpu is not None:
         child["CUDA_VISIBLE_DEVICES"] = str(args.gpu)

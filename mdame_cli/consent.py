@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import os
 import secrets
 import sys
 import threading
@@ -28,6 +27,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
+from mdame_core import settings
 from mdame_resources.providers.instagram_api import GRAPH_URL, GRAPH_URL_VAR
 from mdame_resources.providers.publisher.instagram import APP_ID_VAR as INSTAGRAM_APP_ID_VAR
 from mdame_resources.providers.publisher.instagram import (
@@ -55,10 +55,11 @@ class ConsentError(RuntimeError):
 
 
 def _required(*names: str) -> list[str]:
-    missing = [n for n in names if not os.environ.get(n)]
+    values = [str(settings.get(n) or "") for n in names]
+    missing = [n for n, value in zip(names, values, strict=True) if not value]
     if missing:
         raise ConsentError(f"set {', '.join(missing)} (the app's credentials) first")
-    return [os.environ[n] for n in names]
+    return values
 
 
 def _code_from(address: str, state: str) -> str:
@@ -123,7 +124,7 @@ def tiktok_grant(console: bool, port: int) -> dict[str, object]:
     client_key, client_secret = _required(CLIENT_KEY_VAR, CLIENT_SECRET_VAR)
     state, verifier = secrets.token_urlsafe(16), secrets.token_urlsafe(48)
     challenge = hashlib.sha256(verifier.encode()).hexdigest()
-    auth_url = os.environ.get(TIKTOK_AUTH_URL_VAR) or TIKTOK_AUTH_URL
+    auth_url = settings.get(TIKTOK_AUTH_URL_VAR) or TIKTOK_AUTH_URL
 
     def url_for(redirect_uri: str) -> str:
         query = {
@@ -143,7 +144,7 @@ def tiktok_grant(console: bool, port: int) -> dict[str, object]:
     else:
         redirect_uri, address = _loopback(url_for, port)
     code = _code_from(address, state)
-    base = (os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL).rstrip("/")
+    base = (settings.get(BASE_URL_VAR) or TIKTOK_BASE_URL).rstrip("/")
     answer = httpx.post(
         f"{base}/v2/oauth/token/",
         data={
@@ -178,12 +179,12 @@ def instagram_grant(redirect_uri: str) -> dict[str, object]:
         "scope": INSTAGRAM_SCOPES,
         "state": state,
     }
-    auth_url = os.environ.get(INSTAGRAM_AUTH_URL_VAR) or INSTAGRAM_AUTH_URL
+    auth_url = settings.get(INSTAGRAM_AUTH_URL_VAR) or INSTAGRAM_AUTH_URL
     code = _code_from(_pasted(f"{auth_url}?{urlencode(query)}"), state)
     # Meta appends "#_" to the redirect; a pasted code may carry it.
     code = code.removesuffix("#_")
     short = httpx.post(
-        os.environ.get(INSTAGRAM_TOKEN_URL_VAR) or INSTAGRAM_TOKEN_URL,
+        settings.get(INSTAGRAM_TOKEN_URL_VAR) or INSTAGRAM_TOKEN_URL,
         data={
             "client_id": app_id,
             "client_secret": app_secret,
@@ -197,7 +198,7 @@ def instagram_grant(redirect_uri: str) -> dict[str, object]:
     first = (body.get("data") or [body])[0] if isinstance(body.get("data"), list) else body
     if short.status_code != 200 or not first.get("access_token"):
         raise ConsentError(f"Instagram refused the code: HTTP {short.status_code} {_said(body)}")
-    graph = (os.environ.get(GRAPH_URL_VAR) or GRAPH_URL).rstrip("/")
+    graph = (settings.get(GRAPH_URL_VAR) or GRAPH_URL).rstrip("/")
     long = httpx.get(
         f"{graph}/access_token",
         params={

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from mdame_core import settings
+
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 20.0
 RESTART_S = 5.0
@@ -121,7 +123,7 @@ def ui_cwd() -> Path:
     """`dagster dev` warns that a dagster.yaml in its working folder "will not be used" unless
     that folder is DAGSTER_HOME; the repository's file is used, linked into DAGSTER_HOME. So
     it runs in DAGSTER_HOME (the workspace path is absolute; the code is an installed package)."""
-    return Path(os.environ["DAGSTER_HOME"])
+    return Path(settings.raw("DAGSTER_HOME"))
 
 
 def run_server_commands() -> list[list[str]]:
@@ -132,7 +134,7 @@ def run_server_commands() -> list[list[str]]:
     from mdame_runtime.run_launcher import SERVERS_ENV
     from mdame_runtime.run_server import LOCATION_MODULES, default_socket
 
-    if SERVERS_ENV in os.environ:
+    if SERVERS_ENV in settings.environment():  # set, even empty (no run servers)
         return []
     try:
         sockets = {location: default_socket(location) for location in LOCATION_MODULES}
@@ -140,7 +142,7 @@ def run_server_commands() -> list[list[str]]:
         print(f"mdame ui: no run servers, the code servers spawn every run: {exc}", file=sys.stderr)
         return []
     mdame = str(Path(sys.executable).parent / "mdame")
-    os.environ[SERVERS_ENV] = ",".join(f"{loc}={path}" for loc, path in sockets.items())
+    settings.set_variable(SERVERS_ENV, ",".join(f"{loc}={path}" for loc, path in sockets.items()))
     return [
         [mdame, "run-server", "--location", location, "--socket", path]
         for location, path in sockets.items()

@@ -68,7 +68,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -91,6 +90,7 @@ from mdame_cli.doctor.context import (
     Doctor,
     Options,
 )
+from mdame_core import settings
 from mdame_domain.doctor import GIB, Check, Status, exit_code, first_line, render_table
 
 # The registry: each step, in order, under the group that selects it (database also writes the
@@ -172,13 +172,7 @@ def _options(args: argparse.Namespace) -> Options:
             )
     min_free_gb = args.min_free_gb
     if min_free_gb is None:
-        raw = os.environ.get(MIN_FREE_VAR, "")
-        try:
-            min_free_gb = float(raw) if raw else DEFAULT_MIN_FREE_GB
-        except ValueError:
-            raise SystemExit(
-                f"mdame: error: {MIN_FREE_VAR} must be a number, got {raw!r}"
-            ) from None
+        min_free_gb = float(settings.get(MIN_FREE_VAR))  # a bad value was refused at start-up
     return Options(
         only=only,
         timeout_s=args.timeout,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from mdame_cli.doctor.context import Doctor
+from mdame_core import settings
 from mdame_domain.doctor import Status, display_url, first_line
 
 
@@ -21,14 +20,14 @@ def check_redis(doctor: Doctor) -> None:
         return
     import redis
 
-    broker = os.environ.get(CELERY_BROKER_ENV, "")
+    broker = settings.get(CELERY_BROKER_ENV) or ""
     if not broker:
         doctor.add(
             "redis", Status.FAIL, f"MDAME_GPU_EXECUTOR=celery, but {CELERY_BROKER_ENV} is unset"
         )
         return
     urls = {"broker": broker}
-    backend = os.environ.get(CELERY_BACKEND_ENV, "")
+    backend = settings.get(CELERY_BACKEND_ENV) or ""
     if backend and backend != broker:
         urls["backend"] = backend
     for role, url in urls.items():

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mdame_core import settings
 from mdame_domain.doctor import GIB, Check, Redactor, Status, secret_values
 
 GROUPS = (
@@ -88,10 +88,10 @@ class Doctor:
     checks: list[Check] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.redact.add(*secret_values(os.environ, SECRET_VARS))
+        self.redact.add(*secret_values(settings.environment(), SECRET_VARS))
         for name in URL_VARS:
             with contextlib.suppress(ValueError):
-                password = urlsplit(os.environ.get(name, "")).password
+                password = urlsplit(settings.raw(name)).password
                 if password:
                     self.redact.add(password)
 

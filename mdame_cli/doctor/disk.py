@@ -4,7 +4,6 @@ under twice that."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 from pathlib import Path
 
@@ -24,7 +23,7 @@ def check_disk(doctor: Doctor) -> None:
 
     places = {"home": settings.mdame_home()}
     with contextlib.suppress(MediaUrlError):
-        parsed = parse_media_url(os.environ.get(MEDIA_URL_ENV, ""))
+        parsed = parse_media_url(settings.get(MEDIA_URL_ENV))
         if isinstance(parsed, LocalMediaUrl):
             places["media"] = Path(parsed.path) if parsed.path else media_root()
     seen: set[int] = set()

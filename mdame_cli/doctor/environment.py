@@ -3,8 +3,6 @@ ENV=prod every endpoint setting https (mdame_domain.prod_readiness.ENDPOINT_VARS
 
 from __future__ import annotations
 
-import os
-
 from mdame_cli.doctor.context import Doctor
 from mdame_core import settings
 from mdame_domain.doctor import Status
@@ -32,7 +30,7 @@ def check_env(doctor: Doctor) -> None:
             f"{PROVIDERS_VAR}={doctor.providers}",
         )
         return
-    endpoints = endpoint_problems(os.environ, doctor.env)
+    endpoints = endpoint_problems(settings.environment(), doctor.env)
     if endpoints:
         doctor.add("env", Status.FAIL, endpoints_message(endpoints))
         return

@@ -3,9 +3,8 @@ MDAME_VIDEO_ENCODER=h264_nvenc)."""
 
 from __future__ import annotations
 
-import os
-
 from mdame_cli.doctor.context import Doctor
+from mdame_core import settings
 from mdame_domain.doctor import Status, first_line
 
 
@@ -22,7 +21,7 @@ def check_ffmpeg(doctor: Doctor) -> None:
         doctor.add("ffmpeg:libx264", Status.OK, "listed (the CPU encoder every render can use)")
     else:
         doctor.add("ffmpeg:libx264", Status.FAIL, "this ffmpeg has no libx264 encoder")
-    requested = (os.environ.get(ENCODER_ENV) or "auto").strip().lower()
+    requested = settings.get(ENCODER_ENV)
     required = requested == "h264_nvenc"
     if "h264_nvenc" not in names:
         doctor.add(

@@ -6,9 +6,8 @@ would be refused)."""
 
 from __future__ import annotations
 
-import os
-
 from mdame_cli.doctor.context import Doctor
+from mdame_core import settings
 from mdame_domain.doctor import Status, first_line
 
 
@@ -16,7 +15,7 @@ def check_run_servers(doctor: Doctor) -> None:
     from mdame_runtime.run_launcher import SERVERS_ENV, parse_servers
     from mdame_runtime.run_server import call
 
-    raw = os.environ.get(SERVERS_ENV, "")
+    raw = settings.raw(SERVERS_ENV)
     try:
         servers = parse_servers(raw)
     except ValueError as exc:

@@ -4,12 +4,12 @@ a WARN when GPU workers on other hosts could not reach it)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from mdame_cli.doctor.context import Doctor
+from mdame_core import settings
 from mdame_domain.doctor import Status
 
 
@@ -24,7 +24,7 @@ def check_object_store(doctor: Doctor) -> None:
     from mdame_runtime.executors import executor_name
 
     try:
-        parsed = parse_media_url(os.environ.get(MEDIA_URL_ENV, ""))
+        parsed = parse_media_url(settings.get(MEDIA_URL_ENV))
     except MediaUrlError as exc:
         doctor.add("object_store", Status.FAIL, f"{MEDIA_URL_ENV}: {exc}")
         return
