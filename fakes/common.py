@@ -289,7 +289,7 @@ def store_demo_grant(state: Any, env: str, account: Any, token: str) -> None:
         write_key_file(path, MasterKey.generate())
     envelope = seal_grant(
         load_master_key(path),
-        associated_data(env, account.platform, account.handle),
+        associated_data(env, account.key_platform, account.handle),
         {"refresh_token": token},
     )
     state.store_account_credential(

@@ -93,10 +93,8 @@ def _not_current(recorded: MasterKeyState, key: MasterKey) -> str | None:
 
 
 def _account(state: StateStore, dimension: str, handle: str | None, platform: str) -> Account:
-    """The dimension's one account of `platform` (YouTube's: also an `outbox` account, the
-    deployment's default publisher), or the one named `handle`."""
-    platforms = ("youtube", "outbox") if platform == "youtube" else (platform,)
-    accounts = [a for a in state.list_accounts(dimension) if a.platform in platforms]
+    """The dimension's one account of `platform`, or the one named `handle`."""
+    accounts = [a for a in state.list_accounts(dimension) if a.platform == platform]
     if handle is not None:
         accounts = [a for a in accounts if a.handle == handle]
     if len(accounts) != 1:
@@ -190,7 +188,7 @@ def connect(args: argparse.Namespace) -> int:
         if stale is not None:
             raise SystemExit(f"mdame: error: {stale}")
         grant = _grant(args)
-        aad = associated_data(env, account.platform, account.handle)
+        aad = associated_data(env, account.key_platform, account.handle)
         envelope = _store_sealed(state, account, aad, grant, key)
         del grant
     print(
@@ -361,7 +359,7 @@ def _rewrapped(
         if key_id not in have:
             unknown.append(account)
             continue
-        aad = associated_data(env, account.platform, account.handle)
+        aad = associated_data(env, account.key_platform, account.handle)
         try:
             moved = rewrap(have[key_id], new, aad, Envelope(key_id, wrapped, ciphertext))
         except CredentialError as exc:

@@ -69,7 +69,11 @@ from mdame_core.migrate import migrate
 
 
 def _db_migrate(args: argparse.Namespace) -> None:
-    applied = migrate(settings.database_url("owner"), settings.mdame_env())
+    applied = migrate(
+        settings.database_url("owner"),
+        settings.mdame_env(),
+        notify=lambda message: print(f"mdame: {message}", file=sys.stderr),
+    )
     if applied:
         for name in applied:
             print(f"applied {name}")

@@ -15,6 +15,9 @@ Per-change migrations can be squashed into a baseline: NNNN_name.squashed lists 
 their SHA-256) that NNNN_name.sql replaces. A database that applied all of them is recorded as
 having applied the baseline instead, without running it: it already has that schema.
 
+What the server says while a migration runs, at warning and above (a migration's RAISE WARNING
+that tells the operator what it changed and what to do), goes to `notify`, with the file's name.
+
 A session advisory lock keeps two migrators (two deploys, a cron tick and an operator) apart;
 the files are read once, after taking it, and the bytes hashed are exactly the bytes executed.
 The first migrate records ENV in mdame.environment; a later migrate with another ENV is refused.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,9 +149,11 @@ def migrate(
     env: str,
     migrations_dir: Path | None = None,
     functions_dir: Path | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Apply pending migrations, then changed function files, as the owner; return the names
-    applied (empty: up to date)."""
+    applied (empty: up to date). `notify` gets what the server says at warning and above, as
+    "<file>: <SEVERITY>: <message>"."""
     if env not in ENVIRONMENTS:
         raise MigrationError(f"ENV must be one of {', '.join(ENVIRONMENTS)} (got {env!r})")
     with psycopg.connect(owner_url, autocommit=True) as conn:
@@ -157,6 +163,14 @@ def migrate(
         files = migration_files(migrations_dir)
         functions = function_files(functions_dir)
         conn.execute("SET client_min_messages = warning")
+        running = [""]  # the file being applied, for the notices it raises
+        if notify is not None:
+            report = notify
+
+            def passed_on(diag: psycopg.errors.Diagnostic) -> None:
+                report(f"{running[0]}: {diag.severity}: {diag.message_primary}")
+
+            conn.add_notice_handler(passed_on)
         with conn.transaction():
             conn.execute(BOOTSTRAP)
         _check_environment(conn, env)
@@ -167,7 +181,9 @@ def migrate(
             applied = _adopt_baseline(conn, squash, files, applied)
         pending = _pending(files, applied)
         for f in pending:
+            running[0] = f.name
             _apply(conn, f, env)
+        running[0] = "functions"
         changed = _apply_functions(conn, functions, recorded)
         _check_environment(conn, env)
         missing = _tables_without_row_security(conn)

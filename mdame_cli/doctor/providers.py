@@ -13,7 +13,7 @@ doctor reads no provider setting of its own.
     relevance the relevance judge: models.get per judge model
     stock     the stock engine: one small search per source with a key (Pexels, Pixabay)
     edge_tts  the voice chain: the Edge-TTS voices list, the dimensions' voices on it
-    youtube   the publisher: per active account, its grant opened, the token refreshed,
+    youtube   the YouTube publisher: per active account, its grant opened, the token refreshed,
               channels.list(mine=True)
     tiktok    the TikTok publisher: the app's key and secret, then per active account its
               grant opened, the token refreshed, creator_info and one video list entry
@@ -215,7 +215,7 @@ def _publisher_check(doctor: Doctor, group: str, key: str) -> None:
 
 
 def check_youtube(doctor: Doctor) -> None:
-    _publisher_check(doctor, "youtube", "publisher")
+    _publisher_check(doctor, "youtube", "youtube_publisher")
 
 
 def check_tiktok(doctor: Doctor) -> None:

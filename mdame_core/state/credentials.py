@@ -92,9 +92,9 @@ class Credentials(ClientBase):
         """Every stored grant with its account: (account, key_id, wrapped_key, ciphertext)."""
         rows = self._select(
             """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
-                      a.quota_timezone, a.daily_insert_calls, c.key_id, c.wrapped_key,
-                      c.ciphertext
+                      a.quota_timezone, a.daily_insert_calls, a.registered_as, c.key_id,
+                      c.wrapped_key, c.ciphertext
                  FROM mdame.account_credentials c
                  JOIN mdame.dimension_accounts a ON a.id = c.account_id ORDER BY a.id"""
         )
-        return [(Account(*r[:8]), r[8], bytes(r[9]), bytes(r[10])) for r in rows]
+        return [(Account(*r[:9]), r[9], bytes(r[10]), bytes(r[11])) for r in rows]

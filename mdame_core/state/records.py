@@ -233,6 +233,16 @@ class Account:
     active: bool
     quota_timezone: str = "America/Los_Angeles"  # the provider's quota day (YouTube: Pacific)
     daily_posts: int = 100  # uploads it may start a quota day (the ledger's insert bucket)
+    # The platform name it was registered under where it was renamed since (an `outbox` account
+    # is a youtube one now); None: its platform.
+    registered_as: str | None = None
+
+    @property
+    def key_platform(self) -> str:
+        """The platform name its publication keys and its sealed grant are derived with: the
+        one it was registered under, so a renamed account's videos are never published again
+        and its grant still opens."""
+        return self.registered_as or self.platform
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ class Registry(ClientBase):
         """The dimension's accounts; None: every dimension's, in one query."""
         rows = self._select(
             """SELECT a.id, a.dimension_id, a.platform, a.handle, a.daily_quota_units, a.active,
-                      a.quota_timezone, a.daily_insert_calls
+                      a.quota_timezone, a.daily_insert_calls, a.registered_as
                  FROM mdame.dimension_accounts a JOIN mdame.dimensions d ON d.id = a.dimension_id
                 WHERE (d.slug = %s OR %s::text IS NULL) AND (a.active OR NOT %s) ORDER BY a.id""",
             [dimension_slug, dimension_slug, active_only],

@@ -7,11 +7,21 @@ import re
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,39}$")
 COLOUR_PATTERN = re.compile(r"^#[0-9a-fA-F]{6}$")
-PLATFORMS = ("outbox", "youtube", "tiktok", "instagram")
+PLATFORMS = ("youtube", "tiktok", "instagram")
+# Platform names a file may no longer use, each with the fix. The outbox is the provider that
+# stands in for every platform offline (MDAME_PROVIDERS chooses it), never an account's platform:
+# what was an `outbox` account publishes to YouTube.
+RETIRED_PLATFORMS = {
+    "outbox": (
+        "platform: outbox is now platform: youtube (the outbox is the offline provider that "
+        "stands in for every platform, chosen by MDAME_PROVIDERS, not by the file): write "
+        "youtube"
+    ),
+}
 # The uploads an account may start a day unless its file says otherwise (daily_posts): YouTube's
 # videos.insert calls, the posts TikTok lets a creator make through the API (it publishes no
 # number; integrators see 15-25), and Instagram's 100 a rolling day (content_publishing_limit).
-DAILY_POSTS = {"outbox": 100, "youtube": 100, "tiktok": 15, "instagram": 100}
+DAILY_POSTS = {"youtube": 100, "tiktok": 15, "instagram": 100}
 SAFETY_PROFILES = ("general", "family", "strict")
 MAX_SHORT_S = 180.0  # YouTube Shorts' longest
 CHECK_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")  # as mdame.reviews.check_name

@@ -11,7 +11,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mdame_domain.dimensions.constants import DAILY_POSTS, DEFAULT_QUOTA_TIMEZONE, PLATFORMS
+from mdame_domain.dimensions.constants import (
+    DAILY_POSTS,
+    DEFAULT_QUOTA_TIMEZONE,
+    PLATFORMS,
+    RETIRED_PLATFORMS,
+)
 from mdame_domain.dimensions.reader import _Reader
 
 
@@ -214,6 +219,8 @@ def _accounts(r: _Reader) -> tuple[PublishingAccount, ...]:
         if unknown:
             raise r.fail(f"{name}.{sorted(unknown)[0]}", "is not an account setting")
         platform = item.get("platform")
+        if isinstance(platform, str) and platform in RETIRED_PLATFORMS:
+            raise r.fail(f"{name}.platform", RETIRED_PLATFORMS[platform])
         if platform not in PLATFORMS:
             raise r.fail(f"{name}.platform", f"must be one of {', '.join(PLATFORMS)}")
         for j, earlier in enumerate(accounts):
@@ -259,6 +266,8 @@ def _publish_to(r: _Reader, accounts: tuple[PublishingAccount, ...]) -> tuple[st
     if not wanted:
         raise r.fail("publish_to", "needs a platform; to stop the dimension, set active: false")
     for platform in wanted:
+        if platform in RETIRED_PLATFORMS:
+            raise r.fail("publish_to", RETIRED_PLATFORMS[platform])
         if platform not in PLATFORMS:
             raise r.fail("publish_to", f"{platform!r} is not a platform ({', '.join(PLATFORMS)})")
         if platform not in have:

@@ -45,7 +45,8 @@ def offline_providers() -> dict[str, Any]:
         # Bound for the scene step's signature; the offline chain is procedural only.
         **picture_engines(""),
         "voice": EspeakVoice(),
-        "publisher": outbox,
+        # The outbox stands in for every platform: bound under each one's key.
+        "youtube_publisher": outbox,
         "tiktok_publisher": outbox,
         "instagram_publisher": outbox,
         "notifier": OutboxNotifier(),  # alerts to the outbox
@@ -83,7 +84,7 @@ def production_providers() -> dict[str, Any]:
         "visuals": diffusers_visuals(),
         **picture_engines(gemini_key),
         "voice": EdgeGeminiVoiceChain(gemini_api_key=gemini_key),
-        "publisher": YouTubePublisher(
+        "youtube_publisher": YouTubePublisher(
             client_secrets_file=dg.EnvVar("MDAME_YOUTUBE_CLIENT_SECRETS"),
             upload_grace_s=upload_grace_s(),
         ),

@@ -83,6 +83,13 @@ BEGIN
           mdame._require_not_null('active', p_active),
           mdame._require_text('quota_timezone', p_quota_timezone, 64),
           mdame._require_range('daily_posts', p_daily_posts, 0, 2147483647);
+  -- The outbox is the provider that stands in for every platform offline, not a platform: a
+  -- client that still registers an outbox account would add a second account beside the
+  -- youtube one its old account became.
+  IF p_platform = 'outbox' THEN
+    PERFORM mdame._invalid('platform outbox is now youtube (the outbox is the offline provider, '
+                           'chosen by MDAME_PROVIDERS): register the account as youtube');
+  END IF;
   IF NOT mdame._is_time_zone(p_quota_timezone) THEN
     PERFORM mdame._invalid(format('quota_timezone %s is not a known time zone (e.g. America/Los_Angeles)',
                                   mdame._clip(p_quota_timezone)));

@@ -117,13 +117,13 @@ def use_publisher(platform: str) -> None:
     if platform == "outbox":  # the offline publishers, every platform's to the outbox
         outbox = OutboxPublisher(upload_grace_s=0)
         resources = {
-            "publisher": outbox,
+            "youtube_publisher": outbox,
             "tiktok_publisher": outbox,
             "instagram_publisher": outbox,
         }
     elif platform == "youtube":
         resources = {
-            "publisher": YouTubePublisher(
+            "youtube_publisher": YouTubePublisher(
                 client_secrets_file=os.environ["MDAME_YOUTUBE_CLIENT_SECRETS"],
                 chunk_size=int(os.environ[CHUNK_ENV]),
                 timeout_s=10.0,

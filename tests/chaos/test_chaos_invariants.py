@@ -21,7 +21,7 @@ DAY = date(2026, 11, 29)
 
 def _dimension(state) -> int:
     dim = as_admin(state).upsert_dimension("dd", "Dee")
-    as_admin(state).upsert_dimension_account("dd", "outbox", "dd-handle", 10_000)
+    as_admin(state).upsert_dimension_account("dd", "youtube", "dd-handle", 10_000)
     return dim
 
 

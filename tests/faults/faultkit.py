@@ -376,7 +376,9 @@ def seeding(state: StateStore, slug: str = DIMENSION) -> Iterator[StateStore]:
 def seed_dimension(state: StateStore, slug: str = DIMENSION) -> tuple[int, int]:
     """A dimension and its one outbox account; returns (dimension id, account id)."""
     dimension_id = as_admin(state).upsert_dimension(slug, slug.title(), {})
-    account_id = as_admin(state).upsert_dimension_account(slug, "outbox", f"{slug}-account", 10_000)
+    account_id = as_admin(state).upsert_dimension_account(
+        slug, "youtube", f"{slug}-account", 10_000
+    )
     return dimension_id, account_id
 
 

@@ -57,7 +57,7 @@ def _assert_converged(rig, attempts: list[str]) -> None:
 
 def _rerun(rig) -> None:
     CALLS.clear()
-    rerun = rig.materialize([publications], publisher=RecordingOutbox())
+    rerun = rig.materialize([publications], youtube_publisher=RecordingOutbox())
     assert rerun.success, _errors(rerun)
 
 
@@ -99,7 +99,7 @@ def test_rpc_killed_by_pg_terminate_backend_did_not_happen_and_is_redone(rig):
             "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
         killer = terminate_when_blocked(rig.su_url, rig.db.name, "begin_bucket_upload")
-        first = rig.materialize([publications], publisher=RecordingOutbox())
+        first = rig.materialize([publications], youtube_publisher=RecordingOutbox())
         killer.join(30)
 
     assert killer.killed
@@ -127,7 +127,9 @@ def test_rpc_cancelled_by_a_statement_timeout_did_not_happen_and_is_redone(rig):
         owner.execute(
             "SELECT 1 FROM mdame.dimension_accounts WHERE id = %s FOR NO KEY UPDATE", (account.id,)
         )
-        first = rig.materialize([publications], publisher=RecordingOutbox(), state=impatient)
+        first = rig.materialize(
+            [publications], youtube_publisher=RecordingOutbox(), state=impatient
+        )
 
     assert not first.success
     assert "statement timeout" in _errors(first)

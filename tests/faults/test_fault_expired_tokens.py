@@ -82,7 +82,7 @@ def _channel(platform: str, account: Account, tmp_path: Path) -> Iterator[Channe
             )
             yield Channel(
                 server,
-                {"publisher": publisher},
+                {"youtube_publisher": publisher},
                 lambda: [v["sha256"] for v in server.videos(channel)],
                 lambda: server.counters(channel)["insert"],
             )

@@ -153,7 +153,7 @@ class _ChannelDown(OutboxPublisher):
 
 
 def test_a_failed_stage_names_its_step_and_error(rig):
-    met = rig.materialize([publications], publisher=_ChannelDown())
+    met = rig.materialize([publications], youtube_publisher=_ChannelDown())
     assert not met.success
 
     found = _rows(rig)

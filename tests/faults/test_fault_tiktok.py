@@ -1,7 +1,8 @@
 """The publications asset to two platforms at once on a real rendered partition: the
-dimension's outbox account and its TikTok account (TikTokPublisher against the local TikTok
-server). Faults on TikTok end in one post with the render's bytes, never hold the other
-account back, and no secret (the refresh tokens, the master key) reaches the database."""
+dimension's YouTube account (the outbox standing in for YouTube) and its TikTok account
+(TikTokPublisher against the local TikTok server). Faults on TikTok end in one post with the
+render's bytes, never hold the other account back, and no secret (the refresh tokens, the
+master key) reaches the database."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_a_tiktok_fault_ends_in_one_post_and_holds_no_other_account_back(
     master = MasterKey.generate()
     monkeypatch.setenv("MDAME_MASTER_KEY", master.encoded())
     as_admin(rig.state).upsert_dimension_account("science", "tiktok", "@science-tt", 10_000)
-    [outbox] = [a for a in rig.state.list_accounts("science") if a.platform == "outbox"]
+    [youtube] = [a for a in rig.state.list_accounts("science") if a.platform == "youtube"]
     [account] = [a for a in rig.state.list_accounts("science") if a.platform == "tiktok"]
     sealed = seal_grant(
         master, associated_data("dev", "tiktok", account.handle), {"refresh_token": REFRESH_TOKEN}
@@ -62,7 +63,7 @@ def test_a_tiktok_fault_ends_in_one_post_and_holds_no_other_account_back(
         p.payload["account_id"]: p
         for p in rig.state.list_work_units("publication", script_id=script.id)
     }
-    assert pubs[outbox.id].state == "published"  # the outbox published whatever TikTok did
+    assert pubs[youtube.id].state == "published"  # the outbox published whatever TikTok did
     if fault == "revoked":
         assert posts == [] and rig.state.account_status(account.id).needs_reauth
         assert pubs[account.id].state == "pending" and script.state == "publishing"

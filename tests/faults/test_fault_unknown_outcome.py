@@ -32,7 +32,7 @@ def _failure(result) -> str:
 )
 def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, channel, arrived):
     CALLS.clear()
-    first = rig.materialize([publications], publisher=channel())
+    first = rig.materialize([publications], youtube_publisher=channel())
 
     assert not first.success and "TimeoutError" in _failure(first)
     [pub] = rig.state.list_work_units("publication")
@@ -56,7 +56,7 @@ def test_timeout_after_submit_is_reconciled_before_any_new_submission(rig, chann
     assert len(list_outbox(rig.home / "outbox")) == (1 if arrived else 0)
 
     CALLS.clear()
-    rerun = rig.materialize([publications], publisher=RecordingOutbox())
+    rerun = rig.materialize([publications], youtube_publisher=RecordingOutbox())
 
     assert rerun.success, _failure(rerun)
     methods = [method for method, _ in CALLS]

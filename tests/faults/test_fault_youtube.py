@@ -63,7 +63,7 @@ def test_the_asset_publishes_once_and_leaks_no_secret(
             upload_grace_s=0,
         )
         fake.faults.push(fault)
-        results = [rig.materialize([publications], publisher=publisher) for _ in range(3)]
+        results = [rig.materialize([publications], youtube_publisher=publisher) for _ in range(3)]
         script = rig.script()
         render = rig.state.get_work_unit("render", script.result["render_id"])
         if fault == "invalid_grant":

@@ -27,7 +27,7 @@ title: T
 visual_style: flat
 palette: ["#000000", "#ffffff"]
 feeds: [feeds/tech.xml]
-accounts: [{{platform: outbox, handle: h}}]
+accounts: [{{platform: youtube, handle: h}}]
 visuals: {{engine: {engine}}}
 active: {active}
 """

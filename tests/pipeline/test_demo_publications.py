@@ -54,7 +54,7 @@ videos_per_day: 1
 hook_threshold: 0.72
 daily_budget_usd: 1.00
 accounts:
-  - {{platform: outbox, handle: airship-minute, daily_quota_units: 10000}}
+  - {{platform: youtube, handle: airship-minute, daily_quota_units: 10000}}
 active: true
 """
 

@@ -51,7 +51,7 @@ def test_registry_sensor_turns_registered_dimensions_into_partitions(pipeline):
     [request] = result.dynamic_partitions_requests
     assert sorted(request.partition_keys) == ["cooking", "science", "tech"]
     accounts = pipeline.state.list_accounts("tech")
-    assert [(a.platform, a.handle) for a in accounts] == [("outbox", "tech-in-60")]
+    assert [(a.platform, a.handle) for a in accounts] == [("youtube", "tech-in-60")]
 
 
 def test_files_that_differ_from_the_registry_are_named_until_synced(pipeline, tmp_path):

@@ -21,26 +21,26 @@ def test_removed_accounts_are_deactivated_and_restored(state, tmp_path: Path) ->
     tech.write_text(
         original.replace(
             "accounts:\n",
-            "accounts:\n  - {platform: youtube, handle: '@tech-yt', daily_quota_units: 10000,"
+            "accounts:\n  - {platform: instagram, handle: '@tech-ig', daily_quota_units: 10000,"
             " quota_timezone: America/New_York}\n",
         )
     )
     sync_registry(as_admin(state), folder)
-    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": True}
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-ig": True}
     zones = {a.handle: a.quota_timezone for a in state.list_accounts("tech")}
-    assert zones == {"tech-in-60": "America/Los_Angeles", "@tech-yt": "America/New_York"}
+    assert zones == {"tech-in-60": "America/Los_Angeles", "@tech-ig": "America/New_York"}
     science = _accounts(state, "science")
 
-    tech.write_text(original)  # the YouTube account is removed from the file
+    tech.write_text(original)  # the Instagram account is removed from the file
     sync_registry(as_admin(state), folder)
-    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-ig": False}
     assert [a.handle for a in state.list_accounts("tech", active_only=True)] == ["tech-in-60"]
     assert _accounts(state, "science") == science  # other dimensions untouched
 
     tech.write_text("slug: tech\ntitle: [broken\n")  # a malformed file changes nothing
     report = sync_registry(as_admin(state), folder)
     assert report.errors
-    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-yt": False}
+    assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-ig": False}
 
 
 def test_publish_to_and_daily_posts_reach_the_registry(state, tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_publish_to_and_daily_posts_reach_the_registry(state, tmp_path: Path) ->
     assert registry_drift(state, folder).drift == ()
 
     # TikTok left out of publish_to: its account stays registered, and publishes nothing.
-    tech.write_text(both + "publish_to: [outbox]\n")
+    tech.write_text(both + "publish_to: [youtube]\n")
     assert registry_drift(state, folder).drift  # until synced
     sync_registry(as_admin(state), folder)
     assert _accounts(state, "tech") == {"tech-in-60": True, "@tech-tt": False}

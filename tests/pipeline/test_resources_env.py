@@ -52,7 +52,7 @@ def test_production_secrets_are_env_vars():
         ("safety", "api_key"),
         ("writer", "api_key"),
         ("voice", "gemini_api_key"),
-        ("publisher", "client_secrets_file"),
+        ("youtube_publisher", "client_secrets_file"),
         ("notifier", "bot_token"),  # issue 12, alerts
     ):
         value = providers[name].__dict__.get(field)
@@ -92,11 +92,13 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
     fakes = providers_for_environment()
     assert isinstance(fakes["writer"], GeminiScriptWriter)  # the production code path
     assert isinstance(fakes["visuals"], ProceduralVisuals)  # ... without a GPU
-    assert isinstance(fakes["publisher"], YouTubePublisher)  # to the local fake channel
+    assert isinstance(fakes["youtube_publisher"], YouTubePublisher)  # to the local fake channel
 
     monkeypatch.setenv("ENV", "prod")
     monkeypatch.delenv("MDAME_PROVIDERS")
-    assert isinstance(providers_for_environment()["publisher"], YouTubePublisher)  # prod default
+    assert isinstance(
+        providers_for_environment()["youtube_publisher"], YouTubePublisher
+    )  # prod default
     monkeypatch.setenv("MDAME_PROVIDERS", "fakes")
     visuals = providers_for_environment()["visuals"]
     refusal = pytest.raises(dg.DagsterResourceFunctionError)
@@ -117,7 +119,7 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
 def test_every_publishers_upload_grace_is_the_one_setting(monkeypatch):
     """How long a killed holder's upload may still be in flight is MDAME_UPLOAD_GRACE_S for the
     outbox as for the platforms (a crash test shortens it), 120 s unless set."""
-    publishers = ("publisher", "tiktok_publisher", "instagram_publisher")
+    publishers = ("youtube_publisher", "tiktok_publisher", "instagram_publisher")
     monkeypatch.delenv("MDAME_UPLOAD_GRACE_S", raising=False)
     for providers in (offline_providers(), production_providers()):
         assert [providers[key].upload_grace_s for key in publishers] == [120, 120, 120]

@@ -66,7 +66,7 @@ class _Rows:
         )
         self.account = self._one(
             "INSERT INTO mdame.dimension_accounts (dimension_id, platform, handle, "
-            "daily_quota_units) VALUES (%s, 'outbox', '@tech', 10000) RETURNING id",
+            "daily_quota_units) VALUES (%s, 'youtube', '@tech', 10000) RETURNING id",
             [self.dim],
         )
 

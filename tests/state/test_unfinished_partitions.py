@@ -58,8 +58,8 @@ def partition(state: StateStore, owner: psycopg.Connection) -> Partition:
     admin = as_admin(state)
     dimension_id = admin.upsert_dimension("tech", "Tech", {"daily_budget_micros": 1_000})
     admin.upsert_dimension("news", "News")
-    account_id = admin.upsert_dimension_account("tech", "outbox", "tech-minute", 10_000)
-    admin.upsert_dimension_account("tech", "outbox", "tech-two", 10_000)  # nothing for it yet
+    account_id = admin.upsert_dimension_account("tech", "youtube", "tech-minute", 10_000)
+    admin.upsert_dimension_account("tech", "youtube", "tech-two", 10_000)  # nothing for it yet
     work = hold(state, "tech")
     p = Partition(state, owner, work, dimension_id, account_id, 0, 0, 0, 0)
     p.topic = p.unit("topic", "topic-1")
@@ -104,7 +104,7 @@ def _non_terminal_topic(p: Partition) -> None:
 
 
 def _pending_publication(p: Partition) -> None:
-    account = as_admin(p.state).upsert_dimension_account("tech", "outbox", "tech-two", 10_000)
+    account = as_admin(p.state).upsert_dimension_account("tech", "youtube", "tech-two", 10_000)
     assert account != p.account_id
     p.work.upsert_work_unit(
         "publication",
@@ -150,7 +150,7 @@ def _niche_changed(p: Partition) -> None:
 
 
 def _new_account(p: Partition) -> None:
-    as_admin(p.state).upsert_dimension_account("tech", "outbox", "tech-three", 10_000)
+    as_admin(p.state).upsert_dimension_account("tech", "youtube", "tech-three", 10_000)
 
 
 def _no_publishing_run(p: Partition) -> None:
@@ -225,8 +225,10 @@ def test_another_days_script_waiting_for_its_own_stage_leaves_the_partition_fini
 def test_a_sync_that_changes_nothing_leaves_the_partition_finished(partition: Partition) -> None:
     admin = as_admin(partition.state)
     admin.upsert_dimension("tech", "Tech", {"daily_budget_micros": 1_000})
-    admin.upsert_dimension_account("tech", "outbox", "tech-minute", 10_000)
-    admin.set_dimension_accounts_active("tech", [("outbox", "tech-minute"), ("outbox", "tech-two")])
+    admin.upsert_dimension_account("tech", "youtube", "tech-minute", 10_000)
+    admin.set_dimension_accounts_active(
+        "tech", [("youtube", "tech-minute"), ("youtube", "tech-two")]
+    )
     assert partition.state.unfinished_partitions(DAY, ["tech"]) == []
 
 

@@ -322,13 +322,13 @@ def _script_and_render(held: StateStore, dim: int, key: str) -> dict[str, int]:
 def test_registry_deactivation_touches_only_the_dimensions_accounts(state, tech) -> None:
     as_admin(state).upsert_dimension("news", "News")
     other = as_admin(state).upsert_dimension_account("news", "youtube", "@news", 10)
-    kept = as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10)
-    assert as_admin(state).set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 1
+    kept = as_admin(state).upsert_dimension_account("tech", "tiktok", "@tech", 10)
+    assert as_admin(state).set_dimension_accounts_active("tech", [("tiktok", "@tech")]) == 1
     accounts = {(a.platform, a.handle): a.active for a in state.list_accounts("tech")}
-    assert accounts == {("youtube", "@tech"): False, ("outbox", "@tech"): True}
+    assert accounts == {("youtube", "@tech"): False, ("tiktok", "@tech"): True}
     assert [a.id for a in state.list_accounts("tech", active_only=True)] == [kept]
     assert state.list_accounts("news")[0].active and state.list_accounts("news")[0].id == other
-    assert as_admin(state).set_dimension_accounts_active("tech", [("outbox", "@tech")]) == 0
+    assert as_admin(state).set_dimension_accounts_active("tech", [("tiktok", "@tech")]) == 0
     with pytest.raises(NotFound, match="has no account"):
         as_admin(state).set_dimension_accounts_active("tech", [("youtube", "@news")])  # not tech's
     assert state.list_accounts("news")[0].active
@@ -341,9 +341,9 @@ def test_no_publication_for_an_inactive_account(state, tech) -> None:
     refs = _script_and_render(held, ids["dimension"], "a")
     payload = {**refs, "account_id": ids["account"], "content_sha256": "e" * 64}
     existing = held.upsert_work_unit("publication", "pu-1", payload)
-    as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10)
+    as_admin(state).upsert_dimension_account("tech", "tiktok", "@tech", 10)
     as_admin(state).set_dimension_accounts_active(
-        "tech", [("outbox", "@tech")]
+        "tech", [("tiktok", "@tech")]
     )  # @tech on youtube: off
     refs = _script_and_render(held, ids["dimension"], "b")
     with pytest.raises(StateConflict, match=r"account \d+ \(youtube/'@tech'\) is inactive") as err:
@@ -368,7 +368,7 @@ def test_the_same_bytes_are_published_once_per_account(state, tech) -> None:
             "publication", "pu-c", {**second, "account_id": account, "content_sha256": sha}
         )
     assert state.get_work_unit("publication", "pu-c") is None
-    other = as_admin(state).upsert_dimension_account("tech", "outbox", "@mirror", 10)
+    other = as_admin(state).upsert_dimension_account("tech", "tiktok", "@mirror", 10)
     assert held.upsert_work_unit(
         "publication", "pu-c", {**second, "account_id": other, "content_sha256": sha}
     )

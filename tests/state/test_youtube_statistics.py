@@ -61,7 +61,7 @@ def test_an_exhausted_ledger_stops_the_read_before_the_call(state, fake, master,
 
 def test_the_outbox_channel_simulates_viewers(state) -> None:
     as_admin(state).upsert_dimension("tech", "Tech")
-    as_admin(state).upsert_dimension_account("tech", "outbox", "@tech", 10_000)
+    as_admin(state).upsert_dimension_account("tech", "youtube", "@tech", 10_000)
     [account] = state.list_accounts("tech")
     got = OutboxPublisher().video_statistics(
         state, account, "tech", {"outbox-1": date(2026, 11, 27)}, DAY

@@ -224,7 +224,7 @@ BASE_DIMENSION = {
     "visual_style": "x",
     "palette": ["#000000", "#ffffff"],
     "feeds": ["feeds/science.json"],
-    "accounts": [{"platform": "outbox", "handle": "sci"}],
+    "accounts": [{"platform": "youtube", "handle": "sci"}],
 }
 
 

@@ -41,7 +41,7 @@ BASE = {
     "visual_style": "flat",
     "palette": ["#000000", "#ffffff"],
     "feeds": ["feeds/tech.xml"],
-    "accounts": [{"platform": "outbox", "handle": "h"}],
+    "accounts": [{"platform": "youtube", "handle": "h"}],
 }
 
 

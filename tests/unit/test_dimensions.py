@@ -38,7 +38,7 @@ def test_values_round_trip_through_json() -> None:
         _data(
             required_reviews=["technical", "safety", "technical"],
             topic_lookback_days=3,
-            accounts=[{"platform": "outbox", "handle": "o", "quota_timezone": "UTC"}],
+            accounts=[{"platform": "youtube", "handle": "o", "quota_timezone": "UTC"}],
         ),
         "tech.yaml",
     )
@@ -230,3 +230,35 @@ def test_bad_publishing_names_the_field_and_the_fix(
         parse_dimension(_data(**extra), "tech.yaml")
     assert err.value.field_name == field
     assert reason in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"accounts": [{"platform": "outbox", "handle": "@tech"}]}, "accounts[0].platform"),
+        (
+            {"accounts": [{"platform": "youtube", "handle": "@tech"}], "publish_to": ["outbox"]},
+            "publish_to",
+        ),
+    ],
+)
+def test_outbox_is_no_platform_and_the_refusal_names_youtube(
+    extra: dict[str, Any], field: str
+) -> None:
+    """The outbox is the provider that stands in for every platform offline: a file that still
+    names it as a platform is refused with the fix, never read as some platform of its own."""
+    with pytest.raises(DimensionConfigError) as err:
+        parse_dimension(_data(**extra), "tech.yaml")
+    assert err.value.field_name == field
+    assert "platform: outbox is now platform: youtube" in str(err.value)
+    assert "MDAME_PROVIDERS" in str(err.value)
+
+
+def test_the_sample_niches_publish_to_youtube() -> None:
+    from mdame_domain.dimensions import load_registry
+    from mdame_pipeline.dimension_registry import DIMENSIONS_DIR
+
+    registry = load_registry(DIMENSIONS_DIR)
+    assert registry.errors == () and len(registry.dimensions) >= 3
+    for dim in registry.dimensions:
+        assert [a.platform for a in dim.accounts] == ["youtube"], dim.slug

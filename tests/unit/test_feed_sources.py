@@ -37,7 +37,7 @@ def _dimension(**overrides: Any) -> dict[str, Any]:
         "visual_style": "neon",
         "palette": ["#000000", "#ffffff"],
         "feeds": ["feeds/tech.xml"],
-        "accounts": [{"platform": "outbox", "handle": "t"}],
+        "accounts": [{"platform": "youtube", "handle": "t"}],
     }
     data.update(overrides)
     return {k: v for k, v in data.items() if v is not None}

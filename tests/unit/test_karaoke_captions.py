@@ -373,7 +373,7 @@ def _dimension(**extra: object) -> dict:
         "visual_style": "neon",
         "palette": ["#000000", "#ffffff"],
         "feeds": ["feeds/tech.xml"],
-        "accounts": [{"platform": "outbox", "handle": "tech"}],
+        "accounts": [{"platform": "youtube", "handle": "tech"}],
         **extra,
     }
 

@@ -19,7 +19,7 @@ BASE: dict[str, Any] = {
     "visual_style": "neon",
     "palette": ["#000000", "#ffffff"],
     "feeds": ["feeds/tech.xml"],
-    "accounts": [{"platform": "outbox", "handle": "t", "daily_quota_units": 10}],
+    "accounts": [{"platform": "youtube", "handle": "t", "daily_quota_units": 10}],
 }
 
 

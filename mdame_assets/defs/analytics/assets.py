@@ -38,7 +38,7 @@ BATCH = 1000  # record_video_stats' limit per call
 def video_stats(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
-    publisher: PublisherResource,
+    youtube_publisher: PublisherResource,
     tiktok_publisher: PublisherResource,
     instagram_publisher: PublisherResource,
 ) -> dg.MaterializeResult:
@@ -66,8 +66,11 @@ def video_stats(
             wanted = {v.video_id: v.partition_date for v in account_videos}
             channel = publisher_for(
                 account.platform,
-                publisher,
-                {"tiktok": tiktok_publisher, "instagram": instagram_publisher},
+                {
+                    "youtube": youtube_publisher,
+                    "tiktok": tiktok_publisher,
+                    "instagram": instagram_publisher,
+                },
             )
             try:
                 counters = channel.video_statistics(
@@ -99,7 +102,7 @@ def video_stats(
             "views": sum(i["views"] for i in items),
             "likes": sum(i["likes"] for i in items),
             "quota_units": units,
-            "channel": publisher.provider_name,
+            "channel": youtube_publisher.provider_name,
             "skipped_accounts": dg.MetadataValue.json(skipped),
         }
     )

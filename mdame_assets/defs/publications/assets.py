@@ -264,15 +264,24 @@ def retire_publication(
     return None, True
 
 
+def publication_key(script: WorkUnit, account: Account) -> str:
+    """The key of the script's publication on `account`, derived with the platform name the
+    account was registered under (Account.key_platform): an account renamed since keeps its
+    keys, so what it published is found published, never uploaded again."""
+    return idempotency_key(
+        script.idempotency_key, "publication", account.key_platform, account.handle
+    )
+
+
 def _publish_script(
     step: Step,
     script: WorkUnit,
-    publishers: tuple[PublisherResource, Mapping[str, PublisherResource]],
+    publishers: Mapping[str, PublisherResource],
     media: MediaStoreResource,
     uploads: dict[str, dict[str, int]] | None = None,
     waits: dict[str, str] | None = None,
 ) -> list[str]:
-    """`publishers`: the deployment's publisher and the platforms' own (see publisher_for)."""
+    """`publishers`: each platform's publisher, keyed by platform (see publisher_for)."""
     render = step.state.get_work_unit("render", script.result["render_id"])
     if render is None:
         raise dg.Failure(f"script {script.id} names render {script.result['render_id']}")
@@ -281,9 +290,7 @@ def _publish_script(
     found = script_credits(step.state, script)
     with _private_copy(media, render) as (video, sha256):
         for account in step.state.list_accounts(step.partition.dimension):
-            key = idempotency_key(
-                script.idempotency_key, "publication", account.platform, account.handle
-            )
+            key = publication_key(script, account)
             credits = staged_credits(step.state, key, found)
             payload: dict[str, Any] = {
                 "script_id": script.id,
@@ -297,7 +304,7 @@ def _publish_script(
             publish = partial(
                 publish_resumable,
                 step.state,
-                publisher_for(account.platform, *publishers),
+                publisher_for(account.platform, publishers),
                 key,
                 payload,
                 account,
@@ -341,18 +348,22 @@ def _publish_script(
 def publications(
     context: dg.AssetExecutionContext,
     state: StateStoreResource,
-    publisher: PublisherResource,
+    youtube_publisher: PublisherResource,
     tiktok_publisher: PublisherResource,
     instagram_publisher: PublisherResource,
     media: MediaStoreResource,
 ) -> dg.MaterializeResult:
     """Published videos: exactly one per script and active account, whatever crashes between.
-    A TikTok account's go through `tiktok_publisher`, an Instagram account's through
-    `instagram_publisher`, every other account's through `publisher`; one platform failing
-    never holds the others back."""
+    An account's go through its platform's publisher (`youtube_publisher`, `tiktok_publisher`,
+    `instagram_publisher`; the outbox stands in for each offline); one platform failing never
+    holds the others back."""
     uploads: dict[str, dict[str, int]] = {}
     waits: dict[str, str] = {}
-    publishers = (publisher, {"tiktok": tiktok_publisher, "instagram": instagram_publisher})
+    publishers = {
+        "youtube": youtube_publisher,
+        "tiktok": tiktok_publisher,
+        "instagram": instagram_publisher,
+    }
     with pipeline_step(context, state.get_client(), "publications") as step:
         published = {
             str(script.id): _publish_script(step, script, publishers, media, uploads, waits)

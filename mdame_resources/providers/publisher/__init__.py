@@ -31,20 +31,31 @@ from mdame_resources.providers.publisher.resource import PublisherResource
 from mdame_resources.providers.publisher.tiktok import TikTokPublisher
 from mdame_resources.providers.publisher.youtube import YouTubePublisher
 
+# The resource key of each platform's publisher. Offline, the outbox is bound under every one
+# of them: it stands in for each platform, never a platform of its own.
+PUBLISHER_KEYS = {
+    "youtube": "youtube_publisher",
+    "tiktok": "tiktok_publisher",
+    "instagram": "instagram_publisher",
+}
 
-def publisher_for(
-    platform: str, publisher: PublisherResource, by_platform: Mapping[str, PublisherResource]
-) -> PublisherResource:
-    """The publisher an account of `platform` is published through: its platform's own
-    (`by_platform`: TikTok's, Instagram's), or the deployment's publisher (YouTube, or the
-    outbox offline) for every other platform."""
-    return by_platform.get(platform, publisher)
+
+def publisher_for(platform: str, by_platform: Mapping[str, PublisherResource]) -> PublisherResource:
+    """The publisher an account of `platform` is published through (`by_platform`: each
+    platform's own, keyed by platform)."""
+    try:
+        return by_platform[platform]
+    except KeyError:
+        raise ValueError(
+            f"no publisher for platform {platform!r}: the platforms are {', '.join(PUBLISHER_KEYS)}"
+        ) from None
 
 
 __all__ = [
     "AccountUnavailable",
     "InstagramPublisher",
     "OutboxPublisher",
+    "PUBLISHER_KEYS",
     "PublisherResource",
     "TikTokPublisher",
     "StatisticsUnavailable",

@@ -30,7 +30,7 @@ def master_keys(master_key_file: str) -> KeyRing:
 
 
 def _aad(account: Account) -> bytes:
-    return associated_data(mdame_env(), account.platform, account.handle)
+    return associated_data(mdame_env(), account.key_platform, account.handle)
 
 
 def open_account_grant(stored: Any, account: Account, master_key_file: str) -> dict[str, Any]:
@@ -54,8 +54,8 @@ class AccountGrant:
         return self.stored.envelope.ciphertext
 
 
-# The platforms whose consent flow `mdame accounts connect` runs with --platform; YouTube's (an
-# account of platform youtube, or the outbox standing in for it) is the default one.
+# The platforms whose consent flow `mdame accounts connect` runs with --platform; YouTube's is
+# the default one.
 PLATFORM_FLOWS = ("tiktok", "instagram")
 
 
