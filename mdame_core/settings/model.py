@@ -28,10 +28,17 @@ def var(
 ) -> Any:
     """A declared variable: its default, one line of description, its unit, and (`shown`) how
     the docs state a default that is computed."""
-    extra = {"unit": unit, "shown": shown}
+    extra: dict[str, Any] = {"unit": unit, "shown": shown}
     # A duration of nan or inf is a typo, never a setting.
-    finite = {"allow_inf_nan": False} if isinstance(default, float) else {}
-    return Field(default, description=description, ge=ge, le=le, json_schema_extra=extra, **finite)
+    finite = False if isinstance(default, float) else None
+    return Field(
+        default,
+        description=description,
+        ge=ge,
+        le=le,
+        json_schema_extra=extra,
+        allow_inf_nan=finite,
+    )
 
 
 class _Group(BaseSettings):

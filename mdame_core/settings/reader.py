@@ -8,7 +8,7 @@ import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -29,13 +29,13 @@ def declared(name: str) -> FieldInfo:
 
 @functools.cache
 def _adapter(name: str) -> TypeAdapter[Any]:
-    field = declared(name)
-    return TypeAdapter(field.annotation if not field.metadata else _annotated(field))
+    return TypeAdapter(_annotated(declared(name)))
 
 
 def _annotated(field: FieldInfo) -> Any:
-    from typing import Annotated
-
+    """The field's type with its constraints (bounds, finiteness), as a TypeAdapter takes it."""
+    if not field.metadata:
+        return field.annotation
     return Annotated[(field.annotation, *field.metadata)]
 
 
@@ -73,7 +73,7 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
         text = text.lower()  # a choice's names are lower case; DEV or Tiny mean the same
     try:
         value = _adapter(name).validate_python(text)
-    except ValidationError as exc:
+    except ValidationError:
         raise SettingsError(_problem(name, text)) from None
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
@@ -85,8 +85,8 @@ def _problem(name: str, text: str) -> str:
 
 def allowed(name: str) -> str:
     """What the variable takes, in words: its type, bounds and unit."""
-    field = declared(name)
-    schema = TypeAdapter(_annotated(field) if field.metadata else field.annotation).json_schema()
+    declared(name)
+    schema = _adapter(name).json_schema()
     options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
     words = []
     for option in options:
