@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import dagster as dg
 
+from mdame_core import settings
 from mdame_domain.doctor import Status
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def setting(resource: dg.ConfigurableResource, field: str) -> tuple[str, str]:
     `Class.field`."""
     raw = getattr(resource, field)
     if isinstance(raw, dg.EnvVar):
-        return raw.get_value("") or "", raw.env_var_name
+        return settings.raw(raw.env_var_name), raw.env_var_name
     return str(raw or ""), f"{type(resource).__name__}.{field}"
 
 
@@ -64,9 +65,10 @@ R = TypeVar("R", bound=dg.ConfigurableResource)
 
 def resolved(resource: R, **overrides: Any) -> R:
     """A copy of `resource` with its dg.EnvVar fields read now ('' when unset), as a run builds
-    it, and `overrides` applied (a health check's own timeout and retries)."""
+    it, and `overrides` applied (a health check's own timeout and retries). The variables are
+    read through the settings reader, so each must be a declared setting."""
     values: dict[str, Any] = {}
     for name in type(resource).model_fields:
         raw = getattr(resource, name)
-        values[name] = raw.get_value("") if isinstance(raw, dg.EnvVar) else raw
+        values[name] = settings.raw(raw.env_var_name) if isinstance(raw, dg.EnvVar) else raw
     return type(resource)(**{**values, **overrides})
