@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import dagster as dg
 
-from mdame_core.settings import SettingsError, mdame_env, seconds_setting
+from mdame_core import settings
+from mdame_core.settings import SettingsError, mdame_env
 from mdame_domain.prod_readiness import endpoint_problems, endpoints_message
 from mdame_domain.visuals_chain import GENERATED, PROCEDURAL, STOCK
 from mdame_resources.notify import OutboxNotifier, TelegramNotifier
@@ -31,7 +31,7 @@ def upload_grace_s() -> int:
     """How long a killed holder's upload request may still be in flight before another run
     takes its session over (MDAME_UPLOAD_GRACE_S, default 120): a setting, so a crash test
     need not wait it out. Every publisher, the outbox's included, speaks the same protocol."""
-    return round(seconds_setting("MDAME_UPLOAD_GRACE_S", 120))
+    return round(settings.get("MDAME_UPLOAD_GRACE_S"))
 
 
 def offline_providers() -> dict[str, Any]:
@@ -93,13 +93,13 @@ def production_providers() -> dict[str, Any]:
         "tiktok_publisher": TikTokPublisher(
             upload_grace_s=upload_grace_s(),
             # Between status polls after the last chunk (TikTok allows 30 a minute).
-            processing_poll_s=seconds_setting("MDAME_TIKTOK_STATUS_POLL_S", 5),
+            processing_poll_s=settings.get("MDAME_TIKTOK_STATUS_POLL_S"),
         ),
         # Each account's long-lived token is its sealed grant; the API at
         # MDAME_INSTAGRAM_GRAPH_URL, else graph.instagram.com.
         "instagram_publisher": InstagramPublisher(
             upload_grace_s=upload_grace_s(),
-            processing_poll_s=seconds_setting("MDAME_INSTAGRAM_STATUS_POLL_S", 5),
+            processing_poll_s=settings.get("MDAME_INSTAGRAM_STATUS_POLL_S"),
         ),
         # The Bot API at MDAME_TELEGRAM_API_URL (default
         # api.telegram.org); chats from the dimension YAMLs, else MDAME_TELEGRAM_CHAT_ID.
@@ -116,19 +116,15 @@ PROVIDER_SETS = ("offline", "production", "fakes")
 
 
 def provider_set() -> str:
-    chosen = os.environ.get(PROVIDERS_VAR) or ("production" if mdame_env() == "prod" else "offline")
-    if chosen not in PROVIDER_SETS:
-        raise SettingsError(
-            f"{PROVIDERS_VAR} must be one of {', '.join(PROVIDER_SETS)}, not {chosen!r}"
-        )
-    return chosen
+    chosen: str | None = settings.get(PROVIDERS_VAR)  # a bad name is refused here
+    return chosen or ("production" if mdame_env() == "prod" else "offline")
 
 
 def providers_for_environment() -> dict[str, Any]:
     """The providers of the chosen set (see PROVIDERS_VAR). With ENV=prod, an endpoint setting
     that is not https fails here, as the definitions load (a code server's or a run worker's
     start), naming the variable and its value."""
-    problems = endpoint_problems(os.environ, os.environ.get("ENV", ""))
+    problems = endpoint_problems(settings.environment(), settings.raw("ENV"))
     if problems:
         raise SettingsError(endpoints_message(problems))
     chosen = provider_set()

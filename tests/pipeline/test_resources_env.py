@@ -111,7 +111,7 @@ def test_the_provider_set_is_chosen_by_mdame_providers(monkeypatch):
     monkeypatch.setenv("MDAME_PROVIDERS", "mocks")
     with pytest.raises(
         SettingsError,
-        match="MDAME_PROVIDERS must be one of offline, production, fakes, not 'mocks'",
+        match="MDAME_PROVIDERS='mocks' is not allowed: it takes one of offline, fakes, production",
     ):
         providers_for_environment()
 

@@ -16,11 +16,11 @@ A reel has no thumbnail call: Instagram takes its cover from the video (thumb_of
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from mdame_core import settings
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelError, GrantRevoked, SessionState, TransferInterrupted
@@ -203,7 +203,12 @@ class InstagramPublisher(MarkedPostPublisher):
             # revoked token, GrantRevoked, is not suppressed: the account needs a reconnect).
             with contextlib.suppress(ChannelError, TransferInterrupted):
                 api.refresh_token()
-        poll_s = float(os.environ.get(STATUS_POLL_VAR) or self.processing_poll_s)
+        # The variable, when set, wins over the resource's field.
+        poll_s = (
+            float(settings.get(STATUS_POLL_VAR))
+            if settings.is_set(STATUS_POLL_VAR)
+            else self.processing_poll_s
+        )
         return InstagramChannel(api, self.processing_polls, poll_s)
 
     def set_deadline(self, api: Any, deadline: float) -> None:
@@ -246,14 +251,14 @@ class InstagramPublisher(MarkedPostPublisher):
             timeout_s=self.timeout_s,
             on_rotate=rotated,
         )
-        where = display_url(self.graph_url or os.environ.get(GRAPH_URL_VAR) or GRAPH_URL)
+        where = display_url(self.graph_url or settings.raw(GRAPH_URL_VAR) or GRAPH_URL)
         call = "me"
         try:
             user_id = api.user_id()
             call = "content_publishing_limit"
             used, allowed = api.publishing_limit()
         except GrantRevoked as exc:
-            unset = [n for n in (APP_ID_VAR, APP_SECRET_VAR) if not os.environ.get(n)]
+            unset = [n for n in (APP_ID_VAR, APP_SECRET_VAR) if not settings.is_set(n)]
             needs = (
                 f" ({' and '.join(unset)} not set: the connect flow needs them)" if unset else ""
             )

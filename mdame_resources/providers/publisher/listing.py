@@ -10,7 +10,7 @@ from datetime import date, datetime
 from functools import partial
 from typing import Any
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, NotSent
@@ -20,7 +20,6 @@ from mdame_resources.providers.publisher.job import UploadJob, UploadUnsettled
 # A finished upload is listed in the channel's uploads only after a while: a session found gone
 # is settled as not published only by a second search at least this long after the first.
 GONE_RECHECK_ENV = "MDAME_GONE_SESSION_RECHECK_S"
-GONE_RECHECK_DEFAULT_S = 300.0
 
 
 # thumbnails.set's cost in the units bucket (YouTube's quota table); a list call costs 1.
@@ -67,7 +66,7 @@ class ChannelListing(ProviderResource):
     def _recheck_s(self) -> float:
         if self.gone_recheck_s is not None:
             return max(0.0, float(self.gone_recheck_s))
-        return seconds_setting(GONE_RECHECK_ENV, GONE_RECHECK_DEFAULT_S)
+        return float(settings.get(GONE_RECHECK_ENV))
 
     def check_processing(self, job: UploadJob, video_id: str) -> None:
         """Polls a published video's processing that no run recorded (a crash after

@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_domain.channel import (
     QUOTA_REASONS,
     ChannelError,
@@ -22,7 +22,6 @@ from mdame_resources.providers.publisher.listing import ChannelListing
 
 # A request to a session ends this long before the holder's lease (see request_margin_s).
 REQUEST_MARGIN_ENV = "MDAME_UPLOAD_REQUEST_MARGIN_S"
-REQUEST_MARGIN_DEFAULT_S = 10.0
 
 
 class UploadSessions(ChannelListing):
@@ -47,7 +46,7 @@ class UploadSessions(ChannelListing):
     def _margin_s(self) -> float:
         margin = self.request_margin_s
         if margin is None:
-            margin = seconds_setting(REQUEST_MARGIN_ENV, REQUEST_MARGIN_DEFAULT_S)
+            margin = settings.get(REQUEST_MARGIN_ENV)
         return min(max(0.0, float(margin)), max(0.0, float(self.upload_grace_s)) / 4)
 
     def _bound(self, job: UploadJob, api: Any, attempt_id: int) -> datetime:

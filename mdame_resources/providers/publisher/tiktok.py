@@ -15,12 +15,11 @@ A post has no thumbnail call: TikTok takes its cover from the video (video_cover
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from mdame_core.settings import seconds_setting
+from mdame_core import settings
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters
 from mdame_domain.channel import (
@@ -207,8 +206,8 @@ class TikTokPublisher(MarkedPostPublisher):
     rate_window_s: float | None = None  # None: MDAME_TIKTOK_RATE_WINDOW_S, else 60
 
     def _app(self, account: Account) -> tuple[str, str]:
-        key = self.client_key or os.environ.get(CLIENT_KEY_VAR, "")
-        secret = self.client_secret or os.environ.get(CLIENT_SECRET_VAR, "")
+        key = self.client_key or settings.raw(CLIENT_KEY_VAR)
+        secret = self.client_secret or settings.raw(CLIENT_SECRET_VAR)
         if not key or not secret:
             missing = [n for n, v in ((CLIENT_KEY_VAR, key), (CLIENT_SECRET_VAR, secret)) if not v]
             raise AppRefused(
@@ -242,7 +241,7 @@ class TikTokPublisher(MarkedPostPublisher):
                 "status": self.status_per_minute,
                 "creator_info": self.creator_info_per_minute,
             },
-            seconds_setting(RATE_WINDOW_ENV, 60.0) if window is None else window,
+            settings.get(RATE_WINDOW_ENV) if window is None else window,
             lambda: api.deadline,
         )
         return TikTokChannel(api, self.chunk_size, self.processing_polls, self.processing_poll_s)
@@ -282,8 +281,8 @@ class TikTokPublisher(MarkedPostPublisher):
         if not accounts:
             return [Health(Status.SKIP, "no active TikTok account in the database")]
         probe = resolved(self, timeout_s=timeout)
-        key = probe.client_key or os.environ.get(CLIENT_KEY_VAR, "")
-        secret = probe.client_secret or os.environ.get(CLIENT_SECRET_VAR, "")
+        key = probe.client_key or settings.raw(CLIENT_KEY_VAR)
+        secret = probe.client_secret or settings.raw(CLIENT_SECRET_VAR)
         missing = [n for n, v in ((CLIENT_KEY_VAR, key), (CLIENT_SECRET_VAR, secret)) if not v]
         if missing:
             return [
@@ -328,7 +327,7 @@ class TikTokPublisher(MarkedPostPublisher):
             timeout_s=self.timeout_s,
             on_rotate=rotated,
         )
-        where = display_url(self.base_url or os.environ.get(BASE_URL_VAR) or TIKTOK_BASE_URL)
+        where = display_url(self.base_url or settings.raw(BASE_URL_VAR) or TIKTOK_BASE_URL)
         info: dict[str, Any] = {}
         # Each call with the scope it needs: creator_info (Direct Post), then the video list.
         for call, scope in (("creator_info", "video.publish"), ("video/list", "video.list")):

@@ -4,13 +4,13 @@ sealed grant."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mdame_core import settings
 from mdame_core.state import Account, StateStore
 from mdame_domain.analytics import VideoCounters, batches, parse_statistics
 from mdame_domain.channel import ChannelApi, ChannelError, GrantRevoked, TransferInterrupted
@@ -148,7 +148,7 @@ class YouTubePublisher(PublisherResource):
             return Status.FAIL, f"the stored grant cannot be opened: {first_line(str(exc))}"
         refresh_token = str(grant.get("refresh_token", ""))
         redact.add(refresh_token)
-        root = self.root_url or os.environ.get(ROOT_URL_VAR) or "https://youtube.googleapis.com"
+        root = self.root_url or settings.raw(ROOT_URL_VAR) or "https://youtube.googleapis.com"
         where = display_url(root)
         api = YouTubeApi(
             refresh_token,
@@ -168,7 +168,7 @@ class YouTubePublisher(PublisherResource):
         except ChannelError as exc:
             return Status.FAIL, f"channels.list at {where} answered HTTP {exc.status} {exc.reason}"
         except OSError as exc:
-            token_uri = self.token_uri or os.environ.get(TOKEN_URI_VAR) or GOOGLE_TOKEN_URI
+            token_uri = self.token_uri or settings.raw(TOKEN_URI_VAR) or GOOGLE_TOKEN_URI
             return Status.FAIL, (
                 f"not reachable: {where} or the token endpoint {display_url(token_uri)} "
                 f"({type(exc).__name__})"
