@@ -152,7 +152,7 @@ def use_publisher(platform: str) -> None:
         raise ValueError(
             f"{PUBLISHER_ENV} must be outbox, youtube, tiktok or instagram, not {platform!r}"
         )
-    old = orchestrator.defs
+    old = orchestrator.defs()
     defs = dg.Definitions(
         assets=old.assets,
         asset_checks=old.asset_checks,
@@ -162,7 +162,8 @@ def use_publisher(platform: str) -> None:
         resources={**(old.resources or {}), **resources},
     )
     mdame_cli.runs.JOBS = tuple(
-        (defs if jobs is old else jobs, name) for jobs, name in mdame_cli.runs.JOBS
+        ((lambda: defs) if load is orchestrator.defs else load, name)
+        for load, name in mdame_cli.runs.JOBS
     )
 
 

@@ -22,13 +22,16 @@ from dagster_k8s.job import (
     get_user_defined_k8s_config,
 )
 
+from mdame_core import settings
+from mdame_core.settings import SettingsError
 from mdame_runtime import executors
 from mdame_runtime.executors import (
     GPU_STEP_TAGS,
+    RENDER_STEP_TAGS,
     ExecutorConfigError,
     gpu_executor,
     orchestrator_executor,
-    render_step_tags,
+    render_op_names,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,11 +72,15 @@ def test_embedded_executors(env, value: str | None, name: str) -> None:
     assert gpu_executor().name == name
 
 
-@pytest.mark.parametrize("value", ["celery-redis", "Celery", "dask", "k8s_job", "inprocess"])
+@pytest.mark.parametrize("value", ["celery-redis", "gpu", "dask", "k8s_job", "inprocess"])
 def test_unknown_executor_is_refused_by_name(env, value: str) -> None:
     env.setenv(executors.EXECUTOR_ENV, value)
-    with pytest.raises(ExecutorConfigError, match="MDAME_GPU_EXECUTOR must be one of"):
+    with pytest.raises(SettingsError) as refused:
         gpu_executor()
+    assert str(refused.value) == (
+        f"MDAME_GPU_EXECUTOR={value!r} is not allowed: it takes one of in_process, "
+        "multiprocess, celery, k8s"
+    )
 
 
 def test_orchestrator_executor_from_the_environment(env) -> None:
@@ -87,7 +94,7 @@ def test_orchestrator_executor_from_the_environment(env) -> None:
         env.setenv(name, value)
     assert orchestrator_executor().name == "mdame_celery"
     env.setenv(executors.ORCHESTRATOR_EXECUTOR_ENV, "dask")
-    with pytest.raises(ExecutorConfigError, match="MDAME_ORCHESTRATOR_EXECUTOR must be one of"):
+    with pytest.raises(SettingsError, match="MDAME_ORCHESTRATOR_EXECUTOR='dask' is not allowed"):
         orchestrator_executor()
 
 
@@ -96,19 +103,25 @@ def test_render_and_probe_steps_go_to_the_render_queue(env) -> None:
     decode it are routed to `render`; voice and the publications to the default queue."""
     from mdame_assets.orchestrator import defs
 
-    plan = create_execution_plan(defs.resolve_job_def("publishing_job"))
+    location = defs()
+    plan = create_execution_plan(location.resolve_job_def("publishing_job"))
     queues = {
         step.key: dict(step.tags or {}).get("dagster-celery/queue")
         for step in plan.get_all_steps_in_topo_order()
     }
     assert queues["renders"] == queues["render_quality"] == executors.RENDER_QUEUE, queues
     assert queues["voice_tracks"] is None and queues["publications"] is None, queues
-    assert {key for key, queue in queues.items() if queue == executors.RENDER_QUEUE} == {
+    render_steps = {
         "renders",
         "render_quality",
         "renders_text_on_screen",  # it decodes the render's picture
         "renders_scene_timing",  # it decodes a render it did not measure as it was encoded
     }
+    assert {key for key, queue in queues.items() if queue == executors.RENDER_QUEUE} == (
+        render_steps
+    )
+    # The same steps' pods are sized by the k8s executor, which the location builds with them.
+    assert set(render_op_names(location)) == render_steps
 
 
 def test_celery_executor_needs_broker_and_backend(env) -> None:
@@ -120,7 +133,7 @@ def test_celery_executor_needs_broker_and_backend(env) -> None:
         gpu_executor()
     env.setenv(executors.CELERY_VISIBILITY_ENV, "soon")
     env.setenv("MDAME_CELERY_BACKEND_URL", CELERY_ENV["MDAME_CELERY_BACKEND_URL"])
-    with pytest.raises(ExecutorConfigError, match="MDAME_CELERY_VISIBILITY_TIMEOUT_S"):
+    with pytest.raises(SettingsError, match="MDAME_CELERY_VISIBILITY_TIMEOUT_S='soon'"):
         gpu_executor()
 
 
@@ -132,14 +145,16 @@ def test_gpu_runs_carry_the_runtime_limit_run_monitoring_enforces(env) -> None:
     # The tag Dagster's run monitoring reads (a GPU run waiting on a queue no worker consumes
     # is failed after it, and the run-failure sensor alerts).
     assert executors.MAX_RUNTIME_TAG == MAX_RUNTIME_SECONDS_TAG
-    job = defs.resolve_job_def("scene_clips_job")
-    assert job.tags[MAX_RUNTIME_SECONDS_TAG] == str(executors.DEFAULT_GPU_RUN_MAX_S)
-    assert executors.DEFAULT_GPU_RUN_MAX_S > executors.DEFAULT_VISIBILITY_TIMEOUT_S
+    job = defs().resolve_job_def("scene_clips_job")
+    run_max = settings.default(executors.GPU_RUN_MAX_ENV)
+    assert job.tags[MAX_RUNTIME_SECONDS_TAG] == str(run_max)
+    assert run_max > settings.default(executors.CELERY_VISIBILITY_ENV)
     env.setenv(executors.GPU_RUN_MAX_ENV, "900")
     assert executors.gpu_run_tags() == {MAX_RUNTIME_SECONDS_TAG: "900"}
+    assert defs().resolve_job_def("scene_clips_job").tags[MAX_RUNTIME_SECONDS_TAG] == "900"
     for bad in ("0", "-5", "2h", "1.5"):
         env.setenv(executors.GPU_RUN_MAX_ENV, bad)
-        with pytest.raises(ExecutorConfigError, match="MDAME_GPU_RUN_MAX_S must be a positive"):
+        with pytest.raises(SettingsError, match=f"MDAME_GPU_RUN_MAX_S='{bad}' is not allowed"):
             executors.gpu_run_tags()
 
 
@@ -230,15 +245,25 @@ def _kubeconfig(tmp_path: Path) -> Path:
     return path
 
 
-def _step_job_spec(exc_cfg: dict[str, Any], tags: dict[str, str], kubeconfig: Path) -> Any:
+def _step_job_spec(
+    exc_cfg: dict[str, Any], tags: dict[str, str], kubeconfig: Path, op_name: str = ""
+) -> Any:
     """What K8sStepHandler.launch_step builds for a step with these tags, through the same
-    dagster-k8s code: the executor's container context, merged with the step's tag config."""
-    container_context = K8sContainerContext(
-        env_secrets=exc_cfg.get("env_secrets"),
-        env_vars=exc_cfg.get("env_vars"),
-        namespace=exc_cfg.get("job_namespace"),
-        run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(exc_cfg.get("step_k8s_config", {})),
-    ).merge(K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(tags)))
+    dagster-k8s code: the executor's container context, merged with the step's tag config,
+    then with the executor's per-step config of the step's op."""
+    per_op = exc_cfg.get("per_step_k8s_config", {}).get(op_name, {})
+    container_context = (
+        K8sContainerContext(
+            env_secrets=exc_cfg.get("env_secrets"),
+            env_vars=exc_cfg.get("env_vars"),
+            namespace=exc_cfg.get("job_namespace"),
+            run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(
+                exc_cfg.get("step_k8s_config", {})
+            ),
+        )
+        .merge(K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(tags)))
+        .merge(K8sContainerContext(run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(per_op)))
+    )
     launcher = K8sRunLauncher(
         service_account_name="dagster",
         instance_config_map="dagster-instance",
@@ -303,10 +328,12 @@ def test_k8s_job_spec_requests_a_gpu_for_gpu_steps_only(env, tmp_path: Path) -> 
 def test_k8s_job_spec_requests_cpu_for_render_steps(env, tmp_path: Path) -> None:
     env.setenv(executors.K8S_IMAGE_ENV, "registry.example/mdame:1")
     env.setenv(executors.RENDER_CPU_ENV, "4")
-    processed = process_config(k8s_job_executor.config_schema.config_type, executors.k8s_config())
+    processed = process_config(
+        k8s_job_executor.config_schema.config_type, executors.k8s_config(["render_step"])
+    )
     assert processed.success, processed.errors
 
-    @dg.op(tags=render_step_tags())
+    @dg.op(tags=RENDER_STEP_TAGS)
     def render_step() -> int:
         return 1
 
@@ -315,7 +342,7 @@ def test_k8s_job_spec_requests_cpu_for_render_steps(env, tmp_path: Path) -> None
         render_step()
 
     tags = dict(create_execution_plan(steps).get_step_by_key("render_step").tags)
-    job = _step_job_spec(processed.value, tags, _kubeconfig(tmp_path))
+    job = _step_job_spec(processed.value, tags, _kubeconfig(tmp_path), "render_step")
     resources = job.spec.template.spec.containers[0].resources
     assert dict(resources.requests) == {"cpu": "4", "memory": "2Gi"}
     assert "nvidia.com/gpu" not in _limits(job)

@@ -10,14 +10,14 @@ from pathlib import Path
 import dagster as dg
 
 from mdame_assets.defs.dimensions.sensors import dimension_registry_sensor
-from mdame_assets.defs.publications.sensors import publishing_sensor
+from mdame_assets.defs.publications.sensors import make_publishing_sensor
 from mdame_assets.defs.scenes.assets import scene_plan
 from mdame_assets.defs.schedules import daily_content_schedule
 from mdame_assets.defs.scripts.assets import scripts
 from mdame_assets.defs.topics.assets import topics
 from mdame_assets.defs.trends.assets import trends
 from mdame_assets.gpu_defs.clips.assets import scene_clips
-from mdame_assets.gpu_defs.clips.sensors import scene_jobs_sensor
+from mdame_assets.gpu_defs.clips.sensors import make_scene_jobs_sensor
 from mdame_pipeline.dimension_registry import DIMENSIONS_DIR, registry_drift, sync_registry
 from mdame_resources.providers.visuals import VisualsResource
 from mdame_runtime.executors import GPU_POOL
@@ -164,6 +164,7 @@ def test_hop_sensors_request_the_next_location_from_database_state(pipeline):
     context = dg.build_sensor_context(
         instance=pipeline.instance, resources={"state": pipeline.resources["state"]}
     )
+    scene_jobs_sensor, publishing_sensor = make_scene_jobs_sensor(), make_publishing_sensor()
     assert scene_jobs_sensor(context).run_requests == []
 
     assert dg.materialize(
@@ -193,6 +194,7 @@ def test_the_gpu_hop_creates_the_gpu_pool_before_its_first_runs_claim_it(pipelin
         context = dg.build_sensor_context(
             instance=fresh, resources={"state": pipeline.resources["state"]}
         )
+        scene_jobs_sensor = make_scene_jobs_sensor()
         scene_jobs_sensor(context)
         [limit] = fresh.event_log_storage.get_pool_limits()
         assert (limit.name, limit.limit, limit.from_default) == (GPU_POOL, 1, True)
