@@ -30,9 +30,9 @@ def load_folder(folder: ModuleType) -> dg.Definitions:
     # folder's definitions only. Both of those build the tree's root, which adds the component
     # catalog of every installed Dagster integration (metadata for the UI's scaffolding): 1.5 s
     # more per load, paid again in every step process of a multiprocess run. And
-    # load_from_defs_folder finds its folder through the one [tool.dg] project of
-    # pyproject.toml, while this package has two locations. The project root matters only to
-    # YAML components, of which there are none.
+    # load_from_defs_folder finds its folder through the dg project of the working folder,
+    # while this package has two locations. The project root matters only to YAML
+    # components, of which there are none.
     # Its module loader is marked preview; both entry points silence that warning as well.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)

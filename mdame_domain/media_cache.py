@@ -24,7 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-DEFAULT_CACHE_BYTES = 4 << 30
+from mdame_core import settings
+
+DEFAULT_CACHE_BYTES: int = settings.default("MDAME_MEDIA_CACHE_BYTES")
 DEFAULT_GRACE_S = 300.0
 _STALE_INCOMING_S = 3600.0
 _INCOMING = ".incoming-"

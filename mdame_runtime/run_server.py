@@ -56,15 +56,13 @@ from pathlib import Path
 from types import FrameType, ModuleType
 
 from mdame_core import settings
+from mdame_runtime import locations
 
 # Not under "mdame": that logger writes the JSON lines of MDAME_LOG_FILE (mdame_core/logs.py).
 log = logging.getLogger(__name__)
 
-# The modules a location's run workers load (workspace.yaml names the same).
-LOCATION_MODULES: Mapping[str, str] = {
-    "orchestrator": "mdame_assets.orchestrator",
-    "gpu": "mdame_assets.gpu",
-}
+# The modules a location's run workers load, from the one list of locations.
+LOCATION_MODULES: Mapping[str, str] = locations.LOCATION_MODULES
 # `mdame run-server` listens on $MDAME_HOME/run/LOCATION.sock unless told otherwise.
 SOCKET_FOLDER = "run"
 # sockaddr_un.sun_path holds 108 bytes, its terminating NUL included.

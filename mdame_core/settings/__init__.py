@@ -171,17 +171,3 @@ def superuser_url(dbname: str = "postgres") -> str:
 def _with_dbname(url: str, dbname: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + dbname))
-
-
-# Readers of the older call form `seconds_setting(NAME, default)`: the declared default wins, the
-# argument is ignored. They go once every caller reads `get(NAME)`.
-def seconds_setting(name: str, _default: float | None = None) -> float:
-    return float(get(name))
-
-
-def count_setting(name: str, _default: int | None = None) -> int:
-    return int(get(name))
-
-
-def date_setting(name: str, _default: object = None) -> object:
-    return get(name)

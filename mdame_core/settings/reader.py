@@ -16,8 +16,9 @@ from pydantic.fields import FieldInfo
 from mdame_core.settings.model import GROUPS, Settings
 
 
-class SettingsError(RuntimeError):
-    """A setting is missing or wrong; the message says which and how to fix it."""
+class SettingsError(ValueError):
+    """A setting is missing or wrong; the message says which and how to fix it. A ValueError,
+    as the readers that each checked their own variable raised."""
 
 
 def declared(name: str) -> FieldInfo:

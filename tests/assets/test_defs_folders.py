@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from mdame_core.settings import REPO_ROOT
+from mdame_runtime.locations import LOCATIONS as LOCATION_LIST
 
 # location entry module -> the folder its definitions are loaded from
-FOLDERS = {"mdame_assets.orchestrator": "defs", "mdame_assets.gpu": "gpu_defs"}
+FOLDERS = {loc.module: loc.defs_module.rsplit(".", 1)[1] for loc in LOCATION_LIST}
 
 THROWAWAY = '''"""An asset nobody imports."""
 

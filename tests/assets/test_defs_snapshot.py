@@ -20,8 +20,10 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from mdame_runtime.locations import LOCATION_MODULES
+
 SNAPSHOT = Path(__file__).with_name("defs_snapshot.json")
-LOCATIONS = {"orchestrator": "mdame_assets.orchestrator", "gpu": "mdame_assets.gpu"}
+LOCATIONS = LOCATION_MODULES
 UPDATE = "  .venv/bin/python -m tests.assets.test_defs_snapshot"
 
 

@@ -15,7 +15,9 @@ import re
 import dagster as dg
 import pytest
 
-LOCATIONS = {"orchestrator": "mdame_assets.orchestrator", "gpu": "mdame_assets.gpu"}
+from mdame_runtime.locations import LOCATION_MODULES
+
+LOCATIONS = LOCATION_MODULES
 
 # Texts that stand in for a description without being one (the UI's own is the first).
 PLACEHOLDERS = {"no description provided", "description", "todo", "tbd", "fixme", "xxx", "n/a"}

@@ -446,14 +446,3 @@ def test_a_bad_run_servers_setting_fails_the_launcher_naming_it(monkeypatch):
         data.rehydrate(RunLauncher)
     monkeypatch.setenv("MDAME_RUN_SERVERS", "gpu=/srv/run/gpu.sock")
     assert data.rehydrate(RunLauncher).servers == {"gpu": "/srv/run/gpu.sock"}  # type: ignore[attr-defined]
-
-
-def test_the_run_servers_locations_are_the_workspaces():
-    """LOCATION_MODULES repeats workspace.yaml for processes that do not read it: they agree."""
-    from mdame_runtime.run_server import LOCATION_MODULES
-
-    entries = yaml.safe_load((REPO / "workspace.yaml").read_text())["load_from"]
-    workspace = {
-        e["python_module"]["location_name"]: e["python_module"]["module_name"] for e in entries
-    }
-    assert workspace == dict(LOCATION_MODULES)

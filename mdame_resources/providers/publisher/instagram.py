@@ -181,7 +181,7 @@ class InstagramPublisher(MarkedPostPublisher):
     # A container counts against nothing; the 24-hour publishing limit counts published reels.
     initiation_counted: bool = False
     processing_polls: int = 12
-    processing_poll_s: float = 5.0
+    processing_poll_s: float = settings.default("MDAME_INSTAGRAM_STATUS_POLL_S")
 
     def channel(self, state: StateStore, account: Account, dimension_slug: str) -> InstagramChannel:
         grant = account_grant(state, account, dimension_slug, self.master_key_file)

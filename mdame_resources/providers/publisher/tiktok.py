@@ -197,7 +197,7 @@ class TikTokPublisher(MarkedPostPublisher):
     # An initialized post counts against the creator's daily cap, whatever becomes of it.
     initiation_counted: bool = True
     processing_polls: int = 6  # status polls after the last chunk (30 a minute at most)
-    processing_poll_s: float = 5.0
+    processing_poll_s: float = settings.default("MDAME_TIKTOK_STATUS_POLL_S")
     # TikTok's limits per access token, kept through the ledger: a backfill's posts, and the
     # processes and runs of one creator, never send a call TikTok would answer with 429.
     init_per_minute: int = 6
