@@ -11,6 +11,7 @@ in the folders reads a setting as it is imported."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from types import ModuleType
@@ -55,6 +56,20 @@ def load_location(
     if last is not None and last[0] == seen:
         return last[1]
     settings.validate()
+    _refuse_another_first_day()
     defs = finish(load_folder(folder))
     _loaded[folder.__name__] = (seen, defs)
     return defs
+
+
+def _refuse_another_first_day() -> None:
+    """The one setting fixed for the life of a process: every partitioned asset is defined with
+    the day partitions, built from MDAME_FIRST_DAY when the first load imports them. A later
+    load that asks for another first day is refused rather than silently given the first."""
+    partitions = sys.modules.get("mdame_assets.partitions")
+    wanted = settings.get("MDAME_FIRST_DAY")
+    if partitions is not None and wanted != partitions.FIRST_DAY:
+        raise settings.SettingsError(
+            f"MDAME_FIRST_DAY={wanted.isoformat()!r} is not the {partitions.FIRST_DAY} this "
+            "process built its partitions with: start a new process to change it"
+        )

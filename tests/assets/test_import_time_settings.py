@@ -59,6 +59,21 @@ except Exception as exc:
     print(type(exc).__name__, exc)
 """
 
+# The partitions are the one thing built once per process (every partitioned asset is defined
+# with them): a later load that asks for another first day is refused, not silently ignored.
+FIRST_DAY_FIXED = """
+import os
+
+from mdame_assets import orchestrator
+
+orchestrator.defs()
+os.environ["MDAME_FIRST_DAY"] = "2026-11-20"
+try:
+    orchestrator.defs()
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
 
 def _env(tmp_path: Path, **values: str) -> dict[str, str]:
     env = {**os.environ, "ENV": os.environ.get("ENV", "dev"), "DAGSTER_HOME": str(tmp_path)}
@@ -120,4 +135,13 @@ def test_dagsters_loader_refuses_the_location_with_the_same_message(tmp_path: Pa
     assert (
         "MDAME_GPU_EXECUTOR='gpu' is not allowed: it takes one of in_process, multiprocess, "
         "celery, k8s" in done.stdout + done.stderr
+    )
+
+
+def test_a_later_load_with_another_first_day_is_refused(tmp_path: Path) -> None:
+    done = _python(FIRST_DAY_FIXED, _env(tmp_path, MDAME_FIRST_DAY="2026-11-01"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == (
+        "SettingsError MDAME_FIRST_DAY='2026-11-20' is not the 2026-11-01 this process built its "
+        "partitions with: start a new process to change it"
     )
