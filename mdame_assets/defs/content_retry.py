@@ -21,7 +21,7 @@ import dagster as dg
 from mdame_assets.defs.hops import (
     ended_at,
     failures_in_a_row,
-    hop_sensor_interval,
+    hop_sensor,
     in_progress,
     retry_window,
     runs_by_partition,
@@ -86,17 +86,13 @@ def content_retry(
 
 
 def make_content_retry_sensor() -> dg.SensorDefinition:
-    interval = hop_sensor_interval()
-    return dg.sensor(
-        name="content_retry_sensor",
-        job_name=CONTENT_JOB,
-        minimum_interval_seconds=interval,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests content_job again for each partition of the retry window "
+    return hop_sensor(
+        "content_retry_sensor",
+        CONTENT_JOB,
+        "Requests content_job again for each partition of the retry window "
         "(MDAME_RETRY_WINDOW_DAYS) whose newest content run failed, after a capped backoff with "
         "jitter (MDAME_RETRY_BACKOFF_S, MDAME_RETRY_BACKOFF_MAX_S), unless a run of it is queued "
-        f"or in progress or it published. Looks every {interval} s "
-        "(MDAME_HOP_SENSOR_INTERVAL_S).",
+        "or in progress or it published.",
     )(content_retry)
 
 

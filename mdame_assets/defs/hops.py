@@ -19,7 +19,7 @@ The content job's own retries use the same rule (mdame_assets.defs.content_retry
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -55,6 +55,21 @@ def hop_sensor_interval() -> int:
     """The hop sensors' minimum interval, in seconds: read as the code location loads, since
     Dagster takes it from the sensor's definition."""
     return int(settings.get(HOP_SENSOR_INTERVAL_ENV))
+
+
+def hop_sensor(
+    name: str, job_name: str, what: str
+) -> Callable[[Callable[..., dg.SensorResult]], dg.SensorDefinition]:
+    """A sensor that looks for work every MDAME_HOP_SENSOR_INTERVAL_S (read as the location
+    loads) and requests `job_name`; its description is `what` it requests, and how often."""
+    interval = hop_sensor_interval()
+    return dg.sensor(
+        name=name,
+        job_name=job_name,
+        minimum_interval_seconds=interval,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"{what} Looks every {interval} s (MDAME_HOP_SENSOR_INTERVAL_S).",
+    )
 
 
 def retry_window() -> RetryWindow:

@@ -389,24 +389,6 @@ class Alerts(_Group):
     MDAME_TELEGRAM_API_URL: str = var("", "Telegram's Bot API", shown="https://api.telegram.org")
 
 
-GROUPS: tuple[type[_Group], ...] = (
-    Deployment,
-    Database,
-    Orchestration,
-    RunServers,
-    Executors,
-    Media,
-    Rendering,
-    Gemini,
-    Voice,
-    Stock,
-    Trends,
-    Publishing,
-    Credentials,
-    Alerts,
-)
-
-
 class Settings(
     Deployment,
     Database,
@@ -424,3 +406,7 @@ class Settings(
     Alerts,
 ):
     """Every group at once: reading it validates the whole environment."""
+
+
+# The groups in the order `mdame config` and the configuration page show them.
+GROUPS: tuple[type[_Group], ...] = Settings.__bases__

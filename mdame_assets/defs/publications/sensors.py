@@ -4,7 +4,7 @@ location loads: the sensor's interval and the job's retry policy are settings.""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import awaiting_publishing, hop_sensor_interval, hop_sensor_result
+from mdame_assets.defs.hops import awaiting_publishing, hop_sensor, hop_sensor_result
 from mdame_assets.jobs import PUBLISHING_JOB, publishing_job
 from mdame_resources.state import StateStoreResource
 
@@ -25,16 +25,12 @@ def publishing_work(
 
 
 def make_publishing_sensor() -> dg.SensorDefinition:
-    interval = hop_sensor_interval()
-    return dg.sensor(
-        name="publishing_sensor",
-        job_name=PUBLISHING_JOB,
-        minimum_interval_seconds=interval,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests publishing_job (voice, render, publication) for each partition "
-        "with scripts whose clips are ready and are not yet published, or whose halted voice's "
-        "backoff ran out; a run that failed or moved nothing is retried after the retry "
-        f"window's backoff. Looks every {interval} s (MDAME_HOP_SENSOR_INTERVAL_S).",
+    return hop_sensor(
+        "publishing_sensor",
+        PUBLISHING_JOB,
+        "Requests publishing_job (voice, render, publication) for each partition with scripts "
+        "whose clips are ready and are not yet published, or whose halted voice's backoff ran "
+        "out; a run that failed or moved nothing is retried after the retry window's backoff.",
     )(publishing_work)
 
 

@@ -4,23 +4,18 @@ executor and retry policy are settings."""
 
 import dagster as dg
 
-from mdame_assets.defs.hops import AWAITING_CLIPS, hop_sensor_interval, hop_sensor_result
+from mdame_assets.defs.hops import AWAITING_CLIPS, hop_sensor, hop_sensor_result
 from mdame_assets.jobs import SCENE_CLIPS_JOB, scene_clips_job
 from mdame_resources.state import StateStoreResource
 from mdame_runtime.executors import GPU_POOL, ensure_pool_limit
 
 
 def make_scene_jobs_sensor() -> dg.SensorDefinition:
-    interval = hop_sensor_interval()
-
-    @dg.sensor(
-        name="scene_jobs_sensor",
-        job_name=SCENE_CLIPS_JOB,
-        minimum_interval_seconds=interval,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Requests scene_clips_job for each partition with planned scripts awaiting "
-        "their clips; a run that failed or moved nothing is retried after the retry window's "
-        f"backoff. Looks every {interval} s (MDAME_HOP_SENSOR_INTERVAL_S).",
+    @hop_sensor(
+        "scene_jobs_sensor",
+        SCENE_CLIPS_JOB,
+        "Requests scene_clips_job for each partition with planned scripts awaiting their clips; "
+        "a run that failed or moved nothing is retried after the retry window's backoff.",
     )
     def scene_jobs_sensor(
         context: dg.SensorEvaluationContext, state: StateStoreResource
