@@ -1,0 +1,5 @@
+"""`python -m fakes.gemini`."""
+
+from fakes.gemini import main
+
+main()
