@@ -36,6 +36,7 @@ VOICE_DAYS_ENV = "MDAME_RETENTION_VOICE_DAYS"
 DISK_LOW_BYTES_ENV = "MDAME_DISK_LOW_BYTES"
 DISK_LOW_PERCENT_ENV = "MDAME_DISK_LOW_PERCENT"
 RUN_DAYS_ENV = "MDAME_RUN_RETENTION_DAYS"
+RUN_HISTORY_DAYS_ENV = "MDAME_RUN_HISTORY_DAYS"
 DEFAULT_RUN_DAYS: int = settings.default(RUN_DAYS_ENV)
 DEFAULT_RENDER_DAYS: int = settings.default(RENDER_DAYS_ENV)
 DEFAULT_VOICE_DAYS: int = settings.default(VOICE_DAYS_ENV)
@@ -126,6 +127,18 @@ def run_retention_days(env: Mapping[str, str] | None = None) -> int:
     return _env_int(RUN_DAYS_ENV, env)
 
 
+def run_history_days(env: Mapping[str, str] | None = None) -> int:
+    """$MDAME_RUN_HISTORY_DAYS: how long a partition's last run of a job is kept. At least the
+    retention: a run younger than that is never deleted."""
+    days, retention = _env_int(RUN_HISTORY_DAYS_ENV, env), run_retention_days(env)
+    if days < retention:
+        raise RetentionConfigError(
+            f"{RUN_HISTORY_DAYS_ENV}={days} is shorter than {RUN_DAYS_ENV}={retention}: a "
+            "partition's last run is kept at least as long as any run"
+        )
+    return days
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """A finished Dagster run, as retention needs it. `partition` is None for an
@@ -141,6 +154,7 @@ class RunSummary:
 class RunSelection:
     delete: list[RunSummary] = field(default_factory=list)
     kept_last: list[RunSummary] = field(default_factory=list)  # last of its partition and job
+    expired_last: list[RunSummary] = field(default_factory=list)  # ...older than the history
     kept_referenced: list[RunSummary] = field(default_factory=list)  # named by MD-AME's state
 
 
@@ -148,10 +162,13 @@ def select_runs_to_delete(
     old: Sequence[RunSummary],
     groups_with_newer_runs: set[tuple[str, str | None]],
     referenced: set[str],
+    history_cutoff: datetime | None = None,
 ) -> RunSelection:
     """Of the finished runs older than the retention (`old`), those to delete: all but the
     newest of each (job, partition), and that one too when the group has a run newer than the
-    retention (`groups_with_newer_runs`, any status); never a run in `referenced`."""
+    retention (`groups_with_newer_runs`, any status) or, for a partition's, when it was created
+    before `history_cutoff`; never a run in `referenced`. The newest run of an unpartitioned job
+    is one per job, so it stays."""
     newest: dict[tuple[str, str | None], RunSummary] = {}
     for run in old:
         key = (run.job, run.partition)
@@ -166,7 +183,16 @@ def select_runs_to_delete(
         if run.run_id in referenced:
             selection.kept_referenced.append(run)
         elif newest[key] is run and key not in groups_with_newer_runs:
-            selection.kept_last.append(run)
+            expired = (
+                history_cutoff is not None
+                and run.partition is not None
+                and run.created < history_cutoff
+            )
+            if not expired:
+                selection.kept_last.append(run)
+                continue
+            selection.expired_last.append(run)
+            selection.delete.append(run)
         else:
             selection.delete.append(run)
     return selection

@@ -120,6 +120,7 @@ class RunPruneReport:
     deleted: list[str] = field(default_factory=list)
     kept_last: int = 0
     kept_referenced: int = 0
+    expired_last: int = 0  # partitions' last runs deleted once older than the history
     events: int = 0  # event-log rows deleted with the runs
     compute_log_bytes: int = 0  # measured where the logs are on this disk (local manager)
     run_storage_bytes: int = 0  # the runs' op-output folders under the instance's storage
@@ -181,10 +182,14 @@ def prune_runs(
     days: int,
     now: datetime | None = None,
     log: Log | None = None,
+    history_days: int | None = None,
 ) -> RunPruneReport:
     """Deletes the finished runs created more than `days` ago, with their events and compute
-    logs, but the last run of each partition and job and those the state references."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    logs, but the last run of each partition and job (until it is `history_days` old) and those
+    the state references."""
+    now = now or datetime.now(UTC)
+    cutoff = now - timedelta(days=days)
+    history_cutoff = None if history_days is None else now - timedelta(days=history_days)
     report = RunPruneReport(cutoff=cutoff)
     old = [
         _summary(record)
@@ -200,10 +205,11 @@ def prune_runs(
     referenced: set[str] = set()
     for start in range(0, len(old), _PAGE):
         referenced |= state.referenced_run_ids([run.run_id for run in old[start : start + _PAGE]])
-    selection = select_runs_to_delete(old, newer, referenced)
-    report.kept_last, report.kept_referenced = (
+    selection = select_runs_to_delete(old, newer, referenced, history_cutoff)
+    report.kept_last, report.kept_referenced, report.expired_last = (
         len(selection.kept_last),
         len(selection.kept_referenced),
+        len(selection.expired_last),
     )
     for run in selection.delete:
         try:

@@ -136,6 +136,12 @@ class Orchestration(_Group):
     MDAME_RUN_RETENTION_DAYS: PositiveInt = var(
         30, "Dagster runs older than this are deleted, with their events and logs", "days", le=3650
     )
+    MDAME_RUN_HISTORY_DAYS: PositiveInt = var(
+        180,
+        "A partition's last run of a job is deleted too once this old, bounding the event log",
+        "days",
+        le=3650,
+    )
 
 
 class RunServers(_Group):

@@ -14,7 +14,7 @@ from dagster._core.storage.runs.schema import RunsTable
 
 from mdame_assets.defs.housekeeping.assets import housekeeping
 from mdame_core.state import StateStore
-from mdame_domain.retention import RetentionConfigError, run_retention_days
+from mdame_domain.retention import RetentionConfigError, run_history_days, run_retention_days
 from mdame_resources.media import MediaStoreResource
 from mdame_resources.notify import OutboxNotifier
 from mdame_resources.state import StateStoreResource, close_clients
@@ -75,6 +75,7 @@ def test_housekeeping_deletes_old_runs_but_the_last_and_the_referenced(
 ) -> None:
     monkeypatch.setenv("MDAME_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MDAME_RUN_RETENTION_DAYS", raising=False)  # the default, 30 days
+    monkeypatch.delenv("MDAME_RUN_HISTORY_DAYS", raising=False)  # the default, 180 days
     runs: dict[str, str] = {}
     plan = [  # name, job, partition, age in days (oldest first within a group)
         ("p1_first", tiny, "2026-10-01|tech", 40),
@@ -82,12 +83,15 @@ def test_housekeeping_deletes_old_runs_but_the_last_and_the_referenced(
         ("p1_other", other, "2026-10-01|tech", 40),  # the only one of p1 x other: kept
         ("p2_old", tiny, "2026-10-02|tech", 35),
         ("p2_new", tiny, "2026-10-02|tech", 1),  # a newer run of p2 x tiny: the old one goes
-        ("solo_old", other, None, 50),
-        ("solo_last", other, None, 45),  # the last unpartitioned run of `other`: kept
+        ("solo_old", other, None, 250),
+        # The last unpartitioned run of `other`: kept, past the history too (one per job).
+        ("solo_last", other, None, 200),
         ("locked", tiny, "2026-10-03|tech", 40),  # still holds a pipeline lock
         ("running_row", tiny, "2026-10-03|tech", 39),  # its pipeline_runs row is unfinished
         ("alerted", tiny, "2026-10-03|tech", 38),  # named by an undelivered alert
         ("p3_last", tiny, "2026-10-03|tech", 2),
+        ("ancient_last", tiny, "2026-05-01|tech", 200),  # the last, but past the history: goes
+        ("ancient_running", other, "2026-05-01|tech", 200),  # past the history, but referenced
         ("young", tiny, "2026-11-20|tech", 29),  # within the retention: not the last, kept
         ("young_last", tiny, "2026-11-20|tech", 3),
     ]
@@ -102,6 +106,7 @@ def test_housekeeping_deletes_old_runs_but_the_last_and_the_referenced(
     state.record_alert(
         None, "run_failure", date.today(), f"tiny run {runs['alerted']} failed: boom"
     )
+    state.start_pipeline_run(runs["ancient_running"], None, "2026-05-01|tech", None)
 
     resources = {
         "state": StateStoreResource(database_url=fresh_db.app),
@@ -117,7 +122,7 @@ def test_housekeeping_deletes_old_runs_but_the_last_and_the_referenced(
         for k, v in result.asset_materializations_for_node("housekeeping")[0].metadata.items()
     }
 
-    gone = {"p1_first", "p2_old", "solo_old"}
+    gone = {"p1_first", "p2_old", "solo_old", "ancient_last"}
     for name, run_id in runs.items():
         kept = name not in gone
         assert (instance.get_run_by_id(run_id) is not None) == kept, name
@@ -128,11 +133,21 @@ def test_housekeeping_deletes_old_runs_but_the_last_and_the_referenced(
     assert meta["run_events_deleted"] == sum(events_before[name] for name in gone)
     assert meta["compute_log_bytes_freed"] > 0
     assert meta["run_storage_bytes_freed"] > 0
-    # Old and kept: the last of p1 x tiny, p1 x other, unpartitioned `other`; the three
+    # Old and kept: the last of p1 x tiny, p1 x other, unpartitioned `other`; the four
     # referenced ones. The young runs are not candidates at all.
     assert meta["runs_kept_last"] == 3
-    assert meta["runs_kept_referenced"] == 3
+    assert meta["runs_kept_referenced"] == 4
+    assert meta["runs_deleted_past_history"] == 1
     assert meta["run_delete_failed"] == []
+
+
+def test_run_history_days_setting() -> None:
+    assert run_history_days({}) == 180
+    assert run_history_days({"MDAME_RUN_HISTORY_DAYS": "400"}) == 400
+    with pytest.raises(RetentionConfigError, match="MDAME_RUN_HISTORY_DAYS=20 is shorter than"):
+        run_history_days({"MDAME_RUN_HISTORY_DAYS": "20"})
+    with pytest.raises(RetentionConfigError, match="MDAME_RUN_HISTORY_DAYS"):
+        run_history_days({"MDAME_RUN_HISTORY_DAYS": "x"})
 
 
 def test_run_retention_days_setting() -> None:

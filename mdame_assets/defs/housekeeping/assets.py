@@ -4,8 +4,9 @@
 2. collects stored media by the retention policy, decided in the database
    (mdame_pipeline/housekeeping.py);
 3. deletes Dagster runs older than $MDAME_RUN_RETENTION_DAYS (default 30) with their events
-   and compute logs, but the last run of each partition and job and the runs MD-AME's state
-   still references (mdame_pipeline/housekeeping.prune_runs);
+   and compute logs, but the last run of each partition and job (until it is
+   $MDAME_RUN_HISTORY_DAYS old, default 180) and the runs MD-AME's state still references
+   (mdame_pipeline/housekeeping.prune_runs);
 4. measures disk use by kind (mdame_domain/retention.disk_usage_by_kind) for the run's
    metadata, and raises the `disk_low` alert when free space under the home runs low.
 """
@@ -22,6 +23,7 @@ from mdame_domain.retention import (
     disk_low,
     disk_threshold,
     disk_usage_by_kind,
+    run_history_days,
     run_retention_days,
 )
 from mdame_domain.scratch import sweep_scratch
@@ -65,7 +67,9 @@ def housekeeping(
     policy = policy_from_registry(client)
     store = media.store()
     report = collect_media(client, store, policy, f"housekeeping:{run_id}", log=log)
-    runs = prune_runs(context.instance, client, run_retention_days(), log=log)
+    runs = prune_runs(
+        context.instance, client, run_retention_days(), log=log, history_days=run_history_days()
+    )
     media_root = store.root if isinstance(store, LocalMediaStore) else None
     usage = disk_usage_by_kind(home, media_root)
     low = disk_low(home, disk_threshold())
@@ -95,6 +99,7 @@ def housekeeping(
             "compute_log_bytes_freed": runs.compute_log_bytes,
             "run_storage_bytes_freed": runs.run_storage_bytes,
             "runs_kept_last": runs.kept_last,
+            "runs_deleted_past_history": runs.expired_last,
             "runs_kept_referenced": runs.kept_referenced,
             "run_delete_failed": runs.failed,
             "runs_created_before": runs.cutoff.isoformat(),
