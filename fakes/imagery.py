@@ -5,7 +5,7 @@ agree on a code: a subject word is drawn as a picture whose upper and lower halv
 colours from the word's SHA-256 (with a gentle gradient and grain, so that motion and crops
 stay visible), and
 the fake image judge reads a picture's colours back into the word it shows. The image model
-of fakes/gemini.py draws its prompt's subject this way, the stock servers (fakes/pexels.py,
+of fakes/gemini draws its prompt's subject this way, the stock servers (fakes/pexels.py,
 fakes/pixabay.py) their query's subject (and, on purpose, some other subject), and the Gemini
 image-understanding answer scores a keyframe by whether the word it shows is one the narration
 says. The product never knows: it sends prompts, queries and keyframes, and reads scores.

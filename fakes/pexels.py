@@ -15,7 +15,7 @@ Every 2xx answer carries X-Ratelimit-Limit, X-Ratelimit-Remaining and X-Ratelimi
 Unix time the window rolls over. Past the limit (default 200 an hour, `set_limits`), 429.
 A missing or refused key: 401 {"error": ...} (the shape of the official client's
 ErrorResponse; the text is this server's). What footage a query finds, the files, the faults
-and the controls: fakes/stock_common.py.
+and the controls: fakes/stock_common/.
 
     python -m fakes.pexels --port 8095 [--key KEY] [--rate-limit N]
 """

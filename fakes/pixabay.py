@@ -12,7 +12,7 @@ Every answer carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Re
 seconds left in the window. Past the limit (default 100 a minute, `set_limits`), 429. A
 missing or refused key: 400 with the text `[ERROR 400] "key" is wrong or missing.` (plain text,
 as Pixabay answers its errors). What footage a query finds, the files, the faults and the
-controls: fakes/stock_common.py.
+controls: fakes/stock_common/.
 
     python -m fakes.pixabay --port 8096 [--key KEY] [--rate-limit N]
 """

@@ -1,5 +1,5 @@
 """`python -m fakes.gemini`."""
 
-from fakes.gemini import main
+from fakes.gemini.cli import main
 
 main()

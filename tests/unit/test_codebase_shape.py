@@ -13,11 +13,6 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 400
 HISTORY = re.compile(r"\b(issue|slice) [0-9]+", re.I)
 
 
-# Test servers not split yet; listed so the rule covers every other one, and checked to be still
-# too long so that a server split leaves this list.
-FAKES_NOT_SPLIT_YET = {"fakes/gemini.py", "fakes/stock_common.py"}
-
-
 def _modules(pattern: str = "mdame_*/**/*.py") -> list[Path]:
     return sorted(p for p in REPO.glob(pattern) if "__pycache__" not in p.parts)
 
@@ -44,11 +39,10 @@ def test_no_module_or_class_is_too_long_to_read() -> None:
 
 def test_the_test_servers_follow_the_same_rule() -> None:
     fakes = _modules("fakes/**/*.py")
-    rest = [p for p in fakes if str(p.relative_to(REPO)) not in FAKES_NOT_SPLIT_YET]
-    too_long = _too_long(rest)
+    # Every fakes module, the split servers' packages too, with no exception.
+    assert {"gemini", "stock_common", "youtube"} <= {p.parent.name for p in fakes}
+    too_long = _too_long(fakes)
     assert not too_long, "split by concern: " + "; ".join(too_long)
-    split = [name for name in sorted(FAKES_NOT_SPLIT_YET) if not _too_long([REPO / name])]
-    assert not split, f"no longer too long, take them off FAKES_NOT_SPLIT_YET: {split}"
 
 
 def test_comments_do_not_name_issues_or_slices() -> None:
