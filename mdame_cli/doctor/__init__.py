@@ -87,6 +87,7 @@ from mdame_cli.doctor.context import (
     DEFAULT_MIN_FREE_GB,
     GROUPS,
     MIN_FREE_VAR,
+    PROVIDER_GROUPS,
     Doctor,
     Options,
 )
@@ -117,7 +118,7 @@ CHECKS: tuple[tuple[str, Callable[[Doctor], None]], ...] = (
     ("ffmpeg", ffmpeg.check_ffmpeg),
     ("disk", disk.check_disk),
 )
-_NEEDS_DATABASE = ("database", "migrations", "roles", "gpu", *providers.PROVIDER_GROUPS)
+_NEEDS_DATABASE = ("database", "migrations", "roles", "gpu", *PROVIDER_GROUPS)
 
 
 def run_checks(doctor: Doctor) -> list[Check]:

@@ -11,11 +11,8 @@ from urllib.parse import urlsplit
 from mdame_core import settings
 from mdame_domain.doctor import GIB, Check, Redactor, Status, secret_values
 
-GROUPS = (
-    "env",
-    "database",
-    "migrations",
-    "roles",
+# The providers' groups, in the order the doctor runs them (mdame_cli/doctor/providers.py).
+PROVIDER_GROUPS = (
     "trends",
     "gemini",
     "safety",
@@ -28,6 +25,13 @@ GROUPS = (
     "tiktok",
     "instagram",
     "telegram",
+)
+GROUPS = (
+    "env",
+    "database",
+    "migrations",
+    "roles",
+    *PROVIDER_GROUPS,
     "redis",
     "run_servers",
     "object_store",
@@ -35,28 +39,17 @@ GROUPS = (
     "ffmpeg",
     "disk",
 )
-# Variables whose values must never be printed (their presence may be).
+# Variables whose values must never be printed (their presence may be): the model's secrets, the
+# TikTok app's client key, and the third-party ones boto3 and huggingface read themselves. The
+# database and broker URLs are printed with their passwords masked.
+_SECRETS = tuple(n for n in settings.Settings.model_fields if settings.is_secret(n))
+URL_VARS = tuple(n for n in _SECRETS if n.endswith("_URL"))
 SECRET_VARS = (
-    "GEMINI_API_KEY",
-    "YOUTUBE_API_KEY",
-    "MDAME_PEXELS_API_KEY",
-    "MDAME_PIXABAY_API_KEY",
-    "MDAME_TELEGRAM_BOT_TOKEN",
+    *(n for n in _SECRETS if n not in URL_VARS),
     "MDAME_TIKTOK_CLIENT_KEY",
-    "MDAME_TIKTOK_CLIENT_SECRET",
-    "MDAME_INSTAGRAM_APP_SECRET",
-    "MDAME_MASTER_KEY",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "HF_TOKEN",
-    "MDAME_REDIS_PASSWORD",
-)
-URL_VARS = (
-    "MDAME_DATABASE_URL",
-    "MDAME_APP_DATABASE_URL",
-    "MDAME_DAGSTER_DATABASE_URL",
-    "MDAME_CELERY_BROKER_URL",
-    "MDAME_CELERY_BACKEND_URL",
 )
 MIN_FREE_VAR = "MDAME_DOCTOR_MIN_FREE_GB"
 DEFAULT_MIN_FREE_GB = 10.0

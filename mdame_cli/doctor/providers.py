@@ -38,21 +38,6 @@ if TYPE_CHECKING:
     from mdame_core.state import StateStore
     from mdame_resources.health import Health, HealthScope
 
-PROVIDER_GROUPS = (
-    "trends",
-    "gemini",
-    "safety",
-    "generated",
-    "diffusers",
-    "relevance",
-    "stock",
-    "edge_tts",
-    "youtube",
-    "tiktok",
-    "instagram",
-    "telegram",
-)
-
 
 def _resources(doctor: Doctor) -> dict[str, Any]:
     """The resources the runs bind, built once per doctor run."""

@@ -199,12 +199,32 @@ class Executors(_Group):
         "",
         "s3://bucket/prefix where steps on several hosts pass outputs; required by celery and k8s",
     )
+    MDAME_DOCKER_IMAGE: str = var(
+        "", "The run containers' image, for deploy/dagster.docker.yaml's Docker run launcher"
+    )
     MDAME_K8S_IMAGE: str = var("", "The step pods' image; required by the k8s executor")
     MDAME_K8S_NAMESPACE: str = var("default", "The step pods' namespace")
     MDAME_K8S_ENV_SECRETS: str = var("", "Kubernetes Secrets (comma-separated) the step pods load")
     MDAME_K8S_KUBECONFIG: str = var("", "A kubeconfig file; unset: the in-cluster config")
     MDAME_K8S_RENDER_CPU: str = var("2", "CPU a render step pod requests", "cores")
     MDAME_K8S_RENDER_MEMORY: str = var("2Gi", "Memory a render step pod requests")
+
+
+class LocalServices(_Group):
+    """Local services: the PostgreSQL and Redis that make db and the tests start"""
+
+    MDAME_PG_BIN: str = var(
+        "", "PostgreSQL's server binaries for scripts/db-local.sh", shown="the newest installed"
+    )
+    MDAME_REDIS_SERVER: str = var(
+        "", "redis-server for scripts/redis-local.sh", shown="redis-server on the PATH"
+    )
+    MDAME_REDIS_PORT: PositiveInt | None = var(
+        None, "The local Redis's port", shown="derived from the checkout's path"
+    )
+    MDAME_REDIS_BIND: str = var(
+        "127.0.0.1", "The local Redis's address; another needs MDAME_REDIS_PASSWORD"
+    )
 
 
 class Media(_Group):
@@ -401,6 +421,7 @@ class Settings(
     Orchestration,
     RunServers,
     Executors,
+    LocalServices,
     Media,
     Rendering,
     Gemini,

@@ -16,12 +16,29 @@ from mdame_core.settings import REPO_ROOT, Settings
 from mdame_core.settings.reader import effective
 
 SETTINGS_PACKAGE = REPO_ROOT / "mdame_core" / "settings"
-# Names shaped like variables that are not read from the environment: a key of the local
-# cluster's pg.env file, and constants the domain exports.
-NOT_VARIABLES = {"MDAME_PG_PORT", "GEMINI_VOICES", "TELEGRAM_CHAT_PATTERN"}
+# Names shaped like variables that are not read from the environment: keys of the local
+# cluster's pg.env file, constants the domain exports, and the test suite's own switch.
+NOT_VARIABLES = {
+    "MDAME_PG_PORT",
+    "MDAME_PG_DATA",
+    "GEMINI_VOICES",
+    "TELEGRAM_CHAT_PATTERN",
+    "MDAME_SMOKE",
+}
 VARIABLE = re.compile(r"^(ENV|DAGSTER_HOME|(MDAME|GEMINI|YOUTUBE|TELEGRAM)_[A-Z0-9_]+)$")
-# Files outside the Python packages that name variables Dagster or a deployment reads.
-CONFIG_FILES = ("dagster.yaml", "workspace.yaml", "deploy")
+# Files outside the Python packages that name variables Dagster, a deployment or the local
+# services' scripts read.
+CONFIG_FILES = ("dagster.yaml", "workspace.yaml", "deploy", "scripts", "Makefile")
+SHELL_VARIABLE = re.compile(r"\b(?:MDAME|GEMINI|YOUTUBE|TELEGRAM)_[A-Z0-9_]+")
+
+
+def _config_text() -> str:
+    text = ""
+    for name in CONFIG_FILES:
+        path = REPO_ROOT / name
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        text += "\n".join(f.read_text(errors="replace") for f in files)
+    return text
 
 
 def _product_modules() -> list[Path]:
@@ -80,14 +97,16 @@ def test_every_variable_the_code_names_is_declared() -> None:
     assert not undeclared, f"declare these in mdame_core/settings/model.py: {undeclared}"
 
 
+def test_every_variable_the_deployment_files_name_is_declared() -> None:
+    named = set(SHELL_VARIABLE.findall(_config_text()))
+    undeclared = sorted(named - set(Settings.model_fields) - NOT_VARIABLES)
+    assert not undeclared, f"declare these in mdame_core/settings/model.py: {undeclared}"
+
+
 def test_every_declared_variable_is_read_somewhere() -> None:
     readers = [*_product_modules(), SETTINGS_PACKAGE / "__init__.py"]
     named = {name for path in readers for name in _named_variables(path)}
-    config_text = ""
-    for name in CONFIG_FILES:
-        path = REPO_ROOT / name
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-        config_text += "\n".join(f.read_text(errors="replace") for f in files)
+    config_text = _config_text()
     unread = sorted(
         name for name in Settings.model_fields if name not in named and name not in config_text
     )
