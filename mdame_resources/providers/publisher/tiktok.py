@@ -216,14 +216,16 @@ class TikTokPublisher(MarkedPostPublisher):
             )
         return key, secret
 
-    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> TikTokChannel:
+    def _account_api(self, state: StateStore, account: Account, dimension_slug: str) -> TikTokApi:
+        """The account's API client on its stored grant; a rotated refresh token is sealed and
+        stored at once (TikTok retires the old one)."""
         client_key, client_secret = self._app(account)
         grant = account_grant(state, account, dimension_slug, self.master_key_file)
 
         def rotated(refresh_token: str) -> None:
             store_rotated_grant(state, account, grant, refresh_token, self.master_key_file)
 
-        api = TikTokApi(
+        return TikTokApi(
             grant.refresh_token,
             client_key,
             client_secret,
@@ -231,6 +233,9 @@ class TikTokPublisher(MarkedPostPublisher):
             timeout_s=self.timeout_s,
             on_rotate=rotated,
         )
+
+    def channel(self, state: StateStore, account: Account, dimension_slug: str) -> TikTokChannel:
+        api = self._account_api(state, account, dimension_slug)
         window = self.rate_window_s
         api.pace = CallPacer(
             state,
@@ -313,20 +318,7 @@ class TikTokPublisher(MarkedPostPublisher):
     ) -> tuple[Status, str]:
         """One account's probe (see health_check) on a resolved copy of the publisher.
         AppRefused goes up: it is the app's, not the account's."""
-        client_key, client_secret = self._app(account)
-        grant = account_grant(state, account, slug, self.master_key_file)
-
-        def rotated(refresh_token: str) -> None:
-            store_rotated_grant(state, account, grant, refresh_token, self.master_key_file)
-
-        api = TikTokApi(
-            grant.refresh_token,
-            client_key,
-            client_secret,
-            base_url=self.base_url or None,
-            timeout_s=self.timeout_s,
-            on_rotate=rotated,
-        )
+        api = self._account_api(state, account, slug)
         where = display_url(self.base_url or settings.raw(BASE_URL_VAR) or TIKTOK_BASE_URL)
         info: dict[str, Any] = {}
         # Each call with the scope it needs: creator_info (Direct Post), then the video list.
